@@ -1,0 +1,30 @@
+# The two commands of the README: `make demo` and `make test`. Both run the idempotent setup first.
+VENV   := .venv
+PY     := $(VENV)/bin/python
+SHARED ?= $(abspath ../shared)
+export CHERENKOV_SHARED := $(SHARED)
+
+.PHONY: setup demo test test-rust test-python bench-local fmt clean
+
+setup:
+	@bash scripts/setup.sh
+
+demo: setup
+	$(PY) -m cherenkov.demo
+
+test: setup test-rust test-python
+
+test-rust:
+	. scripts/env.sh && cargo test --workspace --exclude cherenkov-python
+
+test-python:
+	. scripts/env.sh && $(PY) -m pytest -q
+
+bench-local: setup
+	$(PY) bench/local_read.py
+
+fmt:
+	cargo fmt --all
+
+clean:
+	rm -rf target $(VENV) .setup-stamps

@@ -1,0 +1,20 @@
+//! The read engine: opens files through a byte source, fetches the baskets a read needs, and
+//! decompresses and interprets them in parallel.
+
+pub mod file;
+pub mod read;
+
+use std::sync::OnceLock;
+
+/// The runtime that drives byte sources. Decompression runs on rayon's pool, not here.
+pub fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("cherenkov-io")
+            .enable_all()
+            .build()
+            .expect("the I/O runtime starts")
+    })
+}

@@ -1,0 +1,364 @@
+//! Reading branches over an entry range: plan the baskets, fetch them in one vectored request,
+//! decompress them in parallel, and assemble native-endian arrays.
+
+use super::file::RootFile;
+use crate::error::{Error, Result};
+use crate::format::basket::{decode_basket, Basket};
+use crate::format::interpretation::{convert_big_endian, interpret, DType, Interpretation};
+use crate::format::tree::{BasketLocation, TreeMeta};
+use crate::source::ByteRange;
+use rayon::prelude::*;
+use std::time::{Duration, Instant};
+
+/// Bytes in 8-byte words, so numpy can view them as any element type without copying.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AlignedBytes {
+    pub words: Vec<u64>,
+    pub len: usize,
+}
+
+impl AlignedBytes {
+    pub fn zeroed(len: usize) -> Self {
+        Self { words: vec![0u64; len.div_ceil(8)], len }
+    }
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: u64 storage viewed as bytes; `len` never exceeds the storage.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.len) }
+    }
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, exclusive borrow.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr() as *mut u8, self.len) }
+    }
+}
+
+/// One column of output. `content` holds native-endian items (or string bytes); `offsets` has
+/// `entries + 1` item (or byte, for strings) boundaries for variable-length data.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Column {
+    pub name: String,
+    pub dtype: DType,
+    pub inner_shape: Vec<usize>,
+    pub content: AlignedBytes,
+    pub offsets: Option<Vec<i64>>,
+    pub is_string: bool,
+}
+
+/// The arrays of one branch: one column, or one per field for leaf lists.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BranchArray {
+    pub branch: String,
+    pub interpretation: Interpretation,
+    pub entries: u64,
+    pub columns: Vec<Column>,
+}
+
+/// What a read cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReadStats {
+    pub baskets: u64,
+    pub compressed_bytes: u64,
+    pub uncompressed_bytes: u64,
+    pub fetch_time: Duration,
+    pub decode_time: Duration,
+}
+
+enum BasketSource {
+    Disk(BasketLocation),
+    Embedded(usize),
+}
+
+struct Planned {
+    branch: usize,
+    entry_start: u64,
+    source: BasketSource,
+}
+
+/// Read `branches` (indices into `tree.branches`) over entries `[start, stop)`.
+pub async fn read_branches(file: &RootFile, tree: &TreeMeta, branches: &[usize], start: u64, stop: u64) -> Result<(Vec<BranchArray>, ReadStats)> {
+    if start > stop || stop > tree.entries {
+        return Err(Error::InvalidArgument(format!("entry range {start}..{stop} is not inside 0..{}", tree.entries)));
+    }
+    let interpretations = branches
+        .iter()
+        .map(|&b| {
+            interpret(tree, b, &file.streamers).map_err(|u| Error::UnsupportedBranch {
+                file: file.name().to_string(),
+                branch: tree.branch_path(b),
+                typename: u.typename,
+                reason: u.reason,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+
+    let mut stats = ReadStats::default();
+    let plan = plan_baskets(tree, branches, start, stop);
+    let ranges: Vec<ByteRange> = plan
+        .iter()
+        .filter_map(|p| match p.source {
+            BasketSource::Disk(loc) => Some(ByteRange::new(loc.seek, loc.bytes as u64)),
+            BasketSource::Embedded(_) => None,
+        })
+        .collect();
+    for r in &ranges {
+        crate::format::directory::check_inside(r.offset, r.len, file.size, "a basket").map_err(|e| e.in_file(file.name()))?;
+    }
+    let t0 = Instant::now();
+    let raw = if ranges.is_empty() { Vec::new() } else { file.source.read_ranges(&ranges).await? };
+    stats.fetch_time = t0.elapsed();
+    stats.compressed_bytes = ranges.iter().map(|r| r.len).sum();
+
+    let t1 = Instant::now();
+    let mut raw_iter = raw.into_iter();
+    let jobs: Vec<(&Planned, Option<bytes::Bytes>)> = plan
+        .iter()
+        .map(|p| (p, matches!(p.source, BasketSource::Disk(_)).then(|| raw_iter.next()).flatten()))
+        .collect();
+    let decoded: Vec<Basket> = jobs
+        .into_par_iter()
+        .map(|(p, raw)| decode_planned(file, tree, p, raw.as_deref()))
+        .collect::<Result<_>>()?;
+    stats.baskets = decoded.len() as u64;
+    stats.uncompressed_bytes = decoded.iter().map(|b| b.content.len() as u64).sum();
+
+    let mut out = Vec::with_capacity(branches.len());
+    for (&b, interp) in branches.iter().zip(interpretations) {
+        let mine: Vec<(&Planned, &Basket)> = plan.iter().zip(&decoded).filter(|(p, _)| p.branch == b).collect();
+        out.push(assemble(file, tree, b, interp, &mine, start, stop).await?);
+    }
+    stats.decode_time = t1.elapsed();
+    Ok((out, stats))
+}
+
+fn plan_baskets(tree: &TreeMeta, branches: &[usize], start: u64, stop: u64) -> Vec<Planned> {
+    let mut plan = Vec::new();
+    for &b in branches {
+        let meta = &tree.branches[b];
+        for loc in &meta.baskets {
+            if loc.entry_start < stop && loc.entry_stop > start {
+                plan.push(Planned { branch: b, entry_start: loc.entry_start, source: BasketSource::Disk(*loc) });
+            }
+        }
+        let mut entry = meta.baskets.last().map_or(0, |l| l.entry_stop);
+        for (i, e) in meta.embedded.iter().enumerate() {
+            let end = entry + e.entries as u64;
+            if entry < stop && end > start {
+                plan.push(Planned { branch: b, entry_start: entry, source: BasketSource::Embedded(i) });
+            }
+            entry = end;
+        }
+    }
+    plan
+}
+
+fn decode_planned(file: &RootFile, tree: &TreeMeta, p: &Planned, raw: Option<&[u8]>) -> Result<Basket> {
+    let meta = &tree.branches[p.branch];
+    match (&p.source, raw) {
+        (BasketSource::Disk(loc), Some(raw)) => {
+            let origin = format!("basket at file offset {} of branch '{}'", loc.seek, tree.branch_path(p.branch));
+            let basket = decode_basket(raw, &origin).map_err(|e| e.in_file(file.name()))?;
+            let expected = loc.entry_stop - loc.entry_start;
+            if basket.entries as u64 != expected {
+                return Err(Error::format(origin, format!("{expected} entries as the branch says, found {}", basket.entries)).in_file(file.name()));
+            }
+            Ok(basket)
+        }
+        (BasketSource::Embedded(i), _) => {
+            let e = &meta.embedded[*i];
+            Ok(Basket { entries: e.entries, content: e.content.clone(), offsets: e.offsets.clone() })
+        }
+        _ => unreachable!("every disk basket was fetched"),
+    }
+}
+
+/// Per basket: the entries of it that the read wants, as local indices.
+fn local_range(p: &Planned, b: &Basket, start: u64, stop: u64) -> (usize, usize) {
+    let first = start.saturating_sub(p.entry_start).min(b.entries as u64) as usize;
+    let last = (stop.min(p.entry_start + b.entries as u64)).saturating_sub(p.entry_start) as usize;
+    (first, last.max(first))
+}
+
+async fn assemble(
+    file: &RootFile,
+    tree: &TreeMeta,
+    branch: usize,
+    interp: Interpretation,
+    baskets: &[(&Planned, &Basket)],
+    start: u64,
+    stop: u64,
+) -> Result<BranchArray> {
+    let name = tree.branch_path(branch);
+    let entries = stop - start;
+    let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
+    let columns = match &interp {
+        Interpretation::Fixed { dtype, inner_shape } => {
+            let entry_bytes = interp.fixed_entry_bytes().unwrap();
+            let mut pieces = Vec::new();
+            for (p, b) in baskets {
+                let (first, last) = local_range(p, b, start, stop);
+                let src = b.content.get(first * entry_bytes..last * entry_bytes).ok_or_else(|| {
+                    bad(format!("a basket of {} entries of {entry_bytes} bytes, found {} bytes", b.entries, b.content.len()))
+                })?;
+                pieces.push(src);
+            }
+            vec![Column { name: name.clone(), dtype: *dtype, inner_shape: inner_shape.clone(), content: convert_pieces(*dtype, &pieces), offsets: None, is_string: false }]
+        }
+        Interpretation::Record { fields } => {
+            let entry_bytes = interp.fixed_entry_bytes().unwrap();
+            let mut field_offset = 0;
+            let mut cols = Vec::new();
+            for f in fields {
+                let fbytes = f.dtype.size() * f.inner_shape.iter().product::<usize>();
+                let mut gathered = Vec::with_capacity(entries as usize * fbytes);
+                for (p, b) in baskets {
+                    let (first, last) = local_range(p, b, start, stop);
+                    if b.content.len() < last * entry_bytes {
+                        return Err(bad(format!("a basket of {} entries of {entry_bytes} bytes, found {} bytes", b.entries, b.content.len())));
+                    }
+                    for e in first..last {
+                        let at = e * entry_bytes + field_offset;
+                        gathered.extend_from_slice(&b.content[at..at + fbytes]);
+                    }
+                }
+                field_offset += fbytes;
+                cols.push(Column { name: f.name.clone(), dtype: f.dtype, inner_shape: f.inner_shape.clone(), content: convert_pieces(f.dtype, &[&gathered]), offsets: None, is_string: false });
+            }
+            cols
+        }
+        Interpretation::Jagged { dtype, inner_shape, header_bytes, count_branch } => {
+            let item_bytes = dtype.size() * inner_shape.iter().product::<usize>().max(1);
+            let offsets_per_basket = basket_offsets(file, tree, baskets, *count_branch, item_bytes, *header_bytes, &name).await?;
+            let mut pieces: Vec<&[u8]> = Vec::new();
+            let mut out_offsets = Vec::with_capacity(entries as usize + 1);
+            out_offsets.push(0i64);
+            let mut items = 0i64;
+            for ((p, b), offs) in baskets.iter().zip(&offsets_per_basket) {
+                let (first, last) = local_range(p, b, start, stop);
+                for e in first..last {
+                    let (lo, hi) = (offs[e] as usize + header_bytes, offs[e + 1] as usize);
+                    if hi < lo || (hi - lo) % item_bytes != 0 || hi > b.content.len() {
+                        return Err(bad(format!("entry {} of {}..{} bytes to hold whole {item_bytes}-byte items after a {header_bytes}-byte header", p.entry_start + e as u64, offs[e], offs[e + 1])));
+                    }
+                    items += ((hi - lo) / item_bytes) as i64;
+                    out_offsets.push(items);
+                    pieces.push(&b.content[lo..hi]);
+                }
+            }
+            vec![Column { name: name.clone(), dtype: *dtype, inner_shape: inner_shape.clone(), content: convert_pieces(*dtype, &pieces), offsets: Some(out_offsets), is_string: false }]
+        }
+        Interpretation::Strings { header_bytes } => {
+            let mut content = Vec::new();
+            let mut out_offsets = vec![0i64];
+            for (p, b) in baskets {
+                let offs = b.offsets.as_ref().ok_or_else(|| bad("entry offsets in a basket of strings".into()))?;
+                let (first, last) = local_range(p, b, start, stop);
+                for e in first..last {
+                    let entry = b.content.get(offs[e] as usize..offs[e + 1] as usize).unwrap_or_default();
+                    let s = string_of_entry(entry, *header_bytes).ok_or_else(|| bad(format!("entry {} to hold a length-prefixed string", p.entry_start + e as u64)))?;
+                    content.extend_from_slice(s);
+                    out_offsets.push(content.len() as i64);
+                }
+            }
+            let mut bytes = AlignedBytes::zeroed(content.len());
+            bytes.as_bytes_mut().copy_from_slice(&content);
+            vec![Column { name: name.clone(), dtype: DType::U8, inner_shape: vec![], content: bytes, offsets: Some(out_offsets), is_string: true }]
+        }
+    };
+    Ok(BranchArray { branch: name, interpretation: interp, entries, columns })
+}
+
+fn string_of_entry(entry: &[u8], header: usize) -> Option<&[u8]> {
+    let rest = entry.get(header..)?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first == 255 {
+        let (n, rest) = rest.split_at_checked(4)?;
+        (u32::from_be_bytes(n.try_into().ok()?) as usize, rest)
+    } else {
+        (first as usize, rest)
+    };
+    rest.get(..len)
+}
+
+/// Entry boundaries for each basket of a jagged branch: from the basket, or rebuilt from the
+/// count branch when the writer left them out (ROOT's kGenerateOffsetMap).
+async fn basket_offsets(
+    file: &RootFile,
+    tree: &TreeMeta,
+    baskets: &[(&Planned, &Basket)],
+    count_branch: Option<usize>,
+    item_bytes: usize,
+    header_bytes: usize,
+    name: &str,
+) -> Result<Vec<Vec<u32>>> {
+    let missing: Vec<usize> = (0..baskets.len()).filter(|&i| baskets[i].1.offsets.is_none()).collect();
+    let mut counts: Vec<i64> = Vec::new();
+    let mut counts_start = 0;
+    if let (Some(&first), Some(&last)) = (missing.first(), missing.last()) {
+        let cb = count_branch.ok_or_else(|| {
+            Error::format(format!("branch '{name}'"), "entry offsets in its baskets (and there is no count branch to rebuild them)").in_file(file.name())
+        })?;
+        counts_start = baskets[first].0.entry_start;
+        let counts_stop = baskets[last].0.entry_start + baskets[last].1.entries as u64;
+        let (arrays, _) = Box::pin(read_branches(file, tree, &[cb], counts_start, counts_stop.min(tree.entries))).await?;
+        counts = column_as_i64(&arrays[0].columns[0]);
+    }
+    Ok(baskets
+        .iter()
+        .map(|(p, b)| match &b.offsets {
+            Some(o) => o.clone(),
+            None => {
+                let mut offs = vec![0u32];
+                let mut at = 0u64;
+                for e in 0..b.entries as u64 {
+                    let n = counts.get((p.entry_start + e - counts_start) as usize).copied().unwrap_or(0).max(0) as u64;
+                    at += header_bytes as u64 + n * item_bytes as u64;
+                    offs.push(at.min(u32::MAX as u64) as u32);
+                }
+                offs
+            }
+        })
+        .collect())
+}
+
+fn column_as_i64(c: &Column) -> Vec<i64> {
+    let b = c.content.as_bytes();
+    macro_rules! conv {
+        ($t:ty) => {
+            b.chunks_exact(std::mem::size_of::<$t>()).map(|x| <$t>::from_ne_bytes(x.try_into().unwrap()) as i64).collect()
+        };
+    }
+    match c.dtype {
+        DType::Bool | DType::U8 => b.iter().map(|&x| x as i64).collect(),
+        DType::I8 => b.iter().map(|&x| x as i8 as i64).collect(),
+        DType::I16 => conv!(i16),
+        DType::U16 => conv!(u16),
+        DType::I32 => conv!(i32),
+        DType::U32 => conv!(u32),
+        DType::I64 => conv!(i64),
+        DType::U64 => conv!(u64),
+        DType::F32 => conv!(f32),
+        DType::F64 => conv!(f64),
+    }
+}
+
+/// Concatenate big-endian pieces into one native-endian buffer, converting in parallel.
+fn convert_pieces(dtype: DType, pieces: &[&[u8]]) -> AlignedBytes {
+    let total: usize = pieces.iter().map(|p| p.len()).sum();
+    let mut out = AlignedBytes::zeroed(total);
+    let mut rest = out.as_bytes_mut();
+    let mut targets = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        let (head, tail) = rest.split_at_mut(p.len());
+        targets.push(head);
+        rest = tail;
+    }
+    // Small pieces are grouped so each rayon task does a worthwhile amount of work.
+    const GRAIN: usize = 256 * 1024;
+    if total < GRAIN {
+        for (dst, src) in targets.into_iter().zip(pieces) {
+            convert_big_endian(dtype, src, dst);
+        }
+    } else {
+        targets.into_par_iter().zip(pieces.par_iter()).with_min_len(16).for_each(|(dst, src)| convert_big_endian(dtype, src, dst));
+    }
+    out
+}

@@ -1,0 +1,75 @@
+//! TBasket on disk: a key header followed by the (usually compressed) entry data and, for
+//! variable-size entries, the table of where each entry starts.
+
+use super::compression::decompress;
+use super::cursor::Cursor;
+use super::directory::Key;
+use super::tree::relative_offsets;
+use crate::error::Result;
+
+/// A decompressed basket.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Basket {
+    pub entries: u32,
+    /// Entry data, without the key header and the offset table.
+    pub content: Vec<u8>,
+    /// `entries + 1` boundaries within `content` when entries vary in size. `None` when entries
+    /// are fixed-size, or when the writer left the table out to be rebuilt from a count branch.
+    pub offsets: Option<Vec<u32>>,
+}
+
+/// Decode a basket from its stored bytes (`raw` = the whole key: header and payload).
+/// `origin` names it for errors, e.g. "basket 3 of branch 'Muon_pt' (file offset 1234)".
+pub fn decode_basket(raw: &[u8], origin: &str) -> Result<Basket> {
+    let mut cur = Cursor::new(raw, origin, 0);
+    let key = Key::parse(&mut cur)?;
+    let _version = cur.i16("TBasket version")?;
+    cur.i32("TBasket fBufferSize")?;
+    // A negative fNevBufSize announces a byte of IO bits (ROOT 6.12 and later).
+    if cur.i32("TBasket fNevBufSize")? < 0 {
+        cur.u8("TBasket fIOBits")?;
+    }
+    let nev_pos = cur.pos();
+    let nev_buf = cur.i32("TBasket fNevBuf")?;
+    let last = cur.i32("TBasket fLast")?;
+    let keylen = key.keylen as usize;
+    if key.nbytes as usize != raw.len() || keylen > raw.len() || keylen < cur.pos() {
+        return Err(cur.error_at(0, format!(
+            "a basket key of {} bytes with its header inside (fNbytes {}, fKeylen {})",
+            raw.len(), key.nbytes, key.keylen
+        )));
+    }
+    let objlen = key.objlen as usize;
+    let border = (last as i64) - keylen as i64;
+    if border < 0 || border as usize > objlen {
+        return Err(cur.error_at(nev_pos + 4, format!(
+            "fLast ({last}) between fKeylen ({keylen}) and fKeylen + fObjlen ({})",
+            keylen + objlen
+        )));
+    }
+    let border = border as usize;
+    let stored = &raw[keylen..];
+    let data = if key.is_compressed() {
+        decompress(stored, objlen, origin)?
+    } else {
+        stored.get(..objlen).ok_or_else(|| cur.error_at(keylen, format!("{objlen} uncompressed bytes")))?.to_vec()
+    };
+    let nev = cur.non_negative(nev_pos, nev_buf as i64, "TBasket fNevBuf")?;
+    let offsets = if border < objlen {
+        let mut table = Cursor::new(&data[border..], origin, border as u64);
+        let n = table.count("the entry offset count", 4)?;
+        if n < nev {
+            return Err(table.error_at(0, format!("{nev} entry offsets, found {n}")));
+        }
+        let raw_offsets = table.i32_array(nev, "entry offsets")?;
+        Some(
+            relative_offsets(&raw_offsets, keylen, border)
+                .ok_or_else(|| table.error_at(4, format!("entry offsets in order and inside the {border} data bytes")))?,
+        )
+    } else {
+        None
+    };
+    let mut content = data;
+    content.truncate(border);
+    Ok(Basket { entries: nev as u32, content, offsets })
+}

@@ -1,0 +1,201 @@
+//! ROOT compression blocks. Each block has a 9-byte header: two letters naming the algorithm,
+//! one method byte, then the compressed and uncompressed sizes as 3-byte little-endian numbers.
+//! Objects larger than 0xFFFFFF bytes are split into several blocks.
+
+use crate::error::{Error, Result};
+use std::io::Read;
+
+const HEADER_LEN: usize = 9;
+/// LZ4 blocks start with an 8-byte xxhash64 checksum of the compressed bytes.
+const LZ4_CHECKSUM_LEN: usize = 8;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Algorithm {
+    Zlib,
+    Lzma,
+    Lz4,
+    Zstd,
+    /// ROOT's original deflate implementation ("CS"), a raw deflate stream.
+    OldDeflate,
+    Uncompressed,
+}
+
+impl Algorithm {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Algorithm::Zlib => "zlib",
+            Algorithm::Lzma => "lzma",
+            Algorithm::Lz4 => "lz4",
+            Algorithm::Zstd => "zstd",
+            Algorithm::OldDeflate => "old-deflate",
+            Algorithm::Uncompressed => "none",
+        }
+    }
+
+    fn from_magic(magic: &[u8]) -> Option<Self> {
+        Some(match magic {
+            b"ZL" => Algorithm::Zlib,
+            b"XZ" => Algorithm::Lzma,
+            b"L4" => Algorithm::Lz4,
+            b"ZS" => Algorithm::Zstd,
+            b"CS" => Algorithm::OldDeflate,
+            _ => return None,
+        })
+    }
+}
+
+/// The algorithm of the first block of a compressed payload (for summaries).
+pub fn algorithm_of(compressed: &[u8]) -> Option<Algorithm> {
+    compressed.get(..2).and_then(Algorithm::from_magic)
+}
+
+fn u24_le(b: &[u8]) -> usize {
+    b[0] as usize | (b[1] as usize) << 8 | (b[2] as usize) << 16
+}
+
+/// Decompress a key payload of `compressed.len()` bytes into exactly `uncompressed_len` bytes.
+/// `origin` names the object for errors ("basket 3 of branch 'pt' at file offset 1234").
+/// The output buffer grows block by block, so a lying size field cannot allocate more than the
+/// blocks actually present declare (each at most 16 MiB).
+pub fn decompress(compressed: &[u8], uncompressed_len: usize, origin: &str) -> Result<Vec<u8>> {
+    let err = |pos: usize, expected: String| Error::format(format!("{origin} compressed byte {pos}"), expected);
+    let mut out: Vec<u8> = Vec::with_capacity(uncompressed_len.min(compressed.len().saturating_mul(16)).min(1 << 28));
+    let mut pos = 0usize;
+    while out.len() < uncompressed_len {
+        let header = compressed
+            .get(pos..pos + HEADER_LEN)
+            .ok_or_else(|| err(pos, format!("a 9-byte compression header ({} of {uncompressed_len} bytes decompressed so far)", out.len())))?;
+        let algorithm = Algorithm::from_magic(&header[..2]).ok_or_else(|| {
+            err(pos, format!("a compression header starting with ZL, XZ, L4, ZS or CS, found {:?}", String::from_utf8_lossy(&header[..2])))
+        })?;
+        let block_len = u24_le(&header[3..6]);
+        let block_out = u24_le(&header[6..9]);
+        let start = pos + HEADER_LEN;
+        let block = compressed.get(start..start + block_len).ok_or_else(|| {
+            err(pos, format!("a {} block of {block_len} bytes, but only {} bytes remain", algorithm.name(), compressed.len() - start.min(compressed.len())))
+        })?;
+        if out.len() + block_out > uncompressed_len {
+            return Err(err(pos, format!("blocks adding up to {uncompressed_len} bytes, but this one would reach {}", out.len() + block_out)));
+        }
+        let before = out.len();
+        out.resize(before + block_out, 0);
+        decompress_block(algorithm, block, &mut out[before..]).map_err(|m| err(pos, m))?;
+        pos = start + block_len;
+    }
+    Ok(out)
+}
+
+/// Decompress one block into `dest`, which must be filled exactly.
+fn decompress_block(algorithm: Algorithm, block: &[u8], dest: &mut [u8]) -> std::result::Result<(), String> {
+    let want = dest.len();
+    let filled = match algorithm {
+        Algorithm::Zlib => read_fully(flate2::read::ZlibDecoder::new(block), dest),
+        Algorithm::OldDeflate => read_fully(flate2::read::DeflateDecoder::new(block), dest),
+        Algorithm::Lzma => read_fully(xz2::read::XzDecoder::new(block), dest),
+        Algorithm::Zstd => zstd::bulk::decompress_to_buffer(block, dest).map_err(|e| e.to_string()),
+        Algorithm::Lz4 => {
+            if block.len() < LZ4_CHECKSUM_LEN {
+                return Err("an lz4 block with its 8-byte checksum".into());
+            }
+            let (checksum, payload) = block.split_at(LZ4_CHECKSUM_LEN);
+            let expected = u64::from_be_bytes(checksum.try_into().unwrap());
+            let actual = twox_hash::XxHash64::oneshot(0, payload);
+            if expected != actual {
+                return Err(format!("lz4 xxhash64 checksum {expected:#018x}, computed {actual:#018x}"));
+            }
+            lz4_flex::block::decompress_into(payload, dest).map_err(|e| e.to_string())
+        }
+        Algorithm::Uncompressed => unreachable!("never named in a block header"),
+    }
+    .map_err(|e| format!("a valid {} block: {e}", algorithm.name()))?;
+    if filled != want {
+        return Err(format!("a {} block decompressing to {want} bytes, got {filled}", algorithm.name()));
+    }
+    Ok(())
+}
+
+fn read_fully(mut reader: impl Read, dest: &mut [u8]) -> std::result::Result<usize, String> {
+    let mut filled = 0;
+    while filled < dest.len() {
+        match reader.read(&mut dest[filled..]).map_err(|e| e.to_string())? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    Ok(filled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn block(magic: &[u8; 2], payload: &[u8], raw_len: usize) -> Vec<u8> {
+        let mut out = magic.to_vec();
+        out.push(8);
+        for n in [payload.len(), raw_len] {
+            out.extend_from_slice(&(n as u32).to_le_bytes()[..3]);
+        }
+        out.extend_from_slice(payload);
+        out
+    }
+
+    fn sample() -> Vec<u8> {
+        (0..50_000u32).flat_map(|i| (i % 251).to_be_bytes()).collect()
+    }
+
+    #[test]
+    fn every_algorithm_round_trips() {
+        let raw = sample();
+        let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zl.write_all(&raw).unwrap();
+        let mut cs = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        cs.write_all(&raw).unwrap();
+        let mut xz = xz2::write::XzEncoder::new(Vec::new(), 6);
+        xz.write_all(&raw).unwrap();
+        let zs = zstd::bulk::compress(&raw, 3).unwrap();
+        let l4 = lz4_flex::block::compress(&raw);
+        let mut l4_with_sum = twox_hash::XxHash64::oneshot(0, &l4).to_be_bytes().to_vec();
+        l4_with_sum.extend_from_slice(&l4);
+        for (magic, payload) in [
+            (b"ZL", zl.finish().unwrap()),
+            (b"CS", cs.finish().unwrap()),
+            (b"XZ", xz.finish().unwrap()),
+            (b"ZS", zs),
+            (b"L4", l4_with_sum),
+        ] {
+            let data = block(magic, &payload, raw.len());
+            assert_eq!(decompress(&data, raw.len(), "test").unwrap(), raw, "{magic:?}");
+        }
+    }
+
+    #[test]
+    fn several_blocks_concatenate() {
+        let raw = sample();
+        let (a, b) = raw.split_at(70_000);
+        let mut data = block(b"ZS", &zstd::bulk::compress(a, 1).unwrap(), a.len());
+        data.extend(block(b"ZS", &zstd::bulk::compress(b, 1).unwrap(), b.len()));
+        assert_eq!(decompress(&data, raw.len(), "test").unwrap(), raw);
+    }
+
+    #[test]
+    fn lz4_checksum_is_verified() {
+        let raw = sample();
+        let l4 = lz4_flex::block::compress(&raw);
+        let mut payload = (twox_hash::XxHash64::oneshot(0, &l4) ^ 1).to_be_bytes().to_vec();
+        payload.extend_from_slice(&l4);
+        let e = decompress(&block(b"L4", &payload, raw.len()), raw.len(), "test").unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+    }
+
+    #[test]
+    fn lies_and_truncation_are_errors() {
+        let raw = sample();
+        let zs = zstd::bulk::compress(&raw, 1).unwrap();
+        let data = block(b"ZS", &zs, raw.len());
+        assert!(decompress(&data[..data.len() - 5], raw.len(), "t").is_err());
+        assert!(decompress(&data, raw.len() + 10, "t").is_err());
+        assert!(decompress(&data, raw.len() - 10, "t").is_err());
+        assert!(decompress(b"QQ\x08\x01\x00\x00\x01\x00\x00x", 1, "t").is_err());
+    }
+}

@@ -1,0 +1,183 @@
+//! The file header, keys and directories: how a ROOT file says where its objects are.
+
+use super::cursor::Cursor;
+use crate::error::{Error, Result};
+
+/// Bytes enough for the file header of small and large files.
+pub const FILE_HEADER_LEN: usize = 100;
+/// Bytes enough for a key header (long names need more; `Key::parse` says so).
+pub const KEY_HEADER_MAX: usize = 512;
+
+#[derive(Clone, Debug)]
+pub struct FileHeader {
+    pub version: i32,
+    pub begin: u64,
+    pub end: u64,
+    pub name_bytes: u32,
+    pub compress: i32,
+    pub seek_info: u64,
+    pub info_bytes: u32,
+}
+
+impl FileHeader {
+    pub fn parse(data: &[u8]) -> Result<Self> {
+        let mut c = Cursor::new(data, "file", 0);
+        let magic = c.bytes(4, "the magic bytes 'root'")?;
+        if magic != b"root" {
+            return Err(c.error_at(0, format!("the magic bytes 'root', found {:?}", String::from_utf8_lossy(magic))));
+        }
+        let version = c.i32("the format version")?;
+        let begin = c.i32("fBEGIN")?;
+        let large = version >= 1_000_000;
+        let seek = |c: &mut Cursor, what: &str| -> Result<i64> {
+            if large { c.i64(what) } else { c.i32(what).map(i64::from) }
+        };
+        let end = seek(&mut c, "fEND")?;
+        let _seek_free = seek(&mut c, "fSeekFree")?;
+        let _free_bytes = c.i32("fNbytesFree")?;
+        let _n_free = c.i32("nfree")?;
+        let name_bytes = c.i32("fNbytesName")?;
+        let _units = c.u8("fUnits")?;
+        let compress = c.i32("fCompress")?;
+        let seek_info = seek(&mut c, "fSeekInfo")?;
+        let info_bytes = c.i32("fNbytesInfo")?;
+        if begin < 4 || end < begin as i64 || name_bytes < 0 || seek_info < 0 || info_bytes < 0 {
+            return Err(c.error_at(8, format!(
+                "a consistent header (fBEGIN {begin}, fEND {end}, fNbytesName {name_bytes}, fSeekInfo {seek_info}, fNbytesInfo {info_bytes})"
+            )));
+        }
+        Ok(Self {
+            version,
+            begin: begin as u64,
+            end: end as u64,
+            name_bytes: name_bytes as u32,
+            compress,
+            seek_info: seek_info as u64,
+            info_bytes: info_bytes as u32,
+        })
+    }
+
+    /// Where the top directory's record starts.
+    pub fn top_directory_offset(&self) -> u64 {
+        self.begin + self.name_bytes as u64
+    }
+}
+
+/// A TKey header: what an object is, where it is and how big.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Key {
+    pub nbytes: u32,
+    pub version: i16,
+    pub objlen: u32,
+    pub keylen: u16,
+    pub cycle: i16,
+    pub seek_key: u64,
+    pub seek_pdir: u64,
+    pub class_name: String,
+    pub name: String,
+    pub title: String,
+}
+
+impl Key {
+    pub fn parse(c: &mut Cursor) -> Result<Self> {
+        let start = c.pos();
+        let nbytes = c.i32("key fNbytes")?;
+        let version = c.i16("key version")?;
+        let objlen = c.i32("key fObjlen")?;
+        let _datime = c.u32("key fDatime")?;
+        let keylen = c.i16("key fKeylen")?;
+        let cycle = c.i16("key fCycle")?;
+        let (seek_key, seek_pdir) = if version > 1000 {
+            (c.i64("key fSeekKey")?, c.i64("key fSeekPdir")?)
+        } else {
+            (c.i32("key fSeekKey")? as i64, c.i32("key fSeekPdir")? as i64)
+        };
+        let class_name = c.string("key class name")?;
+        let name = c.string("key name")?;
+        let title = c.string("key title")?;
+        if nbytes < 0 || objlen < 0 || keylen < 0 || seek_key < 0 || seek_pdir < 0 || (keylen as i64) > (nbytes as i64).max(keylen as i64) {
+            return Err(c.error_at(start, format!(
+                "a key with non-negative sizes and seeks (fNbytes {nbytes}, fObjlen {objlen}, fKeylen {keylen}, fSeekKey {seek_key})"
+            )));
+        }
+        Ok(Self {
+            nbytes: nbytes as u32,
+            version,
+            objlen: objlen as u32,
+            keylen: keylen as u16,
+            cycle,
+            seek_key: seek_key as u64,
+            seek_pdir: seek_pdir as u64,
+            class_name,
+            name,
+            title,
+        })
+    }
+
+    /// Bytes of the object data as stored (compressed or not).
+    pub fn stored_len(&self) -> usize {
+        (self.nbytes as usize).saturating_sub(self.keylen as usize)
+    }
+
+    pub fn is_compressed(&self) -> bool {
+        self.objlen as usize > self.stored_len()
+    }
+
+    pub fn is_directory(&self) -> bool {
+        matches!(self.class_name.as_str(), "TDirectory" | "TDirectoryFile")
+    }
+
+    /// For error messages: "object 'Events;1' (TTree, key at 1234)".
+    pub fn describe(&self) -> String {
+        format!("object '{};{}' ({}, key at file offset {})", self.name, self.cycle, self.class_name, self.seek_key)
+    }
+}
+
+/// A directory record: where its keys list is.
+#[derive(Clone, Copy, Debug)]
+pub struct DirectoryRecord {
+    pub keys_bytes: u32,
+    pub seek_keys: u64,
+}
+
+/// Bytes enough for a directory record.
+pub const DIRECTORY_RECORD_LEN: usize = 64;
+
+impl DirectoryRecord {
+    pub fn parse(c: &mut Cursor) -> Result<Self> {
+        let version = c.i16("TDirectory version")?;
+        let _created = c.u32("TDirectory fDatimeC")?;
+        let _modified = c.u32("TDirectory fDatimeM")?;
+        let keys_bytes = c.i32("TDirectory fNbytesKeys")?;
+        let _name_bytes = c.i32("TDirectory fNbytesName")?;
+        let seek = |c: &mut Cursor, what: &str| -> Result<i64> {
+            if version > 1000 { c.i64(what) } else { c.i32(what).map(i64::from) }
+        };
+        let _seek_dir = seek(c, "TDirectory fSeekDir")?;
+        let _seek_parent = seek(c, "TDirectory fSeekParent")?;
+        let seek_keys = seek(c, "TDirectory fSeekKeys")?;
+        if keys_bytes < 0 || seek_keys < 0 {
+            return Err(c.error(format!("a directory with a valid keys list (fSeekKeys {seek_keys}, fNbytesKeys {keys_bytes})")));
+        }
+        Ok(Self { keys_bytes: keys_bytes as u32, seek_keys: seek_keys as u64 })
+    }
+}
+
+/// The keys list of a directory: a key header, the number of keys, then each key header.
+pub fn parse_keys_list(data: &[u8], seek_keys: u64) -> Result<Vec<Key>> {
+    let mut c = Cursor::new(data, "file", seek_keys);
+    let _self_key = Key::parse(&mut c)?;
+    let n = c.count("the number of keys", 30)?;
+    (0..n).map(|_| Key::parse(&mut c)).collect()
+}
+
+/// Check that `[offset, offset + len)` lies inside a file of `size` bytes.
+pub fn check_inside(offset: u64, len: u64, size: u64, what: &str) -> Result<()> {
+    if offset.checked_add(len).is_none_or(|end| end > size) {
+        return Err(Error::format(
+            format!("file offset {offset}"),
+            format!("{what} ({len} bytes) inside the file of {size} bytes"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,350 @@
+//! How a branch's bytes become arrays: which element type, which per-entry shape, which headers.
+
+use super::streamers::{find_element, StreamerInfo};
+use super::tree::{BranchMeta, LeafMeta, TreeMeta};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    Bool,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    F32,
+    F64,
+}
+
+impl DType {
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::I16 | DType::U16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+            DType::I64 | DType::U64 | DType::F64 => 8,
+        }
+    }
+
+    /// The numpy name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+
+    /// The C++ name, for listings.
+    pub fn cpp_name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I8 => "int8_t",
+            DType::I16 => "int16_t",
+            DType::I32 => "int32_t",
+            DType::I64 => "int64_t",
+            DType::U8 => "uint8_t",
+            DType::U16 => "uint16_t",
+            DType::U32 => "uint32_t",
+            DType::U64 => "uint64_t",
+            DType::F32 => "float",
+            DType::F64 => "double",
+        }
+    }
+
+    fn from_leaf_class(class: &str, unsigned: bool) -> Option<Self> {
+        Some(match (class, unsigned) {
+            ("TLeafO", _) => DType::Bool,
+            ("TLeafB", false) => DType::I8,
+            ("TLeafB", true) => DType::U8,
+            ("TLeafS", false) => DType::I16,
+            ("TLeafS", true) => DType::U16,
+            ("TLeafI", false) => DType::I32,
+            ("TLeafI", true) => DType::U32,
+            ("TLeafL" | "TLeafG", false) => DType::I64,
+            ("TLeafL" | "TLeafG", true) => DType::U64,
+            ("TLeafF", _) => DType::F32,
+            ("TLeafD", _) => DType::F64,
+            _ => return None,
+        })
+    }
+
+    /// ROOT's streamer type codes (TVirtualStreamerInfo::EReadWrite), without array offsets.
+    fn from_type_code(code: i32) -> Option<Self> {
+        Some(match code {
+            1 => DType::I8,
+            2 => DType::I16,
+            3 => DType::I32,
+            4 | 16 => DType::I64,
+            5 => DType::F32,
+            // kCounter and kBits are read as unsigned, as uproot does.
+            6 | 13 | 15 => DType::U32,
+            8 => DType::F64,
+            11 => DType::U8,
+            12 => DType::U16,
+            14 | 17 => DType::U64,
+            18 => DType::Bool,
+            _ => return None,
+        })
+    }
+
+    /// Element type of `vector<T>` / `std::vector<T>` class names.
+    fn from_cpp_name(name: &str) -> Option<Self> {
+        Some(match name.trim() {
+            "bool" | "Bool_t" => DType::Bool,
+            "char" | "Char_t" | "int8_t" => DType::I8,
+            "unsigned char" | "UChar_t" | "uint8_t" => DType::U8,
+            "short" | "Short_t" | "int16_t" => DType::I16,
+            "unsigned short" | "UShort_t" | "uint16_t" => DType::U16,
+            "int" | "Int_t" | "int32_t" => DType::I32,
+            "unsigned int" | "unsigned" | "UInt_t" | "uint32_t" => DType::U32,
+            "long" | "Long_t" | "long long" | "Long64_t" | "int64_t" => DType::I64,
+            "unsigned long" | "ULong_t" | "unsigned long long" | "ULong64_t" | "uint64_t" => DType::U64,
+            "float" | "Float_t" => DType::F32,
+            "double" | "Double_t" => DType::F64,
+            _ => return None,
+        })
+    }
+}
+
+/// How entries are laid out in a branch's baskets.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Interpretation {
+    /// Every entry holds `product(inner_shape)` items of `dtype`.
+    Fixed { dtype: DType, inner_shape: Vec<usize> },
+    /// Entries vary in length: `header_bytes`, then items of `dtype` (each of `inner_shape`).
+    /// `count_branch` is the branch whose values count the items, when there is one.
+    Jagged { dtype: DType, inner_shape: Vec<usize>, header_bytes: usize, count_branch: Option<usize> },
+    /// One string per entry: `header_bytes`, a length byte (255 then a 4-byte length when longer),
+    /// then the characters.
+    Strings { header_bytes: usize },
+    /// Several leaves per entry (a leaf list), each a fixed-size field.
+    Record { fields: Vec<RecordField> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordField {
+    pub name: String,
+    pub dtype: DType,
+    pub inner_shape: Vec<usize>,
+}
+
+impl Interpretation {
+    /// Bytes per entry for fixed-size layouts.
+    pub fn fixed_entry_bytes(&self) -> Option<usize> {
+        match self {
+            Interpretation::Fixed { dtype, inner_shape } => Some(dtype.size() * inner_shape.iter().product::<usize>()),
+            Interpretation::Record { fields } => {
+                Some(fields.iter().map(|f| f.dtype.size() * f.inner_shape.iter().product::<usize>()).sum())
+            }
+            _ => None,
+        }
+    }
+
+    /// A C++-like type name for listings: `float`, `int32_t[3]`, `float[]`, `std::vector<float>`.
+    pub fn typename(&self) -> String {
+        let dims = |shape: &[usize]| shape.iter().map(|d| format!("[{d}]")).collect::<String>();
+        match self {
+            Interpretation::Fixed { dtype, inner_shape } => format!("{}{}", dtype.cpp_name(), dims(inner_shape)),
+            Interpretation::Jagged { dtype, inner_shape, header_bytes: 10, .. } if inner_shape.is_empty() => {
+                format!("std::vector<{}>", dtype.cpp_name())
+            }
+            Interpretation::Jagged { dtype, inner_shape, .. } => format!("{}[]{}", dtype.cpp_name(), dims(inner_shape)),
+            Interpretation::Strings { .. } => "string".to_string(),
+            Interpretation::Record { fields } => format!(
+                "struct {{{}}}",
+                fields.iter().map(|f| format!("{} {}{};", f.dtype.cpp_name(), f.name, dims(&f.inner_shape))).collect::<Vec<_>>().join(" ")
+            ),
+        }
+    }
+}
+
+/// Why a branch cannot be read, and what it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsupported {
+    pub typename: String,
+    pub reason: String,
+}
+
+fn unsupported(typename: impl Into<String>, reason: impl Into<String>) -> Unsupported {
+    Unsupported { typename: typename.into(), reason: reason.into() }
+}
+
+// Streamer type codes.
+const OFFSET_L: i32 = 20;
+const OFFSET_P: i32 = 40;
+const K_CHAR_STAR: i32 = 7;
+const K_TSTRING: i32 = 65;
+const K_STL: i32 = 300;
+const K_STL_STRING: i32 = 365;
+// TBranchElement fType values.
+const CLONES_MEMBER: i32 = 31;
+const STL_MEMBER: i32 = 41;
+
+/// Fixed dimensions from a leaf title such as `x[3]`, `x[2][3]` or `x[n][3]` (names are counts,
+/// not dimensions); a title without brackets but fLen > 1 gives `[fLen]`.
+fn title_dims(leaf: &LeafMeta) -> Vec<usize> {
+    let title = if leaf.title.contains('[') { &leaf.title } else { &leaf.name };
+    let mut dims = Vec::new();
+    let mut any_brackets = false;
+    let mut rest = title.as_str();
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']') else { break };
+        any_brackets = true;
+        if let Ok(d) = rest[open + 1..open + close].trim().parse::<usize>() {
+            dims.push(d);
+        }
+        rest = &rest[open + close + 1..];
+    }
+    if !any_brackets && leaf.len > 1 {
+        dims.push(leaf.len as usize);
+    }
+    dims
+}
+
+fn vector_element(class_name: &str) -> Option<DType> {
+    let inner = class_name.trim().strip_prefix("std::").unwrap_or(class_name.trim());
+    let inner = inner.strip_prefix("vector<")?.strip_suffix('>')?;
+    DType::from_cpp_name(inner)
+}
+
+fn is_string_class(name: &str) -> bool {
+    matches!(name.trim(), "string" | "std::string" | "TString" | "basic_string<char>")
+}
+
+/// Decide how to read branch `index` of `tree`.
+pub fn interpret(tree: &TreeMeta, index: usize, infos: &[StreamerInfo]) -> Result<Interpretation, Unsupported> {
+    let branch = &tree.branches[index];
+    let leaves: Vec<&LeafMeta> = branch.leaves.iter().map(|&l| &tree.leaves[l]).collect();
+    let element = branch.element.as_ref();
+    let declared = element.map(|e| e.class_name.clone()).unwrap_or_else(|| branch.class.clone());
+
+    if !branch.children.is_empty() {
+        if element.is_some_and(|e| e.class_name == "TClonesArray" && e.id < 0) {
+            return Ok(Interpretation::Fixed { dtype: DType::I32, inner_shape: vec![] });
+        }
+        return Err(unsupported(declared, "it is a split object; read its sub-branches instead"));
+    }
+    if branch.class == "TBranchObject" || branch.class == "TBranchSTL" {
+        return Err(unsupported(declared, format!("{} branches hold whole objects", branch.class)));
+    }
+    match leaves.as_slice() {
+        [] => Err(unsupported(declared, "the branch has no leaves")),
+        [leaf] => interpret_leaf(tree, branch, leaf, infos),
+        many => {
+            let mut fields = Vec::new();
+            for leaf in many {
+                let dtype = DType::from_leaf_class(&leaf.class, leaf.is_unsigned)
+                    .ok_or_else(|| unsupported(&leaf.title, format!("leaf-list member '{}' is a {}", leaf.name, leaf.class)))?;
+                if leaf.count.is_some() {
+                    return Err(unsupported(&branch.title, "a leaf list with a variable-length member"));
+                }
+                fields.push(RecordField { name: leaf.name.clone(), dtype, inner_shape: title_dims(leaf) });
+            }
+            Ok(Interpretation::Record { fields })
+        }
+    }
+}
+
+fn interpret_leaf(tree: &TreeMeta, branch: &BranchMeta, leaf: &LeafMeta, infos: &[StreamerInfo]) -> Result<Interpretation, Unsupported> {
+    let count_branch = leaf.count.and_then(|c| tree.leaves[c].branch);
+    if leaf.class == "TLeafC" {
+        return Ok(Interpretation::Strings { header_bytes: 0 });
+    }
+    if let Some(dtype) = DType::from_leaf_class(&leaf.class, leaf.is_unsigned) {
+        let inner_shape = title_dims(leaf);
+        return Ok(match leaf.count {
+            None => Interpretation::Fixed { dtype, inner_shape },
+            Some(_) => Interpretation::Jagged { dtype, inner_shape, header_bytes: 0, count_branch },
+        });
+    }
+    if leaf.class != "TLeafElement" {
+        return Err(unsupported(&leaf.class, format!("leaves of class {} are not interpreted", leaf.class)));
+    }
+    let Some(e) = branch.element.as_ref() else {
+        return Err(unsupported(&leaf.class, "a TLeafElement outside a TBranchElement"));
+    };
+    // Whole top-level objects: strings and vectors of numbers.
+    if e.id < 0 {
+        if is_string_class(&e.class_name) {
+            return Ok(Interpretation::Strings { header_bytes: 0 });
+        }
+        if let Some(dtype) = vector_element(&e.class_name) {
+            return Ok(Interpretation::Jagged { dtype, inner_shape: vec![], header_bytes: 10, count_branch: None });
+        }
+        return Err(unsupported(&e.class_name, "objects of this class are not interpreted"));
+    }
+    // A member of a split object (or of the objects in a TClonesArray).
+    let member = find_element(infos, &e.class_name, e.class_version, e.id);
+    let member_type = member.map(|m| m.type_name.clone()).unwrap_or_else(|| format!("{}::<member {}>", e.class_name, e.id));
+    if e.kind == STL_MEMBER {
+        return Err(unsupported(member_type, "members of split std::vector collections are not interpreted yet"));
+    }
+    let code = e.streamer_type;
+    if code == K_TSTRING && e.kind != CLONES_MEMBER {
+        return Ok(Interpretation::Strings { header_bytes: 0 });
+    }
+    if (code == K_STL || code == K_STL_STRING) && e.kind != CLONES_MEMBER {
+        if let Some(m) = member {
+            if is_string_class(&m.type_name) {
+                return Ok(Interpretation::Strings { header_bytes: 6 });
+            }
+            if let Some(dtype) = vector_element(&m.type_name) {
+                return Ok(Interpretation::Jagged { dtype, inner_shape: vec![], header_bytes: 10, count_branch: None });
+            }
+        }
+        return Err(unsupported(member_type, "this STL member type is not interpreted"));
+    }
+    let (base, array) = match code {
+        c if c > OFFSET_P && c < OFFSET_P + OFFSET_L => (c - OFFSET_P, "pointer"),
+        c if c > OFFSET_L && c < OFFSET_P => (c - OFFSET_L, "fixed"),
+        c => (c, "scalar"),
+    };
+    let Some(dtype) = DType::from_type_code(base).filter(|_| base != K_CHAR_STAR) else {
+        return Err(unsupported(member_type, format!("streamer type {code} is not interpreted")));
+    };
+    let inner_shape = title_dims(leaf);
+    Ok(match (array, e.kind) {
+        ("pointer", CLONES_MEMBER) => return Err(unsupported(member_type, "variable arrays inside TClonesArray members")),
+        ("pointer", _) => Interpretation::Jagged { dtype, inner_shape: vec![], header_bytes: 1, count_branch },
+        (_, CLONES_MEMBER) => Interpretation::Jagged { dtype, inner_shape, header_bytes: 0, count_branch },
+        _ => Interpretation::Fixed { dtype, inner_shape },
+    })
+}
+
+/// Copy big-endian items into native-endian `dst` (same length in bytes).
+pub fn convert_big_endian(dtype: DType, src: &[u8], dst: &mut [u8]) {
+    debug_assert_eq!(src.len(), dst.len());
+    macro_rules! swap {
+        ($n:expr) => {
+            for (d, s) in dst.chunks_exact_mut($n).zip(src.chunks_exact($n)) {
+                let mut a: [u8; $n] = s.try_into().unwrap();
+                if cfg!(target_endian = "little") {
+                    a.reverse();
+                }
+                d.copy_from_slice(&a);
+            }
+        };
+    }
+    match dtype.size() {
+        1 if dtype == DType::Bool => {
+            for (d, s) in dst.iter_mut().zip(src) {
+                *d = (*s != 0) as u8;
+            }
+        }
+        1 => dst.copy_from_slice(src),
+        2 => swap!(2),
+        4 => swap!(4),
+        _ => swap!(8),
+    }
+}

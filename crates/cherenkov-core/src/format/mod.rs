@@ -1,0 +1,11 @@
+//! The ROOT file format: pure functions from bytes to structures. Nothing here does I/O; callers
+//! fetch the byte ranges these functions ask for.
+
+pub mod basket;
+pub mod compression;
+pub mod cursor;
+pub mod directory;
+pub mod interpretation;
+pub mod objects;
+pub mod streamers;
+pub mod tree;

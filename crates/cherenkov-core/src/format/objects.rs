@@ -1,0 +1,209 @@
+//! ROOT object streaming: version headers with byte counts, TObject/TNamed, and pointers
+//! (`ReadObjectAny`) with the class and object reference map of TBufferFile.
+
+use super::cursor::Cursor;
+use crate::error::Result;
+use std::collections::HashMap;
+
+const BYTE_COUNT_MASK: u32 = 0x4000_0000;
+const BYTE_COUNT_VERSION_MASK: u16 = 0x4000;
+const NEW_CLASS_TAG: u32 = 0xFFFF_FFFF;
+const CLASS_MASK: u32 = 0x8000_0000;
+/// Reference tags count from the key start plus this offset (TBufferFile's kMapOffset).
+const MAP_OFFSET: u64 = 2;
+const IS_REFERENCED: u32 = 1 << 4;
+
+/// A version header: the class version and, when a byte count was written, where the object ends.
+#[derive(Clone, Copy, Debug)]
+pub struct Version {
+    pub version: i16,
+    pub end: Option<usize>,
+}
+
+impl Version {
+    /// Move to the end of the object (skipping members not read); needs a byte count.
+    pub fn skip_to_end(&self, cur: &mut Cursor, class: &str) -> Result<()> {
+        match self.end {
+            Some(end) => cur.seek(end),
+            None => Err(cur.error(format!("a byte count for {class} to skip over it"))),
+        }
+    }
+}
+
+pub fn read_version(cur: &mut Cursor, class: &str) -> Result<Version> {
+    let start = cur.pos();
+    let first = cur.u32(&format!("{class} byte count"))?;
+    if first & BYTE_COUNT_MASK != 0 {
+        let count = (first & !BYTE_COUNT_MASK) as usize;
+        let end = start + 4 + count;
+        if end > cur.len() || count < 2 {
+            return Err(cur.error_at(start, format!("a byte count for {class} inside the object, found {count}")));
+        }
+        let version = cur.i16(&format!("{class} version"))?;
+        Ok(Version { version, end: Some(end) })
+    } else {
+        cur.seek(start)?;
+        let version = cur.i16(&format!("{class} version"))?;
+        Ok(Version { version, end: None })
+    }
+}
+
+pub fn read_tobject(cur: &mut Cursor) -> Result<()> {
+    let version = cur.u16("TObject version")?;
+    if version & BYTE_COUNT_VERSION_MASK != 0 {
+        cur.skip(4)?;
+    }
+    let _unique_id = cur.u32("TObject fUniqueID")?;
+    let bits = cur.u32("TObject fBits")?;
+    if bits & IS_REFERENCED != 0 {
+        cur.skip(2)?;
+    }
+    Ok(())
+}
+
+/// TNamed: returns (name, title).
+pub fn read_tnamed(cur: &mut Cursor) -> Result<(String, String)> {
+    let v = read_version(cur, "TNamed")?;
+    read_tobject(cur)?;
+    let name = cur.string("TNamed fName")?;
+    let title = cur.string("TNamed fTitle")?;
+    if let Some(end) = v.end {
+        cur.seek(end)?;
+    }
+    Ok((name, title))
+}
+
+/// Skip a member object that has a byte count (TAttLine, TAttFill, ...).
+pub fn skip_object(cur: &mut Cursor, class: &str) -> Result<()> {
+    read_version(cur, class)?.skip_to_end(cur, class)
+}
+
+/// What a pointer resolved to. `Object(id)` ids are chosen by the caller's reader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Pointer<T> {
+    Null,
+    Object(T),
+}
+
+/// Reads pointers (`ReadObjectAny`) and remembers classes and objects by their tag, so later
+/// references to them resolve. `key_len` is the length of the key header before the object data:
+/// tags count from the start of the key.
+pub struct PointerReader<T: Clone> {
+    key_len: u64,
+    classes: HashMap<u64, String>,
+    objects: HashMap<u64, T>,
+}
+
+impl<T: Clone> PointerReader<T> {
+    pub fn new(key_len: usize) -> Self {
+        Self { key_len: key_len as u64, classes: HashMap::new(), objects: HashMap::new() }
+    }
+
+    /// Read one pointer. For a new object, `read_body(cur, class_name, end)` reads it (it must
+    /// leave the cursor at `end` when that is known) and returns its id.
+    pub fn read(
+        &mut self,
+        cur: &mut Cursor,
+        read_body: &mut dyn FnMut(&mut Self, &mut Cursor, &str, Option<usize>) -> Result<T>,
+    ) -> Result<Pointer<T>> {
+        let begin = cur.pos();
+        let first = cur.u32("object pointer byte count or tag")?;
+        let (tag, end, class_pos) = if first & BYTE_COUNT_MASK == 0 || first == NEW_CLASS_TAG {
+            (first, None, None)
+        } else {
+            let count = (first & !BYTE_COUNT_MASK) as usize;
+            let end = begin + 4 + count;
+            if end > cur.len() {
+                return Err(cur.error_at(begin, format!("an object byte count inside the buffer, found {count}")));
+            }
+            let class_pos = cur.pos();
+            (cur.u32("object class tag")?, Some(end), Some(class_pos))
+        };
+        if tag & CLASS_MASK == 0 {
+            // A reference to an object read before (or null).
+            if tag == 0 {
+                return Ok(Pointer::Null);
+            }
+            return match self.objects.get(&(tag as u64)) {
+                Some(obj) => Ok(Pointer::Object(obj.clone())),
+                // An object we skipped (unknown class): ignore, as ROOT would give a null.
+                None => Ok(Pointer::Null),
+            };
+        }
+        let class = if tag == NEW_CLASS_TAG {
+            let name = cur.cstring("class name after a new-class tag")?;
+            if name.is_empty() || name.len() > 1024 {
+                return Err(cur.error("a class name of 1 to 1024 characters"));
+            }
+            if let Some(pos) = class_pos {
+                self.classes.insert(self.key_len + pos as u64 + MAP_OFFSET, name.clone());
+            }
+            name
+        } else {
+            let reference = (tag & !CLASS_MASK) as u64;
+            self.classes
+                .get(&reference)
+                .cloned()
+                .ok_or_else(|| cur.error_at(begin, format!("a class reference {reference} to a class read before")))?
+        };
+        let obj = read_body(self, cur, &class, end)?;
+        if let Some(end) = end {
+            cur.seek(end)?;
+        }
+        self.objects.insert(self.key_len + begin as u64 + MAP_OFFSET, obj.clone());
+        Ok(Pointer::Object(obj))
+    }
+}
+
+/// TObjArray (or TList without options): read its header, then each element with `read_item`.
+pub fn read_obj_array<T: Clone>(
+    cur: &mut Cursor,
+    pointers: &mut PointerReader<T>,
+    read_body: &mut dyn FnMut(&mut PointerReader<T>, &mut Cursor, &str, Option<usize>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let v = read_version(cur, "TObjArray")?;
+    if v.version > 2 {
+        read_tobject(cur)?;
+    }
+    if v.version > 1 {
+        cur.string("TObjArray fName")?;
+    }
+    let n = cur.count("TObjArray size", 4)?;
+    let _lower_bound = cur.i32("TObjArray fLowerBound")?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        if let Pointer::Object(obj) = pointers.read(cur, read_body)? {
+            out.push(obj);
+        }
+    }
+    if let Some(end) = v.end {
+        cur.seek(end)?;
+    }
+    Ok(out)
+}
+
+/// TList: like TObjArray but each element is followed by an option string.
+pub fn read_list<T: Clone>(
+    cur: &mut Cursor,
+    pointers: &mut PointerReader<T>,
+    read_body: &mut dyn FnMut(&mut PointerReader<T>, &mut Cursor, &str, Option<usize>) -> Result<T>,
+) -> Result<Vec<T>> {
+    let v = read_version(cur, "TList")?;
+    if v.version > 3 {
+        read_tobject(cur)?;
+        cur.string("TList fName")?;
+    }
+    let n = cur.count("TList size", 5)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        if let Pointer::Object(obj) = pointers.read(cur, read_body)? {
+            out.push(obj);
+        }
+        let option_len = cur.u8("TList option length")? as usize;
+        cur.skip(option_len)?;
+    }
+    if let Some(end) = v.end {
+        cur.seek(end)?;
+    }
+    Ok(out)
+}

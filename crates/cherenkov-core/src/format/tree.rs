@@ -1,0 +1,559 @@
+//! TTree, TBranch, TBranchElement, TLeaf* and embedded TBasket models, read from the streamed
+//! TTree object. Class versions from ROOT 5.23 (TTree 16, TBranch 10) to 6.40 (TTree 20, TBranch 13).
+
+use super::cursor::Cursor;
+use super::objects::{read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version};
+use crate::error::Result;
+
+/// Where a basket is in the file, and which entries it holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BasketLocation {
+    pub seek: u64,
+    pub bytes: u32,
+    pub entry_start: u64,
+    pub entry_stop: u64,
+}
+
+/// A basket stored inside the TTree metadata (the writer's last, unflushed basket).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbeddedBasket {
+    pub entries: u32,
+    /// The entry data, without key header.
+    pub content: Vec<u8>,
+    /// Entry boundaries within `content` (entries + 1 values), when entries vary in size.
+    pub offsets: Option<Vec<u32>>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LeafMeta {
+    pub class: String,
+    pub name: String,
+    pub title: String,
+    pub len: i32,
+    pub is_unsigned: bool,
+    /// Index (in `TreeMeta::leaves`) of the leaf counting this one's entries.
+    pub count: Option<usize>,
+    /// Index of the branch that owns this leaf.
+    pub branch: Option<usize>,
+    /// TLeafElement's type code (ROOT's EDataType-like streamer codes).
+    pub element_type: i32,
+}
+
+/// The TBranchElement part of a branch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ElementMeta {
+    pub class_name: String,
+    pub parent_name: String,
+    pub clones_name: String,
+    pub class_version: i32,
+    pub id: i32,
+    pub kind: i32,
+    pub streamer_type: i32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BranchMeta {
+    pub class: String,
+    pub name: String,
+    pub title: String,
+    pub parent: Option<usize>,
+    pub children: Vec<usize>,
+    pub leaves: Vec<usize>,
+    pub compress: i32,
+    pub entry_offset_len: i32,
+    pub entries: u64,
+    pub tot_bytes: i64,
+    pub zip_bytes: i64,
+    pub baskets: Vec<BasketLocation>,
+    pub embedded: Vec<EmbeddedBasket>,
+    pub element: Option<ElementMeta>,
+}
+
+impl BranchMeta {
+    pub fn num_baskets(&self) -> usize {
+        self.baskets.len() + self.embedded.len()
+    }
+    /// Entry boundaries of all baskets, normal then embedded.
+    pub fn basket_boundaries(&self) -> Vec<u64> {
+        let mut out = vec![0];
+        for b in &self.baskets {
+            *out.last_mut().unwrap() = b.entry_start;
+            out.push(b.entry_stop);
+        }
+        for e in &self.embedded {
+            let last = *out.last().unwrap();
+            out.push(last + e.entries as u64);
+        }
+        out
+    }
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TreeMeta {
+    pub name: String,
+    pub title: String,
+    pub version: i16,
+    pub entries: u64,
+    pub tot_bytes: i64,
+    pub zip_bytes: i64,
+    pub auto_flush: i64,
+    /// (last entry of the range, cluster size in the range), from fClusterRangeEnd/fClusterSize.
+    pub cluster_ranges: Vec<(i64, i64)>,
+    pub branches: Vec<BranchMeta>,
+    pub leaves: Vec<LeafMeta>,
+    /// Branches directly under the tree.
+    pub top_branches: Vec<usize>,
+}
+
+impl TreeMeta {
+    /// Cluster boundaries `[0, b1, ..., entries]`: entry ranges whose baskets align across branches.
+    /// Follows TTree's cluster iterator (ranges, then fAutoFlush); without either (old or
+    /// hand-written files), falls back to the entry boundaries shared by every branch's baskets.
+    pub fn cluster_boundaries(&self) -> Vec<u64> {
+        let n = self.entries;
+        let mut out = vec![0u64];
+        let next = |start: u64, size: u64, last_inclusive: u64, out: &mut Vec<u64>| -> u64 {
+            let mut s = start;
+            while s <= last_inclusive && s < n && out.len() < 10_000_000 {
+                s = (s + size).min(last_inclusive + 1).min(n);
+                out.push(s);
+            }
+            s
+        };
+        let mut start = 0u64;
+        let mut usable = true;
+        for &(end, size) in &self.cluster_ranges {
+            let size = if size > 0 { size } else { self.auto_flush };
+            if size <= 0 || end < 0 {
+                usable = false;
+                break;
+            }
+            start = next(start, size as u64, end as u64, &mut out);
+        }
+        if usable && start < n {
+            if self.auto_flush > 0 {
+                next(start, self.auto_flush as u64, n - 1, &mut out);
+            } else {
+                usable = false;
+            }
+        }
+        if usable && self.shares_boundaries(&out) {
+            return out;
+        }
+        self.common_basket_boundaries()
+    }
+
+    fn data_branches(&self) -> impl Iterator<Item = &BranchMeta> {
+        self.branches.iter().filter(|b| b.num_baskets() > 0)
+    }
+
+    fn shares_boundaries(&self, bounds: &[u64]) -> bool {
+        self.data_branches().all(|b| {
+            let bb = b.basket_boundaries();
+            bounds.iter().all(|x| bb.binary_search(x).is_ok() || *x == self.entries)
+        })
+    }
+
+    fn common_basket_boundaries(&self) -> Vec<u64> {
+        let mut common: Option<Vec<u64>> = None;
+        for b in self.data_branches() {
+            let bb = b.basket_boundaries();
+            common = Some(match common {
+                None => bb,
+                Some(c) => c.into_iter().filter(|x| bb.binary_search(x).is_ok()).collect(),
+            });
+        }
+        let mut out = common.unwrap_or_else(|| vec![0]);
+        out.retain(|&x| x <= self.entries);
+        if out.first() != Some(&0) {
+            out.insert(0, 0);
+        }
+        if out.last() != Some(&self.entries) {
+            out.push(self.entries);
+        }
+        out.dedup();
+        out
+    }
+
+    /// The branch's full path: parent names joined with '/'.
+    pub fn branch_path(&self, index: usize) -> String {
+        let mut parts = vec![self.branches[index].name.as_str()];
+        let mut at = self.branches[index].parent;
+        while let Some(p) = at {
+            parts.push(&self.branches[p].name);
+            at = self.branches[p].parent;
+        }
+        parts.reverse();
+        parts.join("/")
+    }
+}
+
+/// What a pointer inside the TTree refers to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Item {
+    Branch(usize),
+    Leaf(usize),
+    Embedded(usize),
+    Other,
+}
+
+struct TreeParser {
+    branches: Vec<BranchMeta>,
+    leaves: Vec<LeafMeta>,
+    embedded: Vec<Option<EmbeddedBasket>>,
+}
+
+type Ptrs = PointerReader<Item>;
+
+/// Parse a streamed TTree. `data` is the uncompressed object; `key_len` the key header length
+/// (pointer tags count from the key start); `origin` names the object for errors.
+pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta> {
+    let mut cur = Cursor::new(data, origin, 0);
+    let mut ptrs = Ptrs::new(key_len);
+    let mut p = TreeParser { branches: Vec::new(), leaves: Vec::new(), embedded: Vec::new() };
+
+    let v = read_version(&mut cur, "TTree")?;
+    if !(16..=20).contains(&v.version) {
+        return Err(cur.error_at(4, format!("TTree class version 16 to 20 (ROOT 5.22 and later), found {}", v.version)));
+    }
+    let (name, title) = read_tnamed(&mut cur)?;
+    for base in ["TAttLine", "TAttFill", "TAttMarker"] {
+        skip_object(&mut cur, base)?;
+    }
+    let entries = cur.i64("TTree fEntries")?;
+    let tot_bytes = cur.i64("TTree fTotBytes")?;
+    let zip_bytes = cur.i64("TTree fZipBytes")?;
+    let _saved = cur.i64("TTree fSavedBytes")?;
+    if v.version >= 18 {
+        cur.i64("TTree fFlushedBytes")?;
+    }
+    cur.f64("TTree fWeight")?;
+    for what in ["TTree fTimerInterval", "TTree fScanField", "TTree fUpdate"] {
+        cur.i32(what)?;
+    }
+    if v.version >= 17 {
+        cur.i32("TTree fDefaultEntryOffsetLen")?;
+    }
+    let pos = cur.pos();
+    let n_ranges = if v.version >= 19 { cur.i32("TTree fNClusterRange")? } else { 0 };
+    for what in ["TTree fMaxEntries", "TTree fMaxEntryLoop", "TTree fMaxVirtualSize", "TTree fAutoSave"] {
+        cur.i64(what)?;
+    }
+    let auto_flush = if v.version >= 18 { cur.i64("TTree fAutoFlush")? } else { 0 };
+    cur.i64("TTree fEstimate")?;
+    let n_ranges = cur.check_count(pos, n_ranges as i64, "TTree fNClusterRange", 16)?;
+    let mut cluster_ranges = Vec::new();
+    if v.version >= 19 {
+        let ends = read_pointer_array_i64(&mut cur, n_ranges, "TTree fClusterRangeEnd")?;
+        let sizes = read_pointer_array_i64(&mut cur, n_ranges, "TTree fClusterSize")?;
+        cluster_ranges = ends.into_iter().zip(sizes).collect();
+    }
+    if v.version >= 20 {
+        skip_object(&mut cur, "TIOFeatures")?;
+    }
+    let top = p.read_items(&mut cur, &mut ptrs)?;
+    let _tree_leaves = p.read_items(&mut cur, &mut ptrs)?;
+    if entries < 0 {
+        return Err(cur.error(format!("a non-negative number of entries, found {entries}")));
+    }
+    let top_branches: Vec<usize> = top.iter().filter_map(|i| if let Item::Branch(b) = i { Some(*b) } else { None }).collect();
+    Ok(TreeMeta {
+        name,
+        title,
+        version: v.version,
+        entries: entries as u64,
+        tot_bytes,
+        zip_bytes,
+        auto_flush,
+        cluster_ranges,
+        branches: p.branches,
+        leaves: p.leaves,
+        top_branches,
+    })
+}
+
+/// A `[count]` pointer array: a presence byte (0 for a null pointer), then the values.
+fn read_pointer_array_i64(cur: &mut Cursor, n: usize, what: &str) -> Result<Vec<i64>> {
+    if cur.u8(what)? == 0 {
+        return Ok(Vec::new());
+    }
+    cur.i64_array(n, what)
+}
+
+fn read_pointer_array_i32(cur: &mut Cursor, n: usize, what: &str) -> Result<Vec<i32>> {
+    if cur.u8(what)? == 0 {
+        return Ok(Vec::new());
+    }
+    cur.i32_array(n, what)
+}
+
+impl TreeParser {
+    fn read_items(&mut self, cur: &mut Cursor, ptrs: &mut Ptrs) -> Result<Vec<Item>> {
+        read_obj_array(cur, ptrs, &mut |ptrs, cur, class, end| self.read_body(ptrs, cur, class, end))
+    }
+
+    fn read_pointer(&mut self, cur: &mut Cursor, ptrs: &mut Ptrs) -> Result<Pointer<Item>> {
+        ptrs.read(cur, &mut |ptrs, cur, class, end| self.read_body(ptrs, cur, class, end))
+    }
+
+    fn read_body(&mut self, ptrs: &mut Ptrs, cur: &mut Cursor, class: &str, end: Option<usize>) -> Result<Item> {
+        match class {
+            "TBranch" | "TBranchElement" | "TBranchObject" | "TBranchSTL" => self.read_branch(cur, ptrs, class),
+            c if c.starts_with("TLeaf") => self.read_leaf(cur, ptrs, class),
+            "TBasket" => self.read_embedded_basket(cur),
+            _ => match end {
+                Some(end) => {
+                    cur.seek(end)?;
+                    Ok(Item::Other)
+                }
+                None => Err(cur.error(format!("a byte count to skip an object of class {class}"))),
+            },
+        }
+    }
+
+    fn read_branch(&mut self, cur: &mut Cursor, ptrs: &mut Ptrs, class: &str) -> Result<Item> {
+        let v = read_version(cur, class)?;
+        let index = self.branches.len();
+        self.branches.push(BranchMeta { class: class.to_string(), ..Default::default() });
+        if class == "TBranch" {
+            self.read_tbranch_members(cur, ptrs, v, index)?;
+        } else {
+            let base = read_version(cur, "TBranch")?;
+            self.read_tbranch_members(cur, ptrs, base, index)?;
+            if let Some(end) = base.end {
+                cur.seek(end)?;
+            }
+            if class == "TBranchElement" {
+                let element = read_element_members(cur, v.version)?;
+                for _count_branch in 0..2 {
+                    self.read_pointer(cur, ptrs)?;
+                }
+                self.branches[index].element = Some(element);
+            }
+        }
+        if let Some(end) = v.end {
+            cur.seek(end)?;
+        }
+        Ok(Item::Branch(index))
+    }
+
+    fn read_tbranch_members(&mut self, cur: &mut Cursor, ptrs: &mut Ptrs, v: Version, index: usize) -> Result<()> {
+        if !(10..=13).contains(&v.version) {
+            return Err(cur.error(format!("TBranch class version 10 to 13 (ROOT 5.20 and later), found {}", v.version)));
+        }
+        let (name, title) = read_tnamed(cur)?;
+        skip_object(cur, "TAttFill")?;
+        let compress = cur.i32("TBranch fCompress")?;
+        cur.i32("TBranch fBasketSize")?;
+        let entry_offset_len = cur.i32("TBranch fEntryOffsetLen")?;
+        let write_basket = cur.i32("TBranch fWriteBasket")?;
+        cur.i64("TBranch fEntryNumber")?;
+        if v.version >= 13 {
+            skip_object(cur, "TIOFeatures")?;
+        }
+        cur.i32("TBranch fOffset")?;
+        let max_pos = cur.pos();
+        let max_baskets = cur.i32("TBranch fMaxBaskets")?;
+        cur.i32("TBranch fSplitLevel")?;
+        let entries = cur.i64("TBranch fEntries")?;
+        if v.version >= 11 {
+            cur.i64("TBranch fFirstEntry")?;
+        }
+        let tot_bytes = cur.i64("TBranch fTotBytes")?;
+        let zip_bytes = cur.i64("TBranch fZipBytes")?;
+        let children = self.read_items(cur, ptrs)?;
+        let leaves = self.read_items(cur, ptrs)?;
+        let baskets = self.read_items(cur, ptrs)?;
+        let max_baskets = cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", 16)?;
+        let basket_bytes = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketBytes")?;
+        let basket_entry = read_pointer_array_i64(cur, max_baskets, "TBranch fBasketEntry")?;
+        let basket_seek = read_pointer_array_i64(cur, max_baskets, "TBranch fBasketSeek")?;
+        if entries < 0 {
+            return Err(cur.error(format!("branch '{name}' with a non-negative number of entries, found {entries}")));
+        }
+
+        // Normal baskets: leading non-zero seeks before fWriteBasket.
+        let mut locations = Vec::new();
+        let n_normal = basket_seek
+            .iter()
+            .take(write_basket.max(0) as usize)
+            .take_while(|&&s| s != 0)
+            .count()
+            .min(basket_bytes.len())
+            .min(basket_entry.len());
+        for i in 0..n_normal {
+            let start = basket_entry[i];
+            let stop = if i + 1 < basket_entry.len() && (i + 1 < n_normal || basket_entry[i + 1] > 0) {
+                basket_entry[i + 1]
+            } else {
+                entries
+            };
+            let (seek, bytes) = (basket_seek[i], basket_bytes[i]);
+            if start < 0 || stop < start || stop > entries || seek < 0 || bytes <= 0 {
+                return Err(cur.error(format!(
+                    "basket {i} of branch '{name}' with sane entries and location (entries {start}..{stop} of {entries}, seek {seek}, {bytes} bytes)"
+                )));
+            }
+            locations.push(BasketLocation { seek: seek as u64, bytes: bytes as u32, entry_start: start as u64, entry_stop: stop as u64 });
+        }
+        let embedded: Vec<EmbeddedBasket> = baskets
+            .iter()
+            .filter_map(|item| if let Item::Embedded(i) = item { self.embedded[*i].take() } else { None })
+            .collect();
+
+        let b = &mut self.branches[index];
+        b.name = name;
+        b.title = title;
+        b.compress = compress;
+        b.entry_offset_len = entry_offset_len;
+        b.entries = entries as u64;
+        b.tot_bytes = tot_bytes;
+        b.zip_bytes = zip_bytes;
+        b.baskets = locations;
+        b.embedded = embedded;
+        for item in children {
+            if let Item::Branch(child) = item {
+                self.branches[child].parent = Some(index);
+                self.branches[index].children.push(child);
+            }
+        }
+        for item in leaves {
+            if let Item::Leaf(leaf) = item {
+                self.leaves[leaf].branch = Some(index);
+                self.branches[index].leaves.push(leaf);
+            }
+        }
+        Ok(())
+    }
+
+    fn read_leaf(&mut self, cur: &mut Cursor, ptrs: &mut Ptrs, class: &str) -> Result<Item> {
+        let v = read_version(cur, class)?;
+        let index = self.leaves.len();
+        self.leaves.push(LeafMeta::default());
+        let base = if class == "TLeaf" { v } else { read_version(cur, "TLeaf")? };
+        let (name, title) = read_tnamed(cur)?;
+        let len = cur.i32("TLeaf fLen")?;
+        cur.i32("TLeaf fLenType")?;
+        cur.i32("TLeaf fOffset")?;
+        cur.bool("TLeaf fIsRange")?;
+        let is_unsigned = cur.bool("TLeaf fIsUnsigned")?;
+        let count = match self.read_pointer(cur, ptrs)? {
+            Pointer::Object(Item::Leaf(l)) => Some(l),
+            _ => None,
+        };
+        if let Some(end) = base.end {
+            cur.seek(end)?;
+        }
+        let element_type = if class == "TLeafElement" {
+            cur.i32("TLeafElement fID")?;
+            cur.i32("TLeafElement fType")?
+        } else {
+            0
+        };
+        if let Some(end) = v.end {
+            cur.seek(end)?;
+        }
+        self.leaves[index] = LeafMeta { class: class.to_string(), name, title, len, is_unsigned, count, branch: None, element_type };
+        Ok(Item::Leaf(index))
+    }
+
+    /// A TBasket streamed inside its branch: key header, basket header, then (flag permitting) the
+    /// entry offsets and the buffer.
+    fn read_embedded_basket(&mut self, cur: &mut Cursor) -> Result<Item> {
+        let start = cur.pos();
+        let nbytes = cur.i32("embedded TBasket fNbytes")?;
+        let key_version = cur.i16("embedded TBasket key version")?;
+        cur.i32("embedded TBasket fObjlen")?;
+        cur.u32("embedded TBasket fDatime")?;
+        let keylen = cur.i16("embedded TBasket fKeylen")?;
+        cur.i16("embedded TBasket fCycle")?;
+        cur.skip(if key_version > 1000 { 16 } else { 8 })?;
+        for what in ["class name", "name", "title"] {
+            cur.string(&format!("embedded TBasket {what}"))?;
+        }
+        let version = cur.i16("TBasket version")?;
+        cur.i32("TBasket fBufferSize")?;
+        // A negative fNevBufSize announces a byte of IO bits (ROOT 6.12 and later).
+    if cur.i32("TBasket fNevBufSize")? < 0 {
+        cur.u8("TBasket fIOBits")?;
+    }
+        let nev_pos = cur.pos();
+        let nev_buf = cur.i32("TBasket fNevBuf")?;
+        let last = cur.i32("TBasket fLast")?;
+        let mut flag = cur.u8("TBasket flag")?;
+        let generate_offsets = flag >= 80;
+        if generate_offsets {
+            flag -= 80;
+        }
+        if nbytes > keylen as i32 {
+            // Only a header: the data is on disk, listed in fBasketSeek.
+            self.embedded.push(None);
+            return Ok(Item::Embedded(self.embedded.len() - 1));
+        }
+        let nev = cur.non_negative(nev_pos, nev_buf as i64, "TBasket fNevBuf")?;
+        let keylen = keylen.max(0) as usize;
+        let mut offsets = None;
+        if !generate_offsets && flag != 0 && flag % 10 != 2 {
+            let n = cur.count("TBasket entry offset count", 4)?;
+            let raw = cur.i32_array(n, "TBasket entry offsets")?;
+            if flag > 40 {
+                let n = cur.count("TBasket displacement count", 4)?;
+                cur.skip(n * 4)?;
+            }
+            offsets = Some(raw);
+        }
+        if !(flag == 1 || flag > 10) {
+            return Err(cur.error_at(start, "an embedded TBasket carrying its buffer"));
+        }
+        let last = cur.check_count(cur.pos(), last as i64, "TBasket fLast", 1)?;
+        let buffer = if version > 1 {
+            cur.bytes(last, "embedded TBasket buffer")?
+        } else {
+            let n = cur.count("embedded TBasket buffer length", 1)?;
+            cur.bytes(n, "embedded TBasket buffer")?
+        };
+        let content = buffer.get(keylen..).unwrap_or_default().to_vec();
+        let offsets = match offsets {
+            Some(raw) if raw.len() >= nev => Some(relative_offsets(&raw[..nev], keylen, content.len()).ok_or_else(|| {
+                cur.error_at(start, "embedded TBasket entry offsets inside its buffer, in order")
+            })?),
+            Some(_) => return Err(cur.error_at(start, format!("{nev} entry offsets in the embedded TBasket"))),
+            None => None,
+        };
+        self.embedded.push(Some(EmbeddedBasket { entries: nev as u32, content, offsets }));
+        Ok(Item::Embedded(self.embedded.len() - 1))
+    }
+}
+
+/// Entry offsets as stored (relative to the key start) turned into `n + 1` offsets relative to the
+/// content, the last being the content length; `None` unless they are ordered and inside.
+pub fn relative_offsets(raw: &[i32], keylen: usize, content_len: usize) -> Option<Vec<u32>> {
+    let mut out = Vec::with_capacity(raw.len() + 1);
+    let mut prev = 0i64;
+    for &o in raw {
+        let rel = o as i64 - keylen as i64;
+        if rel < prev || rel > content_len as i64 {
+            return None;
+        }
+        out.push(rel as u32);
+        prev = rel;
+    }
+    out.push(content_len as u32);
+    Some(out)
+}
+
+fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {
+    if !(8..=10).contains(&version) {
+        return Err(cur.error(format!("TBranchElement class version 8 to 10, found {version}")));
+    }
+    let class_name = cur.string("TBranchElement fClassName")?;
+    let parent_name = cur.string("TBranchElement fParentName")?;
+    let clones_name = cur.string("TBranchElement fClonesName")?;
+    cur.u32("TBranchElement fCheckSum")?;
+    let class_version = if version >= 10 { cur.i16("TBranchElement fClassVersion")? as i32 } else { cur.i32("TBranchElement fClassVersion")? };
+    let id = cur.i32("TBranchElement fID")?;
+    let kind = cur.i32("TBranchElement fType")?;
+    let streamer_type = cur.i32("TBranchElement fStreamerType")?;
+    cur.i32("TBranchElement fMaximum")?;
+    Ok(ElementMeta { class_name, parent_name, clones_name, class_version, id, kind, streamer_type })
+}

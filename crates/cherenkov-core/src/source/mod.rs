@@ -1,0 +1,190 @@
+//! Byte sources: where the bytes of a file come from.
+//!
+//! One small async trait, [`ByteSource`]: read a list of byte ranges, report the source's limits.
+//! The engine above never knows the protocol. Range coalescing is a plain function,
+//! [`coalesce_ranges`], so every backend and the engine plan requests the same way.
+
+pub mod local;
+
+use crate::error::Result;
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// A byte range `[offset, offset + len)` of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ByteRange {
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl ByteRange {
+    pub fn new(offset: u64, len: u64) -> Self {
+        Self { offset, len }
+    }
+    pub fn end(&self) -> u64 {
+        self.offset + self.len
+    }
+    pub fn contains(&self, other: &ByteRange) -> bool {
+        self.offset <= other.offset && other.end() <= self.end()
+    }
+}
+
+/// What one request to a source may carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceLimits {
+    /// Most ranges one request may ask for (XRootD `readv_iov_max`, HTTP ranges per header).
+    pub max_ranges_per_request: usize,
+    /// Largest single range a request element may have (XRootD `readv_ior_max`).
+    pub max_range_len: u64,
+    /// Largest total payload of one request.
+    pub max_request_bytes: u64,
+}
+
+impl SourceLimits {
+    /// No protocol limit (local files).
+    pub const UNLIMITED: SourceLimits = SourceLimits {
+        max_ranges_per_request: usize::MAX,
+        max_range_len: u64::MAX,
+        max_request_bytes: u64::MAX,
+    };
+}
+
+/// Counters every source keeps; the engine and the statistics layer read them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SourceCounters {
+    /// Requests sent (one vectored request counts once).
+    pub requests: u64,
+    /// Sequential waits on the server: requests issued together in one batch count once.
+    pub round_trips: u64,
+    /// Ranges asked for, after any splitting by limits.
+    pub ranges: u64,
+    /// Payload bytes received.
+    pub bytes: u64,
+}
+
+/// A file's bytes, wherever they live.
+#[async_trait]
+pub trait ByteSource: Send + Sync + std::fmt::Debug {
+    /// The path or URL, for error messages and statistics.
+    fn name(&self) -> &str;
+    /// The file size in bytes.
+    async fn size(&self) -> Result<u64>;
+    /// Read all `ranges` (in any order, possibly overlapping); the answer has one buffer per range,
+    /// in the order asked. Implementations split requests by their own limits.
+    async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>>;
+    /// What one request may carry.
+    fn limits(&self) -> SourceLimits;
+    /// Counters since the source was opened.
+    fn counters(&self) -> SourceCounters;
+}
+
+pub type SharedSource = Arc<dyn ByteSource>;
+
+/// Default gap below which two ranges are merged into one read: a gap costs bandwidth, an extra
+/// range costs a request element (or, over HTTP, header bytes and a multipart boundary).
+pub const DEFAULT_COALESCE_GAP: u64 = 4096;
+
+/// Merge sorted-or-unsorted ranges whose gap is at most `max_gap` into fewer, larger ranges.
+/// Returns the merged ranges in offset order.
+pub fn coalesce_ranges(ranges: &[ByteRange], max_gap: u64) -> Vec<ByteRange> {
+    let mut sorted: Vec<ByteRange> = ranges.iter().copied().filter(|r| r.len > 0).collect();
+    sorted.sort_unstable();
+    let mut out: Vec<ByteRange> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match out.last_mut() {
+            Some(last) if r.offset <= last.end().saturating_add(max_gap) => {
+                let end = last.end().max(r.end());
+                last.len = end - last.offset;
+            }
+            _ => out.push(r),
+        }
+    }
+    out
+}
+
+/// Split ranges so that each request respects `limits`: ranges longer than `max_range_len` are cut,
+/// and the list is grouped into requests of at most `max_ranges_per_request` ranges and
+/// `max_request_bytes` bytes.
+pub fn split_for_limits(ranges: &[ByteRange], limits: &SourceLimits) -> Vec<Vec<ByteRange>> {
+    let mut requests = Vec::new();
+    let mut current: Vec<ByteRange> = Vec::new();
+    let mut current_bytes = 0u64;
+    let max_len = limits.max_range_len.max(1);
+    for r in ranges {
+        let mut offset = r.offset;
+        let end = r.end();
+        while offset < end {
+            let piece = ByteRange::new(offset, (end - offset).min(max_len));
+            offset = piece.end();
+            if !current.is_empty()
+                && (current.len() >= limits.max_ranges_per_request
+                    || current_bytes + piece.len > limits.max_request_bytes)
+            {
+                requests.push(std::mem::take(&mut current));
+                current_bytes = 0;
+            }
+            current_bytes += piece.len;
+            current.push(piece);
+        }
+    }
+    if !current.is_empty() {
+        requests.push(current);
+    }
+    requests
+}
+
+/// Serve `wanted` ranges out of `fetched` ranges (each wanted range lies inside one fetched range).
+pub fn slice_from_fetched(
+    wanted: &[ByteRange],
+    fetched: &[ByteRange],
+    buffers: &[Bytes],
+) -> Option<Vec<Bytes>> {
+    wanted
+        .iter()
+        .map(|w| {
+            let i = fetched.partition_point(|f| f.end() < w.end());
+            let i = (i..fetched.len()).find(|&i| fetched[i].contains(w))?;
+            let start = (w.offset - fetched[i].offset) as usize;
+            Some(buffers[i].slice(start..start + w.len as usize))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coalesce_merges_close_ranges_only() {
+        let r = [ByteRange::new(100, 10), ByteRange::new(0, 10), ByteRange::new(15, 5)];
+        assert_eq!(
+            coalesce_ranges(&r, 5),
+            vec![ByteRange::new(0, 20), ByteRange::new(100, 10)]
+        );
+        assert_eq!(coalesce_ranges(&r, 0).len(), 3);
+    }
+
+    #[test]
+    fn split_respects_every_limit() {
+        let limits = SourceLimits { max_ranges_per_request: 2, max_range_len: 10, max_request_bytes: 15 };
+        let reqs = split_for_limits(&[ByteRange::new(0, 25), ByteRange::new(100, 3)], &limits);
+        for req in &reqs {
+            assert!(req.len() <= 2);
+            assert!(req.iter().map(|r| r.len).sum::<u64>() <= 15);
+            assert!(req.iter().all(|r| r.len <= 10));
+        }
+        let total: u64 = reqs.iter().flatten().map(|r| r.len).sum();
+        assert_eq!(total, 28);
+    }
+
+    #[test]
+    fn slices_come_from_the_covering_range() {
+        let fetched = [ByteRange::new(0, 20), ByteRange::new(100, 10)];
+        let bufs = [Bytes::from((0u8..20).collect::<Vec<_>>()), Bytes::from(vec![7u8; 10])];
+        let out = slice_from_fetched(&[ByteRange::new(5, 3), ByteRange::new(102, 2)], &fetched, &bufs).unwrap();
+        assert_eq!(&out[0][..], &[5, 6, 7]);
+        assert_eq!(&out[1][..], &[7, 7]);
+        assert!(slice_from_fetched(&[ByteRange::new(18, 5)], &fetched, &bufs).is_none());
+    }
+}

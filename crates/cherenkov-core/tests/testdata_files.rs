@@ -1,0 +1,62 @@
+//! Every TTree in ../shared/testdata opens, and every branch either reads (with the tree's number
+//! of entries) or is refused as unsupported by name. Values are compared with uproot by the
+//! Python suite; this checks the Rust core on its own.
+
+use cherenkov_core::engine::file::{open_source, RootFile};
+use cherenkov_core::engine::read::read_branches;
+use cherenkov_core::engine::runtime;
+use cherenkov_core::Error;
+use std::path::PathBuf;
+
+fn testdata() -> Option<PathBuf> {
+    let dir = std::env::var_os("CHERENKOV_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
+        .join("testdata");
+    if dir.is_dir() {
+        Some(dir.canonicalize().unwrap())
+    } else {
+        eprintln!("SKIPPED: {} is absent (set CHERENKOV_SHARED to the shared folder)", dir.display());
+        None
+    }
+}
+
+#[test]
+fn every_tree_in_testdata_reads_or_refuses_by_name() {
+    let Some(dir) = testdata() else { return };
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "root")).collect();
+    files.sort();
+    let (mut read, mut refused, mut trees) = (0, 0, 0);
+    for path in files {
+        let name = path.to_str().unwrap().to_string();
+        let file = runtime().block_on(RootFile::open(open_source(&name).unwrap())).unwrap_or_else(|e| panic!("{e}"));
+        let keys = runtime().block_on(file.all_keys()).unwrap();
+        for (key_path, key) in keys.iter().filter(|(_, k)| k.class_name == "TTree") {
+            trees += 1;
+            let tree = runtime().block_on(file.tree(&format!("{key_path};{}", key.cycle))).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!tree.branches.is_empty() || tree.entries == 0, "{name}: {key_path}");
+            let bounds = tree.cluster_boundaries();
+            assert_eq!((bounds[0], *bounds.last().unwrap()), (0, tree.entries), "{name} {key_path}");
+            for b in 0..tree.branches.len() {
+                match runtime().block_on(read_branches(&file, &tree, &[b], 0, tree.entries)) {
+                    Ok((arrays, _)) => {
+                        assert_eq!(arrays[0].entries, tree.entries);
+                        for c in &arrays[0].columns {
+                            if let Some(o) = &c.offsets {
+                                assert_eq!(o.len() as u64, tree.entries + 1, "{name} {}", tree.branch_path(b));
+                            }
+                        }
+                        read += 1;
+                    }
+                    Err(Error::UnsupportedBranch { branch, .. }) => {
+                        assert_eq!(branch, tree.branch_path(b));
+                        refused += 1;
+                    }
+                    Err(e) => panic!("{name} branch {}: {e}", tree.branch_path(b)),
+                }
+            }
+        }
+    }
+    eprintln!("{trees} trees, {read} branches read, {refused} refused as unsupported");
+    assert!(trees > 30 && read > 4000);
+}

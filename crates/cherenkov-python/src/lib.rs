@@ -1,0 +1,210 @@
+//! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
+//! decompression, and turn core errors into Python exceptions.
+
+use cherenkov_core::engine::file::{open_source, RootFile as CoreFile};
+use cherenkov_core::engine::read::{read_branches, BranchArray};
+use cherenkov_core::engine::runtime;
+use cherenkov_core::format::interpretation::{interpret, Interpretation};
+use cherenkov_core::format::tree::TreeMeta;
+use cherenkov_core::Error;
+use numpy::IntoPyArray;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use std::sync::Arc;
+
+create_exception!(_core, CherenkovError, PyException, "Base of all cherenkov errors.");
+create_exception!(_core, FormatError, CherenkovError, "The file is not valid ROOT where it was read.");
+create_exception!(_core, SourceError, CherenkovError, "The bytes could not be read (file, server, network).");
+create_exception!(_core, UnsupportedBranch, CherenkovError, "The branch's type cannot be interpreted.");
+create_exception!(_core, NotFoundError, CherenkovError, "No such object, tree or branch.");
+
+fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::Format { .. } => FormatError::new_err(msg),
+        Error::Io { .. } => SourceError::new_err(msg),
+        Error::UnsupportedBranch { .. } => UnsupportedBranch::new_err(msg),
+        Error::NotFound { .. } => NotFoundError::new_err(msg),
+        Error::InvalidArgument(_) => pyo3::exceptions::PyValueError::new_err(msg),
+    }
+}
+
+/// An open ROOT file.
+#[pyclass(module = "cherenkov._core", frozen)]
+struct RootFile {
+    inner: Arc<CoreFile>,
+}
+
+#[pymethods]
+impl RootFile {
+    #[staticmethod]
+    fn open(py: Python<'_>, url: String) -> PyResult<Self> {
+        let inner = py
+            .detach(|| {
+                let source = open_source(&url)?;
+                runtime().block_on(CoreFile::open(source))
+            })
+            .map_err(to_py)?;
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name().to_string()
+    }
+    #[getter]
+    fn size(&self) -> u64 {
+        self.inner.size
+    }
+    #[getter]
+    fn format_version(&self) -> i32 {
+        self.inner.header.version
+    }
+    #[getter]
+    fn compression(&self) -> i32 {
+        self.inner.header.compress
+    }
+    #[getter]
+    fn streamer_classes(&self) -> Vec<(String, i32)> {
+        self.inner.streamers.iter().map(|s| (s.class_name.clone(), s.class_version)).collect()
+    }
+
+    /// All keys: (path, cycle, class name, title), subdirectories included.
+    fn keys(&self, py: Python<'_>) -> PyResult<Vec<(String, i16, String, String)>> {
+        let keys = py.detach(|| runtime().block_on(self.inner.all_keys())).map_err(to_py)?;
+        Ok(keys.into_iter().map(|(p, k)| (p, k.cycle, k.class_name, k.title)).collect())
+    }
+
+    fn tree(&self, py: Python<'_>, path: String) -> PyResult<Tree> {
+        let meta = py.detach(|| runtime().block_on(self.inner.tree(&path))).map_err(to_py)?;
+        Ok(Tree { file: self.inner.clone(), meta: Arc::new(meta) })
+    }
+}
+
+/// A TTree's metadata, and reads of its branches.
+#[pyclass(module = "cherenkov._core", frozen)]
+struct Tree {
+    file: Arc<CoreFile>,
+    meta: Arc<TreeMeta>,
+}
+
+fn kind(i: &Interpretation) -> &'static str {
+    match i {
+        Interpretation::Fixed { .. } => "fixed",
+        Interpretation::Jagged { .. } => "jagged",
+        Interpretation::Strings { .. } => "strings",
+        Interpretation::Record { .. } => "record",
+    }
+}
+
+#[pymethods]
+impl Tree {
+    #[getter]
+    fn name(&self) -> String {
+        self.meta.name.clone()
+    }
+    #[getter]
+    fn title(&self) -> String {
+        self.meta.title.clone()
+    }
+    #[getter]
+    fn num_entries(&self) -> u64 {
+        self.meta.entries
+    }
+
+    /// Entry boundaries of the clusters: [0, ..., num_entries].
+    fn cluster_boundaries(&self) -> Vec<u64> {
+        self.meta.cluster_boundaries()
+    }
+
+    /// One dict per branch (depth first), with its type and sizes.
+    fn branches<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for (i, b) in self.meta.branches.iter().enumerate() {
+            let d = PyDict::new(py);
+            d.set_item("index", i)?;
+            d.set_item("name", &b.name)?;
+            d.set_item("path", self.meta.branch_path(i))?;
+            d.set_item("parent", b.parent)?;
+            d.set_item("class", &b.class)?;
+            d.set_item("title", &b.title)?;
+            d.set_item("entries", b.entries)?;
+            d.set_item("compressed_bytes", b.zip_bytes)?;
+            d.set_item("uncompressed_bytes", b.tot_bytes)?;
+            d.set_item("num_baskets", b.num_baskets())?;
+            d.set_item("compression", b.compress)?;
+            d.set_item("basket_entry_starts", b.baskets.iter().map(|l| l.entry_start).collect::<Vec<_>>())?;
+            match interpret(&self.meta, i, &self.file.streamers) {
+                Ok(interp) => {
+                    d.set_item("typename", interp.typename())?;
+                    d.set_item("kind", kind(&interp))?;
+                    d.set_item("unsupported", py.None())?;
+                }
+                Err(u) => {
+                    d.set_item("typename", u.typename)?;
+                    d.set_item("kind", "unsupported")?;
+                    d.set_item("unsupported", u.reason)?;
+                }
+            }
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// Read branches (by index) over [start, stop). Returns (arrays, stats): one dict per branch
+    /// with its columns' buffers as numpy arrays.
+    fn read<'py>(&self, py: Python<'py>, indices: Vec<usize>, start: u64, stop: u64) -> PyResult<Bound<'py, PyTuple>> {
+        if let Some(&bad) = indices.iter().find(|&&i| i >= self.meta.branches.len()) {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!("no branch number {bad}")));
+        }
+        let (arrays, stats) = py.detach(|| runtime().block_on(read_branches(&self.file, &self.meta, &indices, start, stop))).map_err(to_py)?;
+        let out = PyList::empty(py);
+        for a in arrays {
+            out.append(branch_to_py(py, a)?)?;
+        }
+        let s = PyDict::new(py);
+        s.set_item("baskets", stats.baskets)?;
+        s.set_item("compressed_bytes", stats.compressed_bytes)?;
+        s.set_item("uncompressed_bytes", stats.uncompressed_bytes)?;
+        s.set_item("fetch_seconds", stats.fetch_time.as_secs_f64())?;
+        s.set_item("decode_seconds", stats.decode_time.as_secs_f64())?;
+        PyTuple::new(py, [out.into_any(), s.into_any()])
+    }
+}
+
+fn branch_to_py(py: Python<'_>, a: BranchArray) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("branch", &a.branch)?;
+    d.set_item("kind", kind(&a.interpretation))?;
+    d.set_item("entries", a.entries)?;
+    let cols = PyList::empty(py);
+    for c in a.columns {
+        let cd = PyDict::new(py);
+        cd.set_item("name", c.name)?;
+        cd.set_item("dtype", c.dtype.name())?;
+        cd.set_item("inner_shape", PyTuple::new(py, c.inner_shape)?)?;
+        cd.set_item("nbytes", c.content.len)?;
+        cd.set_item("words", c.content.words.into_pyarray(py))?;
+        cd.set_item("offsets", c.offsets.map(|o| o.into_pyarray(py)))?;
+        cd.set_item("is_string", c.is_string)?;
+        cols.append(cd)?;
+    }
+    d.set_item("columns", cols)?;
+    Ok(d)
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<RootFile>()?;
+    m.add_class::<Tree>()?;
+    let py = m.py();
+    m.add("CherenkovError", py.get_type::<CherenkovError>())?;
+    m.add("FormatError", py.get_type::<FormatError>())?;
+    m.add("SourceError", py.get_type::<SourceError>())?;
+    m.add("UnsupportedBranch", py.get_type::<UnsupportedBranch>())?;
+    m.add("NotFoundError", py.get_type::<NotFoundError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,34 @@
+"""cherenkov: read ROOT event data from far-away XRootD and HTTP servers as fast as from the local disk.
+
+>>> import cherenkov
+>>> f = cherenkov.open("events.root")
+>>> tree = f["Events"]
+>>> arrays = tree.arrays(["Muon_pt", "Muon_eta"], library="ak")
+"""
+
+from cherenkov._core import (
+    CherenkovError,
+    FormatError,
+    NotFoundError,
+    SourceError,
+    UnsupportedBranch,
+    __version__,
+)
+from cherenkov.arrays import Jagged
+from cherenkov.file import Directory, File, open
+from cherenkov.tree import BranchInfo, Tree
+
+__all__ = [
+    "open",
+    "File",
+    "Directory",
+    "Tree",
+    "BranchInfo",
+    "Jagged",
+    "CherenkovError",
+    "FormatError",
+    "SourceError",
+    "UnsupportedBranch",
+    "NotFoundError",
+    "__version__",
+]

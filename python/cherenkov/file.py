@@ -1,0 +1,87 @@
+"""Files and directories."""
+
+from __future__ import annotations
+
+import os
+
+from cherenkov import _core
+from cherenkov.tree import Tree
+
+
+def open(path: str | os.PathLike) -> "File":  # noqa: A001 - mirrors uproot.open
+    """Open a ROOT file: a local path, ``file://`` URL, ``root://`` or ``http(s)://`` URL."""
+    return File(os.fspath(path))
+
+
+class Directory:
+    """A directory inside a file: ``keys()`` and ``dir["name"]``."""
+
+    def __init__(self, file: "File", prefix: str):
+        self._file = file
+        self._prefix = prefix
+
+    def keys(self, recursive: bool = True, cycle: bool = True) -> list[str]:
+        out = []
+        for path, cyc, _cls, _title in self._file._all_keys():
+            if not path.startswith(self._prefix):
+                continue
+            rel = path[len(self._prefix) :]
+            if not recursive and "/" in rel:
+                continue
+            out.append(f"{rel};{cyc}" if cycle else rel)
+        return out
+
+    def classnames(self) -> dict[str, str]:
+        return {
+            f"{p[len(self._prefix):]};{c}": cls for p, c, cls, _ in self._file._all_keys() if p.startswith(self._prefix)
+        }
+
+    def __contains__(self, name: str) -> bool:
+        want = name.split(";")[0].strip("/")
+        return any(k.split(";")[0] == want for k in self.keys())
+
+    def __getitem__(self, name: str):
+        path = self._prefix + name.strip("/")
+        bare = path.split(";")[0]
+        for p, _c, cls, _t in self._file._all_keys():
+            if p == bare and cls in ("TDirectory", "TDirectoryFile"):
+                return Directory(self._file, bare + "/")
+        return Tree(self._file._core.tree(path), self._file)
+
+    def __repr__(self) -> str:
+        return f"<Directory {self._prefix!r} in {self._file.path!r}>"
+
+
+class File(Directory):
+    """An open ROOT file."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._core = _core.RootFile.open(path)
+        self._keys = None
+        super().__init__(self, "")
+
+    def _all_keys(self):
+        if self._keys is None:
+            self._keys = self._core.keys()
+        return self._keys
+
+    @property
+    def size(self) -> int:
+        return self._core.size
+
+    @property
+    def format_version(self) -> int:
+        return self._core.format_version
+
+    def close(self) -> None:
+        """Files hold no resources beyond their source; present for `with` and uproot habits."""
+
+    def __enter__(self) -> "File":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<cherenkov.File {self.path!r} ({self.size} bytes)>"

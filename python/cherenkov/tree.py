@@ -1,0 +1,214 @@
+"""Trees: branch listings, cluster boundaries, and reads into numpy or awkward arrays."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from cherenkov import _core
+from cherenkov.arrays import to_awkward_layout, to_numpy
+
+_COMPRESSION = {0: "inherit", 1: "zlib", 2: "lzma", 3: "old", 4: "lz4", 5: "zstd"}
+
+
+@dataclass(frozen=True)
+class BranchInfo:
+    """What a branch holds and what it costs on disk."""
+
+    index: int
+    name: str
+    path: str
+    typename: str
+    kind: str  # fixed, jagged, strings, record, or unsupported
+    entries: int
+    compressed_bytes: int
+    uncompressed_bytes: int
+    num_baskets: int
+    compression: int
+    unsupported: str | None
+    has_children: bool
+
+    @property
+    def compression_name(self) -> str:
+        if self.compression < 0:
+            return "inherit"
+        algo, level = divmod(self.compression, 100)
+        return f"{_COMPRESSION.get(algo, f'algorithm {algo}')}:{level}" if self.compression else "none"
+
+    @property
+    def readable(self) -> bool:
+        return self.unsupported is None
+
+
+def _is_pattern(s: str) -> bool:
+    return any(ch in s for ch in "*?[") or (len(s) > 1 and s.startswith("/") and s.endswith("/"))
+
+
+def _matches(pattern: str, info: BranchInfo) -> bool:
+    if len(pattern) > 1 and pattern.startswith("/") and pattern.endswith("/"):
+        rx = re.compile(pattern[1:-1])
+        return bool(rx.search(info.name) or rx.search(info.path))
+    return fnmatch.fnmatchcase(info.name, pattern) or fnmatch.fnmatchcase(info.path, pattern)
+
+
+class Tree:
+    """A TTree. ``tree.arrays([...])`` reads branches; ``tree.iterate([...])`` steps over clusters."""
+
+    def __init__(self, core: _core.Tree, file=None):
+        self._core = core
+        self.file = file
+        children = set()
+        raw = core.branches()
+        for b in raw:
+            if b["parent"] is not None:
+                children.add(b["parent"])
+        self.branches: list[BranchInfo] = [
+            BranchInfo(
+                index=b["index"],
+                name=b["name"],
+                path=b["path"],
+                typename=b["typename"],
+                kind=b["kind"],
+                entries=b["entries"],
+                compressed_bytes=b["compressed_bytes"],
+                uncompressed_bytes=b["uncompressed_bytes"],
+                num_baskets=b["num_baskets"],
+                compression=b["compression"],
+                unsupported=b["unsupported"],
+                has_children=b["index"] in children,
+            )
+            for b in raw
+        ]
+        self._by_name: dict[str, BranchInfo] = {}
+        for info in self.branches:  # full paths win over bare names when both exist
+            self._by_name.setdefault(info.name, info)
+        for info in self.branches:
+            self._by_name[info.path] = info
+
+    @property
+    def name(self) -> str:
+        return self._core.name
+
+    @property
+    def title(self) -> str:
+        return self._core.title
+
+    @property
+    def num_entries(self) -> int:
+        return self._core.num_entries
+
+    def __len__(self) -> int:
+        return self.num_entries
+
+    def __repr__(self) -> str:
+        return f"<cherenkov.Tree {self.name!r} ({self.num_entries} entries, {len(self.branches)} branches)>"
+
+    def keys(self, filter_name: str | None = None) -> list[str]:
+        """Branch paths, depth first; `filter_name` is a glob or a /regex/."""
+        return [b.path for b in self.branches if filter_name is None or _matches(filter_name, b)]
+
+    def __getitem__(self, name: str) -> BranchInfo:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise _core.NotFoundError(f"{self._where()}: no branch named {name!r}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def _where(self) -> str:
+        return f"{self.file.path if self.file else '?'}: tree {self.name!r}"
+
+    @property
+    def cluster_boundaries(self) -> np.ndarray:
+        """Entry numbers where clusters start, plus `num_entries` at the end."""
+        return np.asarray(self._core.cluster_boundaries(), dtype=np.int64)
+
+    def resolve(self, expressions: str | Sequence[str] | None) -> list[tuple[str, BranchInfo]]:
+        """Names and patterns to (output key, branch). Explicit names must exist (unsupported ones
+        raise when read); patterns and None select the readable branches they match."""
+        if expressions is None:
+            return [(b.name, b) for b in self.branches if b.readable]
+        if isinstance(expressions, str):
+            expressions = [expressions]
+        out: list[tuple[str, BranchInfo]] = []
+        seen: set[int] = set()
+        for expr in expressions:
+            if expr not in self._by_name and _is_pattern(expr):
+                picked = [(b.name, b) for b in self.branches if b.readable and _matches(expr, b)]
+            else:
+                picked = [(expr, self[expr])]
+            for key, info in picked:
+                if info.index not in seen:
+                    seen.add(info.index)
+                    out.append((key, info))
+        return out
+
+    def _entry_range(self, entry_start, entry_stop) -> tuple[int, int]:
+        n = self.num_entries
+        start = 0 if entry_start is None else (entry_start + n if entry_start < 0 else entry_start)
+        stop = n if entry_stop is None else (entry_stop + n if entry_stop < 0 else entry_stop)
+        return min(max(start, 0), n), min(max(stop, 0), n)
+
+    def read(self, expressions=None, entry_start=None, entry_stop=None):
+        """Raw read: (list of (key, branch dict with numpy buffers), stats dict)."""
+        selected = self.resolve(expressions)
+        start, stop = self._entry_range(entry_start, entry_stop)
+        stop = max(start, stop)
+        branches, stats = self._core.read([info.index for _, info in selected], start, stop)
+        return [(key, b) for (key, _), b in zip(selected, branches)], stats
+
+    def arrays(self, expressions=None, entry_start=None, entry_stop=None, library: str = "ak"):
+        """Read branches over `[entry_start, entry_stop)`.
+
+        library="np": a dict of numpy arrays (fixed dimensions as extra axes; jagged data as
+        `cherenkov.Jagged` offsets and content; strings as object arrays; leaf lists as structured
+        arrays). library="ak": one awkward record array with a field per branch.
+        """
+        pairs, _ = self.read(expressions, entry_start, entry_stop)
+        return _convert(pairs, library)
+
+    def iterate(
+        self,
+        expressions=None,
+        step_size: int = 100_000,
+        entry_start=None,
+        entry_stop=None,
+        library: str = "ak",
+    ) -> Iterator:
+        """Yield arrays for consecutive entry ranges of about `step_size` entries, each made of
+        whole clusters (so no basket is split between steps unless a cluster exceeds the step)."""
+        start, stop = self._entry_range(entry_start, entry_stop)
+        for lo, hi in self.steps(step_size, start, stop):
+            yield self.arrays(expressions, lo, hi, library=library)
+
+    def steps(self, step_size: int, start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
+        """Cluster-aligned entry ranges of at least `step_size` entries (the last may be shorter)."""
+        if step_size < 1:
+            raise ValueError("step_size must be at least 1")
+        stop = self.num_entries if stop is None else stop
+        bounds = [b for b in self.cluster_boundaries.tolist() if start < b < stop]
+        out, lo = [], start
+        for b in bounds + [stop]:
+            if b - lo >= step_size or b == stop:
+                if b > lo:
+                    out.append((lo, b))
+                lo = b
+        return out
+
+
+def _convert(pairs, library: str):
+    if library == "np":
+        return {key: to_numpy(b) for key, b in pairs}
+    if library == "ak":
+        import awkward as ak
+
+        if not pairs:
+            return ak.Array(ak.contents.RecordArray([], [], length=0))
+        layouts = [to_awkward_layout(b) for _, b in pairs]
+        return ak.Array(ak.contents.RecordArray(layouts, [key for key, _ in pairs], length=pairs[0][1]["entries"]))
+    raise ValueError(f"library must be 'np' or 'ak', not {library!r}")
