@@ -50,7 +50,10 @@ ext_inputs=$(find crates python Cargo.toml Cargo.lock pyproject.toml -type f \( 
 if [ ! -f "$stamps/ext-$ext_inputs" ] || ! .venv/bin/python -c "import cherenkov._core" 2>/dev/null; then
   log "building the cherenkov extension (release)"
   export PATH="$HOME/.cargo/bin:$PATH"
-  VIRTUAL_ENV="$root/.venv" .venv/bin/maturin develop --release -q
+  if ! VIRTUAL_ENV="$root/.venv" .venv/bin/maturin develop --release -q >"$stamps/maturin.log" 2>&1; then
+    cat "$stamps/maturin.log"
+    exit 1
+  fi
   rm -f "$stamps"/ext-*
   touch "$stamps/ext-$ext_inputs"
 fi

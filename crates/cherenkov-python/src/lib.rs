@@ -131,8 +131,8 @@ impl Tree {
             d.set_item("class", &b.class)?;
             d.set_item("title", &b.title)?;
             d.set_item("entries", b.entries)?;
-            d.set_item("compressed_bytes", b.zip_bytes)?;
-            d.set_item("uncompressed_bytes", b.tot_bytes)?;
+            d.set_item("compressed_bytes", b.compressed_bytes())?;
+            d.set_item("uncompressed_bytes", b.uncompressed_bytes())?;
             d.set_item("num_baskets", b.num_baskets())?;
             d.set_item("compression", b.compress)?;
             d.set_item("basket_entry_starts", b.baskets.iter().map(|l| l.entry_start).collect::<Vec<_>>())?;

@@ -70,6 +70,16 @@ pub struct BranchMeta {
 }
 
 impl BranchMeta {
+    /// Bytes on disk: the baskets' keys, plus the data of embedded baskets.
+    pub fn compressed_bytes(&self) -> u64 {
+        self.baskets.iter().map(|b| b.bytes as u64).sum::<u64>() + self.embedded.iter().map(|e| e.content.len() as u64).sum::<u64>()
+    }
+
+    /// Bytes once decompressed (fTotBytes, which leaves out baskets never flushed to disk).
+    pub fn uncompressed_bytes(&self) -> u64 {
+        (self.tot_bytes.max(0) as u64).max(self.embedded.iter().map(|e| e.content.len() as u64).sum())
+    }
+
     pub fn num_baskets(&self) -> usize {
         self.baskets.len() + self.embedded.len()
     }

@@ -19,8 +19,10 @@ pub struct LocalSource {
     bytes: AtomicU64,
 }
 
-/// Ranges at most this long are read inline; longer lists go to the blocking pool in parallel.
+/// Reads up to this size run inline; larger ones are split into groups read in parallel on the
+/// blocking pool (one task per group: a task per range costs more than a page-cache read).
 const PARALLEL_READ_MIN_BYTES: u64 = 4 << 20;
+const PARALLEL_READ_GROUPS: usize = 4;
 
 impl LocalSource {
     pub fn open(path: &str) -> Result<Self> {
@@ -74,16 +76,17 @@ impl ByteSource for LocalSource {
                 .map(|r| Self::read_one(&self.file, &self.path, self.size, *r))
                 .collect();
         }
+        let per_group = ranges.len().div_ceil(PARALLEL_READ_GROUPS);
         let tasks: Vec<_> = ranges
-            .iter()
-            .map(|&r| {
-                let (file, path, size) = (self.file.clone(), self.path.clone(), self.size);
-                tokio::task::spawn_blocking(move || Self::read_one(&file, &path, size, r))
+            .chunks(per_group)
+            .map(|group| {
+                let (file, path, size, group) = (self.file.clone(), self.path.clone(), self.size, group.to_vec());
+                tokio::task::spawn_blocking(move || group.into_iter().map(|r| Self::read_one(&file, &path, size, r)).collect::<Result<Vec<_>>>())
             })
             .collect();
-        let mut out = Vec::with_capacity(tasks.len());
+        let mut out = Vec::with_capacity(ranges.len());
         for t in tasks {
-            out.push(t.await.map_err(|e| Error::io(&self.path, format!("read task failed: {e}")))??);
+            out.extend(t.await.map_err(|e| Error::io(&self.path, format!("read task failed: {e}")))??);
         }
         Ok(out)
     }

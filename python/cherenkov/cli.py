@@ -1,0 +1,100 @@
+"""The `cherenkov` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from rich.console import Console
+
+import cherenkov
+from cherenkov.summary import human_bytes, print_tree
+
+
+def _trees(f: cherenkov.File) -> list[str]:
+    return [k.split(";")[0] for k, cls in f.classnames().items() if cls in ("TTree", "TNtuple")]
+
+
+def cmd_ls(args) -> int:
+    f = cherenkov.open(args.url)
+    console = Console()
+    if args.json:
+        out = {"file": f.path, "size": f.size, "keys": f.classnames(), "trees": {}}
+        for name in _trees(f):
+            tree = f[name]
+            out["trees"][name] = {
+                "entries": tree.num_entries,
+                "clusters": tree.cluster_boundaries.tolist(),
+                "branches": [b.__dict__ for b in tree.branches],
+            }
+        print(json.dumps(out, indent=1))
+        return 0
+    console.print(f"[bold]{f.path}[/bold]: {human_bytes(f.size)}, ROOT format {f.format_version}")
+    for key, cls in f.classnames().items():
+        console.print(f"  {key}  [dim]{cls}[/dim]")
+    for name in [args.tree] if args.tree else _trees(f):
+        print_tree(f[name], console, limit=None if args.all else 20)
+    return 0
+
+
+def _parse_entries(text: str | None) -> tuple[int | None, int | None]:
+    if not text:
+        return None, None
+    lo, _, hi = text.partition(":")
+    return (int(lo) if lo else None), (int(hi) if hi else None)
+
+
+def cmd_read(args) -> int:
+    f = cherenkov.open(args.url)
+    trees = _trees(f)
+    tree = f[args.tree or (trees[0] if len(trees) == 1 else "")] if (args.tree or len(trees) == 1) else None
+    if tree is None:
+        raise cherenkov.NotFoundError(f"{args.url}: say which tree with --tree (the file has {', '.join(trees) or 'none'})")
+    start, stop = _parse_entries(args.entries)
+    t0 = time.perf_counter()
+    pairs, stats = tree.read(args.branches or None, start, stop)
+    seconds = time.perf_counter() - t0
+    console = Console()
+    for key, b in pairs:
+        console.print(f"{key}: {b['entries']} entries, {b['kind']}")
+    mb = stats["uncompressed_bytes"] / 1e6
+    console.print(
+        f"read {len(pairs)} branches, {stats['baskets']} baskets, {human_bytes(stats['compressed_bytes'])} compressed, "
+        f"{mb:.1f} MB unzipped in {seconds:.3f} s ({mb / max(seconds, 1e-9):.0f} MB/s)"
+    )
+    if args.stats:
+        print(json.dumps(stats, indent=1))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cherenkov", description="Read ROOT files fast, near or far.")
+    parser.add_argument("--version", action="version", version=f"cherenkov {cherenkov.__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ls = sub.add_parser("ls", help="list a file's keys and its trees' branches")
+    ls.add_argument("url", help="path or URL of a ROOT file")
+    ls.add_argument("--tree", help="only this tree")
+    ls.add_argument("--all", action="store_true", help="list every branch, not the 20 largest")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.set_defaults(run=cmd_ls)
+    rd = sub.add_parser("read", help="read branches and report what it cost")
+    rd.add_argument("url", help="path or URL of a ROOT file")
+    rd.add_argument("--tree", help="tree name (needed when the file has several)")
+    rd.add_argument("--branches", nargs="*", help="names or glob patterns (default: all readable)")
+    rd.add_argument("--entries", help="entry range A:B")
+    rd.add_argument("--stats", action="store_true", help="print the read statistics as JSON")
+    rd.set_defaults(run=cmd_read)
+    demo = sub.add_parser("demo", help="the quick-start demo")
+    demo.set_defaults(run=lambda _args: __import__("cherenkov.demo").demo.main())
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except (cherenkov.CherenkovError, ValueError, OSError) as e:
+        print(f"cherenkov: error: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
