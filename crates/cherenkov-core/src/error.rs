@@ -16,7 +16,12 @@ pub enum Error {
     /// The bytes could not be had (missing file, server error, short read, timeout).
     Io { file: String, message: String },
     /// The branch exists but its type is not one cherenkov interprets.
-    UnsupportedBranch { file: String, branch: String, typename: String, reason: String },
+    UnsupportedBranch {
+        file: String,
+        branch: String,
+        typename: String,
+        reason: String,
+    },
     /// A name that is not in the file (key, tree, branch).
     NotFound { file: String, what: String },
     /// The caller asked for something impossible (bad entry range, bad option).
@@ -25,13 +30,23 @@ pub enum Error {
 
 impl Error {
     pub fn format(location: impl Into<String>, expected: impl Into<String>) -> Self {
-        Error::Format { file: String::new(), location: location.into(), expected: expected.into() }
+        Error::Format {
+            file: String::new(),
+            location: location.into(),
+            expected: expected.into(),
+        }
     }
     pub fn io(file: &str, message: impl Into<String>) -> Self {
-        Error::Io { file: file.to_string(), message: message.into() }
+        Error::Io {
+            file: file.to_string(),
+            message: message.into(),
+        }
     }
     pub fn not_found(file: &str, what: impl Into<String>) -> Self {
-        Error::NotFound { file: file.to_string(), what: what.into() }
+        Error::NotFound {
+            file: file.to_string(),
+            what: what.into(),
+        }
     }
     /// Fill in the file name of an error raised where only bytes were known.
     pub fn in_file(mut self, name: &str) -> Self {
@@ -53,11 +68,23 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Format { file, location, expected } => {
-                write!(f, "{file}: not a valid ROOT file at {location}: expected {expected}")
+            Error::Format {
+                file,
+                location,
+                expected,
+            } => {
+                write!(
+                    f,
+                    "{file}: not a valid ROOT file at {location}: expected {expected}"
+                )
             }
             Error::Io { file, message } => write!(f, "{file}: {message}"),
-            Error::UnsupportedBranch { file, branch, typename, reason } => write!(
+            Error::UnsupportedBranch {
+                file,
+                branch,
+                typename,
+                reason,
+            } => write!(
                 f,
                 "{file}: branch '{branch}' of type '{typename}' is not supported: {reason}"
             ),

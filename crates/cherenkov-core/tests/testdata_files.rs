@@ -16,7 +16,10 @@ fn testdata() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir.canonicalize().unwrap())
     } else {
-        eprintln!("SKIPPED: {} is absent (set CHERENKOV_SHARED to the shared folder)", dir.display());
+        eprintln!(
+            "SKIPPED: {} is absent (set CHERENKOV_SHARED to the shared folder)",
+            dir.display()
+        );
         None
     }
 }
@@ -24,26 +27,46 @@ fn testdata() -> Option<PathBuf> {
 #[test]
 fn every_tree_in_testdata_reads_or_refuses_by_name() {
     let Some(dir) = testdata() else { return };
-    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "root")).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "root"))
+        .collect();
     files.sort();
     let (mut read, mut refused, mut trees) = (0, 0, 0);
     for path in files {
         let name = path.to_str().unwrap().to_string();
-        let file = runtime().block_on(RootFile::open(open_source(&name).unwrap())).unwrap_or_else(|e| panic!("{e}"));
+        let file = runtime()
+            .block_on(RootFile::open(open_source(&name).unwrap()))
+            .unwrap_or_else(|e| panic!("{e}"));
         let keys = runtime().block_on(file.all_keys()).unwrap();
         for (key_path, key) in keys.iter().filter(|(_, k)| k.class_name == "TTree") {
             trees += 1;
-            let tree = runtime().block_on(file.tree(&format!("{key_path};{}", key.cycle))).unwrap_or_else(|e| panic!("{e}"));
-            assert!(!tree.branches.is_empty() || tree.entries == 0, "{name}: {key_path}");
+            let tree = runtime()
+                .block_on(file.tree(&format!("{key_path};{}", key.cycle)))
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                !tree.branches.is_empty() || tree.entries == 0,
+                "{name}: {key_path}"
+            );
             let bounds = tree.cluster_boundaries();
-            assert_eq!((bounds[0], *bounds.last().unwrap()), (0, tree.entries), "{name} {key_path}");
+            assert_eq!(
+                (bounds[0], *bounds.last().unwrap()),
+                (0, tree.entries),
+                "{name} {key_path}"
+            );
             for b in 0..tree.branches.len() {
                 match runtime().block_on(read_branches(&file, &tree, &[b], 0, tree.entries)) {
                     Ok((arrays, _)) => {
                         assert_eq!(arrays[0].entries, tree.entries);
                         for c in &arrays[0].columns {
                             if let Some(o) = &c.offsets {
-                                assert_eq!(o.len() as u64, tree.entries + 1, "{name} {}", tree.branch_path(b));
+                                assert_eq!(
+                                    o.len() as u64,
+                                    tree.entries + 1,
+                                    "{name} {}",
+                                    tree.branch_path(b)
+                                );
                             }
                         }
                         read += 1;
@@ -59,4 +82,33 @@ fn every_tree_in_testdata_reads_or_refuses_by_name() {
     }
     eprintln!("{trees} trees, {read} branches read, {refused} refused as unsupported");
     assert!(trees > 30 && read > 4000);
+}
+
+/// Opening reads the head and tail in one request and whatever that missed in one more; reading a
+/// tree's metadata then costs at most one request, none when the tail held it.
+#[test]
+fn opening_and_listing_a_tree_takes_few_requests() {
+    let Some(dir) = testdata() else { return };
+    for (name, tree, max_requests) in [
+        ("nanolike-root6.40-zstd-4clusters.root", "Events", 2),
+        ("uproot-HZZ.root", "events", 1),
+        ("nanoAOD_2015_CMS_Open_Data_ttbar.root", "Events", 2),
+        ("uproot-sample-5.30.00-zlib.root", "sample", 2),
+    ] {
+        let path = dir.join(name);
+        let file = runtime()
+            .block_on(RootFile::open(open_source(path.to_str().unwrap()).unwrap()))
+            .unwrap();
+        let opened = file.requests();
+        runtime().block_on(file.tree(tree)).unwrap();
+        eprintln!(
+            "{name}: {opened} requests to open, {} with the tree",
+            file.requests()
+        );
+        assert!(
+            file.requests() <= max_requests,
+            "{name}: {} requests",
+            file.requests()
+        );
+    }
 }

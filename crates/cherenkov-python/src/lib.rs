@@ -14,11 +14,36 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::Arc;
 
-create_exception!(_core, CherenkovError, PyException, "Base of all cherenkov errors.");
-create_exception!(_core, FormatError, CherenkovError, "The file is not valid ROOT where it was read.");
-create_exception!(_core, SourceError, CherenkovError, "The bytes could not be read (file, server, network).");
-create_exception!(_core, UnsupportedBranch, CherenkovError, "The branch's type cannot be interpreted.");
-create_exception!(_core, NotFoundError, CherenkovError, "No such object, tree or branch.");
+create_exception!(
+    _core,
+    CherenkovError,
+    PyException,
+    "Base of all cherenkov errors."
+);
+create_exception!(
+    _core,
+    FormatError,
+    CherenkovError,
+    "The file is not valid ROOT where it was read."
+);
+create_exception!(
+    _core,
+    SourceError,
+    CherenkovError,
+    "The bytes could not be read (file, server, network)."
+);
+create_exception!(
+    _core,
+    UnsupportedBranch,
+    CherenkovError,
+    "The branch's type cannot be interpreted."
+);
+create_exception!(
+    _core,
+    NotFoundError,
+    CherenkovError,
+    "No such object, tree or branch."
+);
 
 fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
@@ -47,7 +72,9 @@ impl RootFile {
                 runtime().block_on(CoreFile::open(source))
             })
             .map_err(to_py)?;
-        Ok(Self { inner: Arc::new(inner) })
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
     }
 
     #[getter]
@@ -68,18 +95,32 @@ impl RootFile {
     }
     #[getter]
     fn streamer_classes(&self) -> Vec<(String, i32)> {
-        self.inner.streamers.iter().map(|s| (s.class_name.clone(), s.class_version)).collect()
+        self.inner
+            .streamers
+            .iter()
+            .map(|s| (s.class_name.clone(), s.class_version))
+            .collect()
     }
 
     /// All keys: (path, cycle, class name, title), subdirectories included.
     fn keys(&self, py: Python<'_>) -> PyResult<Vec<(String, i16, String, String)>> {
-        let keys = py.detach(|| runtime().block_on(self.inner.all_keys())).map_err(to_py)?;
-        Ok(keys.into_iter().map(|(p, k)| (p, k.cycle, k.class_name, k.title)).collect())
+        let keys = py
+            .detach(|| runtime().block_on(self.inner.all_keys()))
+            .map_err(to_py)?;
+        Ok(keys
+            .into_iter()
+            .map(|(p, k)| (p, k.cycle, k.class_name, k.title))
+            .collect())
     }
 
     fn tree(&self, py: Python<'_>, path: String) -> PyResult<Tree> {
-        let meta = py.detach(|| runtime().block_on(self.inner.tree(&path))).map_err(to_py)?;
-        Ok(Tree { file: self.inner.clone(), meta: Arc::new(meta) })
+        let meta = py
+            .detach(|| runtime().block_on(self.inner.tree(&path)))
+            .map_err(to_py)?;
+        Ok(Tree {
+            file: self.inner.clone(),
+            meta: Arc::new(meta),
+        })
     }
 }
 
@@ -135,7 +176,10 @@ impl Tree {
             d.set_item("uncompressed_bytes", b.uncompressed_bytes())?;
             d.set_item("num_baskets", b.num_baskets())?;
             d.set_item("compression", b.compress)?;
-            d.set_item("basket_entry_starts", b.baskets.iter().map(|l| l.entry_start).collect::<Vec<_>>())?;
+            d.set_item(
+                "basket_entry_starts",
+                b.baskets.iter().map(|l| l.entry_start).collect::<Vec<_>>(),
+            )?;
             match interpret(&self.meta, i, &self.file.streamers) {
                 Ok(interp) => {
                     d.set_item("typename", interp.typename())?;
@@ -155,11 +199,23 @@ impl Tree {
 
     /// Read branches (by index) over [start, stop). Returns (arrays, stats): one dict per branch
     /// with its columns' buffers as numpy arrays.
-    fn read<'py>(&self, py: Python<'py>, indices: Vec<usize>, start: u64, stop: u64) -> PyResult<Bound<'py, PyTuple>> {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        indices: Vec<usize>,
+        start: u64,
+        stop: u64,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         if let Some(&bad) = indices.iter().find(|&&i| i >= self.meta.branches.len()) {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!("no branch number {bad}")));
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "no branch number {bad}"
+            )));
         }
-        let (arrays, stats) = py.detach(|| runtime().block_on(read_branches(&self.file, &self.meta, &indices, start, stop))).map_err(to_py)?;
+        let (arrays, stats) = py
+            .detach(|| {
+                runtime().block_on(read_branches(&self.file, &self.meta, &indices, start, stop))
+            })
+            .map_err(to_py)?;
         let out = PyList::empty(py);
         for a in arrays {
             out.append(branch_to_py(py, a)?)?;

@@ -19,7 +19,10 @@ pub struct AlignedBytes {
 
 impl AlignedBytes {
     pub fn zeroed(len: usize) -> Self {
-        Self { words: vec![0u64; len.div_ceil(8)], len }
+        Self {
+            words: vec![0u64; len.div_ceil(8)],
+            len,
+        }
     }
     pub fn as_bytes(&self) -> &[u8] {
         // SAFETY: u64 storage viewed as bytes; `len` never exceeds the storage.
@@ -74,9 +77,18 @@ struct Planned {
 }
 
 /// Read `branches` (indices into `tree.branches`) over entries `[start, stop)`.
-pub async fn read_branches(file: &RootFile, tree: &TreeMeta, branches: &[usize], start: u64, stop: u64) -> Result<(Vec<BranchArray>, ReadStats)> {
+pub async fn read_branches(
+    file: &RootFile,
+    tree: &TreeMeta,
+    branches: &[usize],
+    start: u64,
+    stop: u64,
+) -> Result<(Vec<BranchArray>, ReadStats)> {
     if start > stop || stop > tree.entries {
-        return Err(Error::InvalidArgument(format!("entry range {start}..{stop} is not inside 0..{}", tree.entries)));
+        return Err(Error::InvalidArgument(format!(
+            "entry range {start}..{stop} is not inside 0..{}",
+            tree.entries
+        )));
     }
     let interpretations = branches
         .iter()
@@ -100,10 +112,15 @@ pub async fn read_branches(file: &RootFile, tree: &TreeMeta, branches: &[usize],
         })
         .collect();
     for r in &ranges {
-        crate::format::directory::check_inside(r.offset, r.len, file.size, "a basket").map_err(|e| e.in_file(file.name()))?;
+        crate::format::directory::check_inside(r.offset, r.len, file.size, "a basket")
+            .map_err(|e| e.in_file(file.name()))?;
     }
     let t0 = Instant::now();
-    let raw = if ranges.is_empty() { Vec::new() } else { file.source.read_ranges(&ranges).await? };
+    let raw = if ranges.is_empty() {
+        Vec::new()
+    } else {
+        file.source.read_ranges(&ranges).await?
+    };
     stats.fetch_time = t0.elapsed();
     stats.compressed_bytes = ranges.iter().map(|r| r.len).sum();
 
@@ -111,7 +128,14 @@ pub async fn read_branches(file: &RootFile, tree: &TreeMeta, branches: &[usize],
     let mut raw_iter = raw.into_iter();
     let jobs: Vec<(&Planned, Option<bytes::Bytes>)> = plan
         .iter()
-        .map(|p| (p, matches!(p.source, BasketSource::Disk(_)).then(|| raw_iter.next()).flatten()))
+        .map(|p| {
+            (
+                p,
+                matches!(p.source, BasketSource::Disk(_))
+                    .then(|| raw_iter.next())
+                    .flatten(),
+            )
+        })
         .collect();
     let decoded: Vec<Basket> = jobs
         .into_par_iter()
@@ -122,7 +146,11 @@ pub async fn read_branches(file: &RootFile, tree: &TreeMeta, branches: &[usize],
 
     let mut out = Vec::with_capacity(branches.len());
     for (&b, interp) in branches.iter().zip(interpretations) {
-        let mine: Vec<(&Planned, &Basket)> = plan.iter().zip(&decoded).filter(|(p, _)| p.branch == b).collect();
+        let mine: Vec<(&Planned, &Basket)> = plan
+            .iter()
+            .zip(&decoded)
+            .filter(|(p, _)| p.branch == b)
+            .collect();
         out.push(assemble(file, tree, b, interp, &mine, start, stop).await?);
     }
     stats.decode_time = t1.elapsed();
@@ -135,14 +163,22 @@ fn plan_baskets(tree: &TreeMeta, branches: &[usize], start: u64, stop: u64) -> V
         let meta = &tree.branches[b];
         for loc in &meta.baskets {
             if loc.entry_start < stop && loc.entry_stop > start {
-                plan.push(Planned { branch: b, entry_start: loc.entry_start, source: BasketSource::Disk(*loc) });
+                plan.push(Planned {
+                    branch: b,
+                    entry_start: loc.entry_start,
+                    source: BasketSource::Disk(*loc),
+                });
             }
         }
         let mut entry = meta.baskets.last().map_or(0, |l| l.entry_stop);
         for (i, e) in meta.embedded.iter().enumerate() {
             let end = entry + e.entries as u64;
             if entry < stop && end > start {
-                plan.push(Planned { branch: b, entry_start: entry, source: BasketSource::Embedded(i) });
+                plan.push(Planned {
+                    branch: b,
+                    entry_start: entry,
+                    source: BasketSource::Embedded(i),
+                });
             }
             entry = end;
         }
@@ -150,21 +186,41 @@ fn plan_baskets(tree: &TreeMeta, branches: &[usize], start: u64, stop: u64) -> V
     plan
 }
 
-fn decode_planned(file: &RootFile, tree: &TreeMeta, p: &Planned, raw: Option<&[u8]>) -> Result<Basket> {
+fn decode_planned(
+    file: &RootFile,
+    tree: &TreeMeta,
+    p: &Planned,
+    raw: Option<&[u8]>,
+) -> Result<Basket> {
     let meta = &tree.branches[p.branch];
     match (&p.source, raw) {
         (BasketSource::Disk(loc), Some(raw)) => {
-            let origin = format!("basket at file offset {} of branch '{}'", loc.seek, tree.branch_path(p.branch));
+            let origin = format!(
+                "basket at file offset {} of branch '{}'",
+                loc.seek,
+                tree.branch_path(p.branch)
+            );
             let basket = decode_basket(raw, &origin).map_err(|e| e.in_file(file.name()))?;
             let expected = loc.entry_stop - loc.entry_start;
             if basket.entries as u64 != expected {
-                return Err(Error::format(origin, format!("{expected} entries as the branch says, found {}", basket.entries)).in_file(file.name()));
+                return Err(Error::format(
+                    origin,
+                    format!(
+                        "{expected} entries as the branch says, found {}",
+                        basket.entries
+                    ),
+                )
+                .in_file(file.name()));
             }
             Ok(basket)
         }
         (BasketSource::Embedded(i), _) => {
             let e = &meta.embedded[*i];
-            Ok(Basket { entries: e.entries, content: e.content.clone(), offsets: e.offsets.clone() })
+            Ok(Basket {
+                entries: e.entries,
+                content: e.content.clone(),
+                offsets: e.offsets.clone(),
+            })
         }
         _ => unreachable!("every disk basket was fetched"),
     }
@@ -195,12 +251,26 @@ async fn assemble(
             let mut pieces = Vec::new();
             for (p, b) in baskets {
                 let (first, last) = local_range(p, b, start, stop);
-                let src = b.content.get(first * entry_bytes..last * entry_bytes).ok_or_else(|| {
-                    bad(format!("a basket of {} entries of {entry_bytes} bytes, found {} bytes", b.entries, b.content.len()))
-                })?;
+                let src = b
+                    .content
+                    .get(first * entry_bytes..last * entry_bytes)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "a basket of {} entries of {entry_bytes} bytes, found {} bytes",
+                            b.entries,
+                            b.content.len()
+                        ))
+                    })?;
                 pieces.push(src);
             }
-            vec![Column { name: name.clone(), dtype: *dtype, inner_shape: inner_shape.clone(), content: convert_pieces(*dtype, &pieces), offsets: None, is_string: false }]
+            vec![Column {
+                name: name.clone(),
+                dtype: *dtype,
+                inner_shape: inner_shape.clone(),
+                content: convert_pieces(*dtype, &pieces),
+                offsets: None,
+                is_string: false,
+            }]
         }
         Interpretation::Record { fields } => {
             let entry_bytes = interp.fixed_entry_bytes().unwrap();
@@ -212,7 +282,11 @@ async fn assemble(
                 for (p, b) in baskets {
                     let (first, last) = local_range(p, b, start, stop);
                     if b.content.len() < last * entry_bytes {
-                        return Err(bad(format!("a basket of {} entries of {entry_bytes} bytes, found {} bytes", b.entries, b.content.len())));
+                        return Err(bad(format!(
+                            "a basket of {} entries of {entry_bytes} bytes, found {} bytes",
+                            b.entries,
+                            b.content.len()
+                        )));
                     }
                     for e in first..last {
                         let at = e * entry_bytes + field_offset;
@@ -220,13 +294,34 @@ async fn assemble(
                     }
                 }
                 field_offset += fbytes;
-                cols.push(Column { name: f.name.clone(), dtype: f.dtype, inner_shape: f.inner_shape.clone(), content: convert_pieces(f.dtype, &[&gathered]), offsets: None, is_string: false });
+                cols.push(Column {
+                    name: f.name.clone(),
+                    dtype: f.dtype,
+                    inner_shape: f.inner_shape.clone(),
+                    content: convert_pieces(f.dtype, &[&gathered]),
+                    offsets: None,
+                    is_string: false,
+                });
             }
             cols
         }
-        Interpretation::Jagged { dtype, inner_shape, header_bytes, count_branch } => {
+        Interpretation::Jagged {
+            dtype,
+            inner_shape,
+            header_bytes,
+            count_branch,
+        } => {
             let item_bytes = dtype.size() * inner_shape.iter().product::<usize>().max(1);
-            let offsets_per_basket = basket_offsets(file, tree, baskets, *count_branch, item_bytes, *header_bytes, &name).await?;
+            let offsets_per_basket = basket_offsets(
+                file,
+                tree,
+                baskets,
+                *count_branch,
+                item_bytes,
+                *header_bytes,
+                &name,
+            )
+            .await?;
             let mut pieces: Vec<&[u8]> = Vec::new();
             let mut out_offsets = Vec::with_capacity(entries as usize + 1);
             out_offsets.push(0i64);
@@ -243,27 +338,57 @@ async fn assemble(
                     pieces.push(&b.content[lo..hi]);
                 }
             }
-            vec![Column { name: name.clone(), dtype: *dtype, inner_shape: inner_shape.clone(), content: convert_pieces(*dtype, &pieces), offsets: Some(out_offsets), is_string: false }]
+            vec![Column {
+                name: name.clone(),
+                dtype: *dtype,
+                inner_shape: inner_shape.clone(),
+                content: convert_pieces(*dtype, &pieces),
+                offsets: Some(out_offsets),
+                is_string: false,
+            }]
         }
         Interpretation::Strings { header_bytes } => {
             let mut content = Vec::new();
             let mut out_offsets = vec![0i64];
             for (p, b) in baskets {
-                let offs = b.offsets.as_ref().ok_or_else(|| bad("entry offsets in a basket of strings".into()))?;
+                let offs = b
+                    .offsets
+                    .as_ref()
+                    .ok_or_else(|| bad("entry offsets in a basket of strings".into()))?;
                 let (first, last) = local_range(p, b, start, stop);
                 for e in first..last {
-                    let entry = b.content.get(offs[e] as usize..offs[e + 1] as usize).unwrap_or_default();
-                    let s = string_of_entry(entry, *header_bytes).ok_or_else(|| bad(format!("entry {} to hold a length-prefixed string", p.entry_start + e as u64)))?;
+                    let entry = b
+                        .content
+                        .get(offs[e] as usize..offs[e + 1] as usize)
+                        .unwrap_or_default();
+                    let s = string_of_entry(entry, *header_bytes).ok_or_else(|| {
+                        bad(format!(
+                            "entry {} to hold a length-prefixed string",
+                            p.entry_start + e as u64
+                        ))
+                    })?;
                     content.extend_from_slice(s);
                     out_offsets.push(content.len() as i64);
                 }
             }
             let mut bytes = AlignedBytes::zeroed(content.len());
             bytes.as_bytes_mut().copy_from_slice(&content);
-            vec![Column { name: name.clone(), dtype: DType::U8, inner_shape: vec![], content: bytes, offsets: Some(out_offsets), is_string: true }]
+            vec![Column {
+                name: name.clone(),
+                dtype: DType::U8,
+                inner_shape: vec![],
+                content: bytes,
+                offsets: Some(out_offsets),
+                is_string: true,
+            }]
         }
     };
-    Ok(BranchArray { branch: name, interpretation: interp, entries, columns })
+    Ok(BranchArray {
+        branch: name,
+        interpretation: interp,
+        entries,
+        columns,
+    })
 }
 
 fn string_of_entry(entry: &[u8], header: usize) -> Option<&[u8]> {
@@ -289,16 +414,29 @@ async fn basket_offsets(
     header_bytes: usize,
     name: &str,
 ) -> Result<Vec<Vec<u32>>> {
-    let missing: Vec<usize> = (0..baskets.len()).filter(|&i| baskets[i].1.offsets.is_none()).collect();
+    let missing: Vec<usize> = (0..baskets.len())
+        .filter(|&i| baskets[i].1.offsets.is_none())
+        .collect();
     let mut counts: Vec<i64> = Vec::new();
     let mut counts_start = 0;
     if let (Some(&first), Some(&last)) = (missing.first(), missing.last()) {
         let cb = count_branch.ok_or_else(|| {
-            Error::format(format!("branch '{name}'"), "entry offsets in its baskets (and there is no count branch to rebuild them)").in_file(file.name())
+            Error::format(
+                format!("branch '{name}'"),
+                "entry offsets in its baskets (and there is no count branch to rebuild them)",
+            )
+            .in_file(file.name())
         })?;
         counts_start = baskets[first].0.entry_start;
         let counts_stop = baskets[last].0.entry_start + baskets[last].1.entries as u64;
-        let (arrays, _) = Box::pin(read_branches(file, tree, &[cb], counts_start, counts_stop.min(tree.entries))).await?;
+        let (arrays, _) = Box::pin(read_branches(
+            file,
+            tree,
+            &[cb],
+            counts_start,
+            counts_stop.min(tree.entries),
+        ))
+        .await?;
         counts = column_as_i64(&arrays[0].columns[0]);
     }
     Ok(baskets
@@ -309,7 +447,11 @@ async fn basket_offsets(
                 let mut offs = vec![0u32];
                 let mut at = 0u64;
                 for e in 0..b.entries as u64 {
-                    let n = counts.get((p.entry_start + e - counts_start) as usize).copied().unwrap_or(0).max(0) as u64;
+                    let n = counts
+                        .get((p.entry_start + e - counts_start) as usize)
+                        .copied()
+                        .unwrap_or(0)
+                        .max(0) as u64;
                     at += header_bytes as u64 + n * item_bytes as u64;
                     offs.push(at.min(u32::MAX as u64) as u32);
                 }
@@ -323,7 +465,9 @@ fn column_as_i64(c: &Column) -> Vec<i64> {
     let b = c.content.as_bytes();
     macro_rules! conv {
         ($t:ty) => {
-            b.chunks_exact(std::mem::size_of::<$t>()).map(|x| <$t>::from_ne_bytes(x.try_into().unwrap()) as i64).collect()
+            b.chunks_exact(std::mem::size_of::<$t>())
+                .map(|x| <$t>::from_ne_bytes(x.try_into().unwrap()) as i64)
+                .collect()
         };
     }
     match c.dtype {
@@ -358,7 +502,11 @@ fn convert_pieces(dtype: DType, pieces: &[&[u8]]) -> AlignedBytes {
             convert_big_endian(dtype, src, dst);
         }
     } else {
-        targets.into_par_iter().zip(pieces.par_iter()).with_min_len(16).for_each(|(dst, src)| convert_big_endian(dtype, src, dst));
+        targets
+            .into_par_iter()
+            .zip(pieces.par_iter())
+            .with_min_len(16)
+            .for_each(|(dst, src)| convert_big_endian(dtype, src, dst));
     }
     out
 }

@@ -34,25 +34,36 @@ pub fn decode_basket(raw: &[u8], origin: &str) -> Result<Basket> {
     let last = cur.i32("TBasket fLast")?;
     let keylen = key.keylen as usize;
     if key.nbytes as usize != raw.len() || keylen > raw.len() || keylen < cur.pos() {
-        return Err(cur.error_at(0, format!(
-            "a basket key of {} bytes with its header inside (fNbytes {}, fKeylen {})",
-            raw.len(), key.nbytes, key.keylen
-        )));
+        return Err(cur.error_at(
+            0,
+            format!(
+                "a basket key of {} bytes with its header inside (fNbytes {}, fKeylen {})",
+                raw.len(),
+                key.nbytes,
+                key.keylen
+            ),
+        ));
     }
     let objlen = key.objlen as usize;
     let border = (last as i64) - keylen as i64;
     if border < 0 || border as usize > objlen {
-        return Err(cur.error_at(nev_pos + 4, format!(
-            "fLast ({last}) between fKeylen ({keylen}) and fKeylen + fObjlen ({})",
-            keylen + objlen
-        )));
+        return Err(cur.error_at(
+            nev_pos + 4,
+            format!(
+                "fLast ({last}) between fKeylen ({keylen}) and fKeylen + fObjlen ({})",
+                keylen + objlen
+            ),
+        ));
     }
     let border = border as usize;
     let stored = &raw[keylen..];
     let data = if key.is_compressed() {
         decompress(stored, objlen, origin)?
     } else {
-        stored.get(..objlen).ok_or_else(|| cur.error_at(keylen, format!("{objlen} uncompressed bytes")))?.to_vec()
+        stored
+            .get(..objlen)
+            .ok_or_else(|| cur.error_at(keylen, format!("{objlen} uncompressed bytes")))?
+            .to_vec()
     };
     let nev = cur.non_negative(nev_pos, nev_buf as i64, "TBasket fNevBuf")?;
     let offsets = if border < objlen {
@@ -63,13 +74,21 @@ pub fn decode_basket(raw: &[u8], origin: &str) -> Result<Basket> {
         }
         let raw_offsets = table.i32_array(nev, "entry offsets")?;
         Some(
-            relative_offsets(&raw_offsets, keylen, border)
-                .ok_or_else(|| table.error_at(4, format!("entry offsets in order and inside the {border} data bytes")))?,
+            relative_offsets(&raw_offsets, keylen, border).ok_or_else(|| {
+                table.error_at(
+                    4,
+                    format!("entry offsets in order and inside the {border} data bytes"),
+                )
+            })?,
         )
     } else {
         None
     };
     let mut content = data;
     content.truncate(border);
-    Ok(Basket { entries: nev as u32, content, offsets })
+    Ok(Basket {
+        entries: nev as u32,
+        content,
+        offsets,
+    })
 }

@@ -58,24 +58,49 @@ fn u24_le(b: &[u8]) -> usize {
 /// The output buffer grows block by block, so a lying size field cannot allocate more than the
 /// blocks actually present declare (each at most 16 MiB).
 pub fn decompress(compressed: &[u8], uncompressed_len: usize, origin: &str) -> Result<Vec<u8>> {
-    let err = |pos: usize, expected: String| Error::format(format!("{origin} compressed byte {pos}"), expected);
-    let mut out: Vec<u8> = Vec::with_capacity(uncompressed_len.min(compressed.len().saturating_mul(16)).min(1 << 28));
+    let err = |pos: usize, expected: String| {
+        Error::format(format!("{origin} compressed byte {pos}"), expected)
+    };
+    let mut out: Vec<u8> = Vec::with_capacity(
+        uncompressed_len
+            .min(compressed.len().saturating_mul(16))
+            .min(1 << 28),
+    );
     let mut pos = 0usize;
     while out.len() < uncompressed_len {
         let header = compressed
             .get(pos..pos + HEADER_LEN)
             .ok_or_else(|| err(pos, format!("a 9-byte compression header ({} of {uncompressed_len} bytes decompressed so far)", out.len())))?;
         let algorithm = Algorithm::from_magic(&header[..2]).ok_or_else(|| {
-            err(pos, format!("a compression header starting with ZL, XZ, L4, ZS or CS, found {:?}", String::from_utf8_lossy(&header[..2])))
+            err(
+                pos,
+                format!(
+                    "a compression header starting with ZL, XZ, L4, ZS or CS, found {:?}",
+                    String::from_utf8_lossy(&header[..2])
+                ),
+            )
         })?;
         let block_len = u24_le(&header[3..6]);
         let block_out = u24_le(&header[6..9]);
         let start = pos + HEADER_LEN;
         let block = compressed.get(start..start + block_len).ok_or_else(|| {
-            err(pos, format!("a {} block of {block_len} bytes, but only {} bytes remain", algorithm.name(), compressed.len() - start.min(compressed.len())))
+            err(
+                pos,
+                format!(
+                    "a {} block of {block_len} bytes, but only {} bytes remain",
+                    algorithm.name(),
+                    compressed.len() - start.min(compressed.len())
+                ),
+            )
         })?;
         if out.len() + block_out > uncompressed_len {
-            return Err(err(pos, format!("blocks adding up to {uncompressed_len} bytes, but this one would reach {}", out.len() + block_out)));
+            return Err(err(
+                pos,
+                format!(
+                    "blocks adding up to {uncompressed_len} bytes, but this one would reach {}",
+                    out.len() + block_out
+                ),
+            ));
         }
         let before = out.len();
         out.resize(before + block_out, 0);
@@ -86,7 +111,11 @@ pub fn decompress(compressed: &[u8], uncompressed_len: usize, origin: &str) -> R
 }
 
 /// Decompress one block into `dest`, which must be filled exactly.
-fn decompress_block(algorithm: Algorithm, block: &[u8], dest: &mut [u8]) -> std::result::Result<(), String> {
+fn decompress_block(
+    algorithm: Algorithm,
+    block: &[u8],
+    dest: &mut [u8],
+) -> std::result::Result<(), String> {
     let want = dest.len();
     let filled = match algorithm {
         Algorithm::Zlib => read_fully(flate2::read::ZlibDecoder::new(block), dest),
@@ -101,7 +130,9 @@ fn decompress_block(algorithm: Algorithm, block: &[u8], dest: &mut [u8]) -> std:
             let expected = u64::from_be_bytes(checksum.try_into().unwrap());
             let actual = twox_hash::XxHash64::oneshot(0, payload);
             if expected != actual {
-                return Err(format!("lz4 xxhash64 checksum {expected:#018x}, computed {actual:#018x}"));
+                return Err(format!(
+                    "lz4 xxhash64 checksum {expected:#018x}, computed {actual:#018x}"
+                ));
             }
             lz4_flex::block::decompress_into(payload, dest).map_err(|e| e.to_string())
         }
@@ -109,7 +140,10 @@ fn decompress_block(algorithm: Algorithm, block: &[u8], dest: &mut [u8]) -> std:
     }
     .map_err(|e| format!("a valid {} block: {e}", algorithm.name()))?;
     if filled != want {
-        return Err(format!("a {} block decompressing to {want} bytes, got {filled}", algorithm.name()));
+        return Err(format!(
+            "a {} block decompressing to {want} bytes, got {filled}",
+            algorithm.name()
+        ));
     }
     Ok(())
 }
@@ -117,7 +151,10 @@ fn decompress_block(algorithm: Algorithm, block: &[u8], dest: &mut [u8]) -> std:
 fn read_fully(mut reader: impl Read, dest: &mut [u8]) -> std::result::Result<usize, String> {
     let mut filled = 0;
     while filled < dest.len() {
-        match reader.read(&mut dest[filled..]).map_err(|e| e.to_string())? {
+        match reader
+            .read(&mut dest[filled..])
+            .map_err(|e| e.to_string())?
+        {
             0 => break,
             n => filled += n,
         }
@@ -141,7 +178,9 @@ mod tests {
     }
 
     fn sample() -> Vec<u8> {
-        (0..50_000u32).flat_map(|i| (i % 251).to_be_bytes()).collect()
+        (0..50_000u32)
+            .flat_map(|i| (i % 251).to_be_bytes())
+            .collect()
     }
 
     #[test]
@@ -165,7 +204,11 @@ mod tests {
             (b"L4", l4_with_sum),
         ] {
             let data = block(magic, &payload, raw.len());
-            assert_eq!(decompress(&data, raw.len(), "test").unwrap(), raw, "{magic:?}");
+            assert_eq!(
+                decompress(&data, raw.len(), "test").unwrap(),
+                raw,
+                "{magic:?}"
+            );
         }
     }
 
@@ -182,7 +225,9 @@ mod tests {
     fn lz4_checksum_is_verified() {
         let raw = sample();
         let l4 = lz4_flex::block::compress(&raw);
-        let mut payload = (twox_hash::XxHash64::oneshot(0, &l4) ^ 1).to_be_bytes().to_vec();
+        let mut payload = (twox_hash::XxHash64::oneshot(0, &l4) ^ 1)
+            .to_be_bytes()
+            .to_vec();
         payload.extend_from_slice(&l4);
         let e = decompress(&block(b"L4", &payload, raw.len()), raw.len(), "test").unwrap_err();
         assert!(e.to_string().contains("checksum"), "{e}");

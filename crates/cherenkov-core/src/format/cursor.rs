@@ -15,7 +15,12 @@ pub struct Cursor<'a> {
 
 impl<'a> Cursor<'a> {
     pub fn new(data: &'a [u8], origin: &'a str, base: u64) -> Self {
-        Self { data, pos: 0, origin, base }
+        Self {
+            data,
+            pos: 0,
+            origin,
+            base,
+        }
     }
 
     pub fn pos(&self) -> usize {
@@ -40,24 +45,37 @@ impl<'a> Cursor<'a> {
     }
 
     pub fn error_at(&self, pos: usize, expected: impl Into<String>) -> Error {
-        Error::format(format!("{} byte {}", self.origin, self.base + pos as u64), expected)
+        Error::format(
+            format!("{} byte {}", self.origin, self.base + pos as u64),
+            expected,
+        )
     }
 
     pub fn seek(&mut self, pos: usize) -> Result<()> {
         if pos > self.data.len() {
-            return Err(self.error(format!("a position {pos} inside the {} bytes available", self.data.len())));
+            return Err(self.error(format!(
+                "a position {pos} inside the {} bytes available",
+                self.data.len()
+            )));
         }
         self.pos = pos;
         Ok(())
     }
 
     pub fn skip(&mut self, n: usize) -> Result<()> {
-        self.seek(self.pos.checked_add(n).ok_or_else(|| self.error("a sane length"))?)
+        self.seek(
+            self.pos
+                .checked_add(n)
+                .ok_or_else(|| self.error("a sane length"))?,
+        )
     }
 
     pub fn bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
         if n > self.remaining() {
-            return Err(self.error(format!("{what} ({n} bytes), but only {} bytes remain", self.remaining())));
+            return Err(self.error(format!(
+                "{what} ({n} bytes), but only {} bytes remain",
+                self.remaining()
+            )));
         }
         let out = &self.data[self.pos..self.pos + n];
         self.pos += n;
@@ -106,14 +124,24 @@ impl<'a> Cursor<'a> {
 
     /// A count that must not be negative (and is not bounded by the bytes left).
     pub fn non_negative(&self, pos: usize, n: i64, what: &str) -> Result<usize> {
-        usize::try_from(n).map_err(|_| self.error_at(pos, format!("a non-negative {what}, found {n}")))
+        usize::try_from(n)
+            .map_err(|_| self.error_at(pos, format!("a non-negative {what}, found {n}")))
     }
 
-    pub fn check_count(&self, pos: usize, n: i64, what: &str, min_item_bytes: usize) -> Result<usize> {
+    pub fn check_count(
+        &self,
+        pos: usize,
+        n: i64,
+        what: &str,
+        min_item_bytes: usize,
+    ) -> Result<usize> {
         if n < 0 || (n as u128) * (min_item_bytes.max(1) as u128) > self.remaining() as u128 {
             return Err(self.error_at(
                 pos,
-                format!("{what} to fit in the {} remaining bytes, found {n}", self.remaining()),
+                format!(
+                    "{what} to fit in the {} remaining bytes, found {n}",
+                    self.remaining()
+                ),
             ));
         }
         Ok(n as usize)
@@ -143,10 +171,16 @@ impl<'a> Cursor<'a> {
     /// Arrays of big-endian numbers, count given.
     pub fn i32_array(&mut self, n: usize, what: &str) -> Result<Vec<i32>> {
         let raw = self.bytes(n.checked_mul(4).ok_or_else(|| self.error(what))?, what)?;
-        Ok(raw.chunks_exact(4).map(|c| i32::from_be_bytes(c.try_into().unwrap())).collect())
+        Ok(raw
+            .chunks_exact(4)
+            .map(|c| i32::from_be_bytes(c.try_into().unwrap()))
+            .collect())
     }
     pub fn i64_array(&mut self, n: usize, what: &str) -> Result<Vec<i64>> {
         let raw = self.bytes(n.checked_mul(8).ok_or_else(|| self.error(what))?, what)?;
-        Ok(raw.chunks_exact(8).map(|c| i64::from_be_bytes(c.try_into().unwrap())).collect())
+        Ok(raw
+            .chunks_exact(8)
+            .map(|c| i64::from_be_bytes(c.try_into().unwrap()))
+            .collect())
     }
 }

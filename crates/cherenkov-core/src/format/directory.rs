@@ -24,13 +24,23 @@ impl FileHeader {
         let mut c = Cursor::new(data, "file", 0);
         let magic = c.bytes(4, "the magic bytes 'root'")?;
         if magic != b"root" {
-            return Err(c.error_at(0, format!("the magic bytes 'root', found {:?}", String::from_utf8_lossy(magic))));
+            return Err(c.error_at(
+                0,
+                format!(
+                    "the magic bytes 'root', found {:?}",
+                    String::from_utf8_lossy(magic)
+                ),
+            ));
         }
         let version = c.i32("the format version")?;
         let begin = c.i32("fBEGIN")?;
         let large = version >= 1_000_000;
         let seek = |c: &mut Cursor, what: &str| -> Result<i64> {
-            if large { c.i64(what) } else { c.i32(what).map(i64::from) }
+            if large {
+                c.i64(what)
+            } else {
+                c.i32(what).map(i64::from)
+            }
         };
         let end = seek(&mut c, "fEND")?;
         let _seek_free = seek(&mut c, "fSeekFree")?;
@@ -90,12 +100,21 @@ impl Key {
         let (seek_key, seek_pdir) = if version > 1000 {
             (c.i64("key fSeekKey")?, c.i64("key fSeekPdir")?)
         } else {
-            (c.i32("key fSeekKey")? as i64, c.i32("key fSeekPdir")? as i64)
+            (
+                c.i32("key fSeekKey")? as i64,
+                c.i32("key fSeekPdir")? as i64,
+            )
         };
         let class_name = c.string("key class name")?;
         let name = c.string("key name")?;
         let title = c.string("key title")?;
-        if nbytes < 0 || objlen < 0 || keylen < 0 || seek_key < 0 || seek_pdir < 0 || (keylen as i64) > (nbytes as i64).max(keylen as i64) {
+        if nbytes < 0
+            || objlen < 0
+            || keylen < 0
+            || seek_key < 0
+            || seek_pdir < 0
+            || (keylen as i64) > (nbytes as i64).max(keylen as i64)
+        {
             return Err(c.error_at(start, format!(
                 "a key with non-negative sizes and seeks (fNbytes {nbytes}, fObjlen {objlen}, fKeylen {keylen}, fSeekKey {seek_key})"
             )));
@@ -129,7 +148,10 @@ impl Key {
 
     /// For error messages: "object 'Events;1' (TTree, key at 1234)".
     pub fn describe(&self) -> String {
-        format!("object '{};{}' ({}, key at file offset {})", self.name, self.cycle, self.class_name, self.seek_key)
+        format!(
+            "object '{};{}' ({}, key at file offset {})",
+            self.name, self.cycle, self.class_name, self.seek_key
+        )
     }
 }
 
@@ -151,7 +173,11 @@ impl DirectoryRecord {
         let keys_bytes = c.i32("TDirectory fNbytesKeys")?;
         let _name_bytes = c.i32("TDirectory fNbytesName")?;
         let seek = |c: &mut Cursor, what: &str| -> Result<i64> {
-            if version > 1000 { c.i64(what) } else { c.i32(what).map(i64::from) }
+            if version > 1000 {
+                c.i64(what)
+            } else {
+                c.i32(what).map(i64::from)
+            }
         };
         let _seek_dir = seek(c, "TDirectory fSeekDir")?;
         let _seek_parent = seek(c, "TDirectory fSeekParent")?;
@@ -159,7 +185,10 @@ impl DirectoryRecord {
         if keys_bytes < 0 || seek_keys < 0 {
             return Err(c.error(format!("a directory with a valid keys list (fSeekKeys {seek_keys}, fNbytesKeys {keys_bytes})")));
         }
-        Ok(Self { keys_bytes: keys_bytes as u32, seek_keys: seek_keys as u64 })
+        Ok(Self {
+            keys_bytes: keys_bytes as u32,
+            seek_keys: seek_keys as u64,
+        })
     }
 }
 

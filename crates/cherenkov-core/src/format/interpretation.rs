@@ -109,7 +109,9 @@ impl DType {
             "int" | "Int_t" | "int32_t" => DType::I32,
             "unsigned int" | "unsigned" | "UInt_t" | "uint32_t" => DType::U32,
             "long" | "Long_t" | "long long" | "Long64_t" | "int64_t" => DType::I64,
-            "unsigned long" | "ULong_t" | "unsigned long long" | "ULong64_t" | "uint64_t" => DType::U64,
+            "unsigned long" | "ULong_t" | "unsigned long long" | "ULong64_t" | "uint64_t" => {
+                DType::U64
+            }
             "float" | "Float_t" => DType::F32,
             "double" | "Double_t" => DType::F64,
             _ => return None,
@@ -121,10 +123,18 @@ impl DType {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Interpretation {
     /// Every entry holds `product(inner_shape)` items of `dtype`.
-    Fixed { dtype: DType, inner_shape: Vec<usize> },
+    Fixed {
+        dtype: DType,
+        inner_shape: Vec<usize>,
+    },
     /// Entries vary in length: `header_bytes`, then items of `dtype` (each of `inner_shape`).
     /// `count_branch` is the branch whose values count the items, when there is one.
-    Jagged { dtype: DType, inner_shape: Vec<usize>, header_bytes: usize, count_branch: Option<usize> },
+    Jagged {
+        dtype: DType,
+        inner_shape: Vec<usize>,
+        header_bytes: usize,
+        count_branch: Option<usize>,
+    },
     /// One string per entry: `header_bytes`, a length byte (255 then a 4-byte length when longer),
     /// then the characters.
     Strings { header_bytes: usize },
@@ -143,10 +153,15 @@ impl Interpretation {
     /// Bytes per entry for fixed-size layouts.
     pub fn fixed_entry_bytes(&self) -> Option<usize> {
         match self {
-            Interpretation::Fixed { dtype, inner_shape } => Some(dtype.size() * inner_shape.iter().product::<usize>()),
-            Interpretation::Record { fields } => {
-                Some(fields.iter().map(|f| f.dtype.size() * f.inner_shape.iter().product::<usize>()).sum())
+            Interpretation::Fixed { dtype, inner_shape } => {
+                Some(dtype.size() * inner_shape.iter().product::<usize>())
             }
+            Interpretation::Record { fields } => Some(
+                fields
+                    .iter()
+                    .map(|f| f.dtype.size() * f.inner_shape.iter().product::<usize>())
+                    .sum(),
+            ),
             _ => None,
         }
     }
@@ -155,15 +170,28 @@ impl Interpretation {
     pub fn typename(&self) -> String {
         let dims = |shape: &[usize]| shape.iter().map(|d| format!("[{d}]")).collect::<String>();
         match self {
-            Interpretation::Fixed { dtype, inner_shape } => format!("{}{}", dtype.cpp_name(), dims(inner_shape)),
-            Interpretation::Jagged { dtype, inner_shape, header_bytes: 10, .. } if inner_shape.is_empty() => {
+            Interpretation::Fixed { dtype, inner_shape } => {
+                format!("{}{}", dtype.cpp_name(), dims(inner_shape))
+            }
+            Interpretation::Jagged {
+                dtype,
+                inner_shape,
+                header_bytes: 10,
+                ..
+            } if inner_shape.is_empty() => {
                 format!("std::vector<{}>", dtype.cpp_name())
             }
-            Interpretation::Jagged { dtype, inner_shape, .. } => format!("{}[]{}", dtype.cpp_name(), dims(inner_shape)),
+            Interpretation::Jagged {
+                dtype, inner_shape, ..
+            } => format!("{}[]{}", dtype.cpp_name(), dims(inner_shape)),
             Interpretation::Strings { .. } => "string".to_string(),
             Interpretation::Record { fields } => format!(
                 "struct {{{}}}",
-                fields.iter().map(|f| format!("{} {}{};", f.dtype.cpp_name(), f.name, dims(&f.inner_shape))).collect::<Vec<_>>().join(" ")
+                fields
+                    .iter()
+                    .map(|f| format!("{} {}{};", f.dtype.cpp_name(), f.name, dims(&f.inner_shape)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
             ),
         }
     }
@@ -177,7 +205,10 @@ pub struct Unsupported {
 }
 
 fn unsupported(typename: impl Into<String>, reason: impl Into<String>) -> Unsupported {
-    Unsupported { typename: typename.into(), reason: reason.into() }
+    Unsupported {
+        typename: typename.into(),
+        reason: reason.into(),
+    }
 }
 
 // Streamer type codes.
@@ -194,12 +225,18 @@ const STL_MEMBER: i32 = 41;
 /// Fixed dimensions from a leaf title such as `x[3]`, `x[2][3]` or `x[n][3]` (names are counts,
 /// not dimensions); a title without brackets but fLen > 1 gives `[fLen]`.
 fn title_dims(leaf: &LeafMeta) -> Vec<usize> {
-    let title = if leaf.title.contains('[') { &leaf.title } else { &leaf.name };
+    let title = if leaf.title.contains('[') {
+        &leaf.title
+    } else {
+        &leaf.name
+    };
     let mut dims = Vec::new();
     let mut any_brackets = false;
     let mut rest = title.as_str();
     while let Some(open) = rest.find('[') {
-        let Some(close) = rest[open..].find(']') else { break };
+        let Some(close) = rest[open..].find(']') else {
+            break;
+        };
         any_brackets = true;
         if let Ok(d) = rest[open + 1..open + close].trim().parse::<usize>() {
             dims.push(d);
@@ -213,30 +250,51 @@ fn title_dims(leaf: &LeafMeta) -> Vec<usize> {
 }
 
 fn vector_element(class_name: &str) -> Option<DType> {
-    let inner = class_name.trim().strip_prefix("std::").unwrap_or(class_name.trim());
+    let inner = class_name
+        .trim()
+        .strip_prefix("std::")
+        .unwrap_or(class_name.trim());
     let inner = inner.strip_prefix("vector<")?.strip_suffix('>')?;
     DType::from_cpp_name(inner)
 }
 
 fn is_string_class(name: &str) -> bool {
-    matches!(name.trim(), "string" | "std::string" | "TString" | "basic_string<char>")
+    matches!(
+        name.trim(),
+        "string" | "std::string" | "TString" | "basic_string<char>"
+    )
 }
 
 /// Decide how to read branch `index` of `tree`.
-pub fn interpret(tree: &TreeMeta, index: usize, infos: &[StreamerInfo]) -> Result<Interpretation, Unsupported> {
+pub fn interpret(
+    tree: &TreeMeta,
+    index: usize,
+    infos: &[StreamerInfo],
+) -> Result<Interpretation, Unsupported> {
     let branch = &tree.branches[index];
     let leaves: Vec<&LeafMeta> = branch.leaves.iter().map(|&l| &tree.leaves[l]).collect();
     let element = branch.element.as_ref();
-    let declared = element.map(|e| e.class_name.clone()).unwrap_or_else(|| branch.class.clone());
+    let declared = element
+        .map(|e| e.class_name.clone())
+        .unwrap_or_else(|| branch.class.clone());
 
     if !branch.children.is_empty() {
         if element.is_some_and(|e| e.class_name == "TClonesArray" && e.id < 0) {
-            return Ok(Interpretation::Fixed { dtype: DType::I32, inner_shape: vec![] });
+            return Ok(Interpretation::Fixed {
+                dtype: DType::I32,
+                inner_shape: vec![],
+            });
         }
-        return Err(unsupported(declared, "it is a split object; read its sub-branches instead"));
+        return Err(unsupported(
+            declared,
+            "it is a split object; read its sub-branches instead",
+        ));
     }
     if branch.class == "TBranchObject" || branch.class == "TBranchSTL" {
-        return Err(unsupported(declared, format!("{} branches hold whole objects", branch.class)));
+        return Err(unsupported(
+            declared,
+            format!("{} branches hold whole objects", branch.class),
+        ));
     }
     match leaves.as_slice() {
         [] => Err(unsupported(declared, "the branch has no leaves")),
@@ -244,19 +302,36 @@ pub fn interpret(tree: &TreeMeta, index: usize, infos: &[StreamerInfo]) -> Resul
         many => {
             let mut fields = Vec::new();
             for leaf in many {
-                let dtype = DType::from_leaf_class(&leaf.class, leaf.is_unsigned)
-                    .ok_or_else(|| unsupported(&leaf.title, format!("leaf-list member '{}' is a {}", leaf.name, leaf.class)))?;
+                let dtype =
+                    DType::from_leaf_class(&leaf.class, leaf.is_unsigned).ok_or_else(|| {
+                        unsupported(
+                            &leaf.title,
+                            format!("leaf-list member '{}' is a {}", leaf.name, leaf.class),
+                        )
+                    })?;
                 if leaf.count.is_some() {
-                    return Err(unsupported(&branch.title, "a leaf list with a variable-length member"));
+                    return Err(unsupported(
+                        &branch.title,
+                        "a leaf list with a variable-length member",
+                    ));
                 }
-                fields.push(RecordField { name: leaf.name.clone(), dtype, inner_shape: title_dims(leaf) });
+                fields.push(RecordField {
+                    name: leaf.name.clone(),
+                    dtype,
+                    inner_shape: title_dims(leaf),
+                });
             }
             Ok(Interpretation::Record { fields })
         }
     }
 }
 
-fn interpret_leaf(tree: &TreeMeta, branch: &BranchMeta, leaf: &LeafMeta, infos: &[StreamerInfo]) -> Result<Interpretation, Unsupported> {
+fn interpret_leaf(
+    tree: &TreeMeta,
+    branch: &BranchMeta,
+    leaf: &LeafMeta,
+    infos: &[StreamerInfo],
+) -> Result<Interpretation, Unsupported> {
     let count_branch = leaf.count.and_then(|c| tree.leaves[c].branch);
     if leaf.class == "TLeafC" {
         return Ok(Interpretation::Strings { header_bytes: 0 });
@@ -265,14 +340,25 @@ fn interpret_leaf(tree: &TreeMeta, branch: &BranchMeta, leaf: &LeafMeta, infos: 
         let inner_shape = title_dims(leaf);
         return Ok(match leaf.count {
             None => Interpretation::Fixed { dtype, inner_shape },
-            Some(_) => Interpretation::Jagged { dtype, inner_shape, header_bytes: 0, count_branch },
+            Some(_) => Interpretation::Jagged {
+                dtype,
+                inner_shape,
+                header_bytes: 0,
+                count_branch,
+            },
         });
     }
     if leaf.class != "TLeafElement" {
-        return Err(unsupported(&leaf.class, format!("leaves of class {} are not interpreted", leaf.class)));
+        return Err(unsupported(
+            &leaf.class,
+            format!("leaves of class {} are not interpreted", leaf.class),
+        ));
     }
     let Some(e) = branch.element.as_ref() else {
-        return Err(unsupported(&leaf.class, "a TLeafElement outside a TBranchElement"));
+        return Err(unsupported(
+            &leaf.class,
+            "a TLeafElement outside a TBranchElement",
+        ));
     };
     // Whole top-level objects: strings and vectors of numbers.
     if e.id < 0 {
@@ -280,15 +366,28 @@ fn interpret_leaf(tree: &TreeMeta, branch: &BranchMeta, leaf: &LeafMeta, infos: 
             return Ok(Interpretation::Strings { header_bytes: 0 });
         }
         if let Some(dtype) = vector_element(&e.class_name) {
-            return Ok(Interpretation::Jagged { dtype, inner_shape: vec![], header_bytes: 10, count_branch: None });
+            return Ok(Interpretation::Jagged {
+                dtype,
+                inner_shape: vec![],
+                header_bytes: 10,
+                count_branch: None,
+            });
         }
-        return Err(unsupported(&e.class_name, "objects of this class are not interpreted"));
+        return Err(unsupported(
+            &e.class_name,
+            "objects of this class are not interpreted",
+        ));
     }
     // A member of a split object (or of the objects in a TClonesArray).
     let member = find_element(infos, &e.class_name, e.class_version, e.id);
-    let member_type = member.map(|m| m.type_name.clone()).unwrap_or_else(|| format!("{}::<member {}>", e.class_name, e.id));
+    let member_type = member
+        .map(|m| m.type_name.clone())
+        .unwrap_or_else(|| format!("{}::<member {}>", e.class_name, e.id));
     if e.kind == STL_MEMBER {
-        return Err(unsupported(member_type, "members of split std::vector collections are not interpreted yet"));
+        return Err(unsupported(
+            member_type,
+            "members of split std::vector collections are not interpreted yet",
+        ));
     }
     let code = e.streamer_type;
     if code == K_TSTRING && e.kind != CLONES_MEMBER {
@@ -300,10 +399,18 @@ fn interpret_leaf(tree: &TreeMeta, branch: &BranchMeta, leaf: &LeafMeta, infos: 
                 return Ok(Interpretation::Strings { header_bytes: 6 });
             }
             if let Some(dtype) = vector_element(&m.type_name) {
-                return Ok(Interpretation::Jagged { dtype, inner_shape: vec![], header_bytes: 10, count_branch: None });
+                return Ok(Interpretation::Jagged {
+                    dtype,
+                    inner_shape: vec![],
+                    header_bytes: 10,
+                    count_branch: None,
+                });
             }
         }
-        return Err(unsupported(member_type, "this STL member type is not interpreted"));
+        return Err(unsupported(
+            member_type,
+            "this STL member type is not interpreted",
+        ));
     }
     let (base, array) = match code {
         c if c > OFFSET_P && c < OFFSET_P + OFFSET_L => (c - OFFSET_P, "pointer"),
@@ -311,13 +418,31 @@ fn interpret_leaf(tree: &TreeMeta, branch: &BranchMeta, leaf: &LeafMeta, infos: 
         c => (c, "scalar"),
     };
     let Some(dtype) = DType::from_type_code(base).filter(|_| base != K_CHAR_STAR) else {
-        return Err(unsupported(member_type, format!("streamer type {code} is not interpreted")));
+        return Err(unsupported(
+            member_type,
+            format!("streamer type {code} is not interpreted"),
+        ));
     };
     let inner_shape = title_dims(leaf);
     Ok(match (array, e.kind) {
-        ("pointer", CLONES_MEMBER) => return Err(unsupported(member_type, "variable arrays inside TClonesArray members")),
-        ("pointer", _) => Interpretation::Jagged { dtype, inner_shape: vec![], header_bytes: 1, count_branch },
-        (_, CLONES_MEMBER) => Interpretation::Jagged { dtype, inner_shape, header_bytes: 0, count_branch },
+        ("pointer", CLONES_MEMBER) => {
+            return Err(unsupported(
+                member_type,
+                "variable arrays inside TClonesArray members",
+            ))
+        }
+        ("pointer", _) => Interpretation::Jagged {
+            dtype,
+            inner_shape: vec![],
+            header_bytes: 1,
+            count_branch,
+        },
+        (_, CLONES_MEMBER) => Interpretation::Jagged {
+            dtype,
+            inner_shape,
+            header_bytes: 0,
+            count_branch,
+        },
         _ => Interpretation::Fixed { dtype, inner_shape },
     })
 }

@@ -37,10 +37,16 @@ pub fn read_version(cur: &mut Cursor, class: &str) -> Result<Version> {
         let count = (first & !BYTE_COUNT_MASK) as usize;
         let end = start + 4 + count;
         if end > cur.len() || count < 2 {
-            return Err(cur.error_at(start, format!("a byte count for {class} inside the object, found {count}")));
+            return Err(cur.error_at(
+                start,
+                format!("a byte count for {class} inside the object, found {count}"),
+            ));
         }
         let version = cur.i16(&format!("{class} version"))?;
-        Ok(Version { version, end: Some(end) })
+        Ok(Version {
+            version,
+            end: Some(end),
+        })
     } else {
         cur.seek(start)?;
         let version = cur.i16(&format!("{class} version"))?;
@@ -96,7 +102,11 @@ pub struct PointerReader<T: Clone> {
 
 impl<T: Clone> PointerReader<T> {
     pub fn new(key_len: usize) -> Self {
-        Self { key_len: key_len as u64, classes: HashMap::new(), objects: HashMap::new() }
+        Self {
+            key_len: key_len as u64,
+            classes: HashMap::new(),
+            objects: HashMap::new(),
+        }
     }
 
     /// Read one pointer. For a new object, `read_body(cur, class_name, end)` reads it (it must
@@ -114,7 +124,10 @@ impl<T: Clone> PointerReader<T> {
             let count = (first & !BYTE_COUNT_MASK) as usize;
             let end = begin + 4 + count;
             if end > cur.len() {
-                return Err(cur.error_at(begin, format!("an object byte count inside the buffer, found {count}")));
+                return Err(cur.error_at(
+                    begin,
+                    format!("an object byte count inside the buffer, found {count}"),
+                ));
             }
             let class_pos = cur.pos();
             (cur.u32("object class tag")?, Some(end), Some(class_pos))
@@ -136,21 +149,25 @@ impl<T: Clone> PointerReader<T> {
                 return Err(cur.error("a class name of 1 to 1024 characters"));
             }
             if let Some(pos) = class_pos {
-                self.classes.insert(self.key_len + pos as u64 + MAP_OFFSET, name.clone());
+                self.classes
+                    .insert(self.key_len + pos as u64 + MAP_OFFSET, name.clone());
             }
             name
         } else {
             let reference = (tag & !CLASS_MASK) as u64;
-            self.classes
-                .get(&reference)
-                .cloned()
-                .ok_or_else(|| cur.error_at(begin, format!("a class reference {reference} to a class read before")))?
+            self.classes.get(&reference).cloned().ok_or_else(|| {
+                cur.error_at(
+                    begin,
+                    format!("a class reference {reference} to a class read before"),
+                )
+            })?
         };
         let obj = read_body(self, cur, &class, end)?;
         if let Some(end) = end {
             cur.seek(end)?;
         }
-        self.objects.insert(self.key_len + begin as u64 + MAP_OFFSET, obj.clone());
+        self.objects
+            .insert(self.key_len + begin as u64 + MAP_OFFSET, obj.clone());
         Ok(Pointer::Object(obj))
     }
 }

@@ -3,7 +3,9 @@
 //! `vector<float>`), and shows it in summaries.
 
 use super::cursor::Cursor;
-use super::objects::{read_list, read_obj_array, read_tnamed, read_version, Pointer, PointerReader};
+use super::objects::{
+    read_list, read_obj_array, read_tnamed, read_version, Pointer, PointerReader,
+};
 use crate::error::Result;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -37,36 +39,76 @@ struct Parser {
 }
 
 /// Parse the streamer-info list (the uncompressed object of the file's "StreamerInfo" key).
-pub fn parse_streamer_infos(data: &[u8], key_len: usize, origin: &str) -> Result<Vec<StreamerInfo>> {
+pub fn parse_streamer_infos(
+    data: &[u8],
+    key_len: usize,
+    origin: &str,
+) -> Result<Vec<StreamerInfo>> {
     let mut cur = Cursor::new(data, origin, 0);
     let mut ptrs = PointerReader::new(key_len);
     let mut p = Parser::default();
-    let items = read_list(&mut cur, &mut ptrs, &mut |ptrs, cur, class, end| p.read_body(ptrs, cur, class, end))?;
-    let indices: Vec<usize> = items.iter().filter_map(|i| if let Item::Info(k) = i { Some(*k) } else { None }).collect();
+    let items = read_list(&mut cur, &mut ptrs, &mut |ptrs, cur, class, end| {
+        p.read_body(ptrs, cur, class, end)
+    })?;
+    let indices: Vec<usize> = items
+        .iter()
+        .filter_map(|i| {
+            if let Item::Info(k) = i {
+                Some(*k)
+            } else {
+                None
+            }
+        })
+        .collect();
     Ok(indices.into_iter().map(|k| p.infos[k].clone()).collect())
 }
 
 impl Parser {
-    fn read_body(&mut self, ptrs: &mut PointerReader<Item>, cur: &mut Cursor, class: &str, end: Option<usize>) -> Result<Item> {
+    fn read_body(
+        &mut self,
+        ptrs: &mut PointerReader<Item>,
+        cur: &mut Cursor,
+        class: &str,
+        end: Option<usize>,
+    ) -> Result<Item> {
         match class {
             "TStreamerInfo" => {
                 let v = read_version(cur, class)?;
                 let (class_name, _) = read_tnamed(cur)?;
                 cur.u32("TStreamerInfo fCheckSum")?;
                 let class_version = cur.i32("TStreamerInfo fClassVersion")?;
-                let elements = match ptrs.read(cur, &mut |ptrs, cur, class, end| self.read_body(ptrs, cur, class, end))? {
-                    Pointer::Object(Item::Elements(k)) => std::mem::take(&mut self.element_lists[k]),
+                let elements = match ptrs.read(cur, &mut |ptrs, cur, class, end| {
+                    self.read_body(ptrs, cur, class, end)
+                })? {
+                    Pointer::Object(Item::Elements(k)) => {
+                        std::mem::take(&mut self.element_lists[k])
+                    }
                     _ => Vec::new(),
                 };
                 if let Some(end) = v.end {
                     cur.seek(end)?;
                 }
-                self.infos.push(StreamerInfo { class_name, class_version, elements });
+                self.infos.push(StreamerInfo {
+                    class_name,
+                    class_version,
+                    elements,
+                });
                 Ok(Item::Info(self.infos.len() - 1))
             }
             "TObjArray" => {
-                let items = read_obj_array(cur, ptrs, &mut |ptrs, cur, class, end| self.read_body(ptrs, cur, class, end))?;
-                let elements = items.into_iter().filter_map(|i| if let Item::Element(e) = i { Some(e) } else { None }).collect();
+                let items = read_obj_array(cur, ptrs, &mut |ptrs, cur, class, end| {
+                    self.read_body(ptrs, cur, class, end)
+                })?;
+                let elements = items
+                    .into_iter()
+                    .filter_map(|i| {
+                        if let Item::Element(e) = i {
+                            Some(e)
+                        } else {
+                            None
+                        }
+                    })
+                    .collect();
                 self.element_lists.push(elements);
                 Ok(Item::Elements(self.element_lists.len() - 1))
             }
@@ -87,7 +129,12 @@ impl Parser {
                 let type_name = cur.string("TStreamerElement fTypeName")?;
                 base.skip_to_end(cur, "TStreamerElement")?;
                 outer.skip_to_end(cur, class)?;
-                Ok(Item::Element(StreamerElement { class: class.to_string(), name, type_code, type_name }))
+                Ok(Item::Element(StreamerElement {
+                    class: class.to_string(),
+                    name,
+                    type_code,
+                    type_name,
+                }))
             }
             _ => match end {
                 Some(end) => {
@@ -102,8 +149,16 @@ impl Parser {
 
 /// The element a TBranchElement stands for: member `id` of `class_name` (matching the version
 /// when the file has several).
-pub fn find_element<'a>(infos: &'a [StreamerInfo], class_name: &str, version: i32, id: i32) -> Option<&'a StreamerElement> {
+pub fn find_element<'a>(
+    infos: &'a [StreamerInfo],
+    class_name: &str,
+    version: i32,
+    id: i32,
+) -> Option<&'a StreamerElement> {
     let mut candidates = infos.iter().filter(|i| i.class_name == class_name);
-    let info = candidates.clone().find(|i| i.class_version == version).or_else(|| candidates.next())?;
+    let info = candidates
+        .clone()
+        .find(|i| i.class_version == version)
+        .or_else(|| candidates.next())?;
     info.elements.get(usize::try_from(id).ok()?)
 }

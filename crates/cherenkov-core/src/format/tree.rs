@@ -2,7 +2,9 @@
 //! TTree object. Class versions from ROOT 5.23 (TTree 16, TBranch 10) to 6.40 (TTree 20, TBranch 13).
 
 use super::cursor::Cursor;
-use super::objects::{read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version};
+use super::objects::{
+    read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version,
+};
 use crate::error::Result;
 
 /// Where a basket is in the file, and which entries it holds.
@@ -72,12 +74,18 @@ pub struct BranchMeta {
 impl BranchMeta {
     /// Bytes on disk: the baskets' keys, plus the data of embedded baskets.
     pub fn compressed_bytes(&self) -> u64 {
-        self.baskets.iter().map(|b| b.bytes as u64).sum::<u64>() + self.embedded.iter().map(|e| e.content.len() as u64).sum::<u64>()
+        self.baskets.iter().map(|b| b.bytes as u64).sum::<u64>()
+            + self
+                .embedded
+                .iter()
+                .map(|e| e.content.len() as u64)
+                .sum::<u64>()
     }
 
     /// Bytes once decompressed (fTotBytes, which leaves out baskets never flushed to disk).
     pub fn uncompressed_bytes(&self) -> u64 {
-        (self.tot_bytes.max(0) as u64).max(self.embedded.iter().map(|e| e.content.len() as u64).sum())
+        (self.tot_bytes.max(0) as u64)
+            .max(self.embedded.iter().map(|e| e.content.len() as u64).sum())
     }
 
     pub fn num_baskets(&self) -> usize {
@@ -160,7 +168,9 @@ impl TreeMeta {
     fn shares_boundaries(&self, bounds: &[u64]) -> bool {
         self.data_branches().all(|b| {
             let bb = b.basket_boundaries();
-            bounds.iter().all(|x| bb.binary_search(x).is_ok() || *x == self.entries)
+            bounds
+                .iter()
+                .all(|x| bb.binary_search(x).is_ok() || *x == self.entries)
         })
     }
 
@@ -170,7 +180,10 @@ impl TreeMeta {
             let bb = b.basket_boundaries();
             common = Some(match common {
                 None => bb,
-                Some(c) => c.into_iter().filter(|x| bb.binary_search(x).is_ok()).collect(),
+                Some(c) => c
+                    .into_iter()
+                    .filter(|x| bb.binary_search(x).is_ok())
+                    .collect(),
             });
         }
         let mut out = common.unwrap_or_else(|| vec![0]);
@@ -220,11 +233,21 @@ type Ptrs = PointerReader<Item>;
 pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta> {
     let mut cur = Cursor::new(data, origin, 0);
     let mut ptrs = Ptrs::new(key_len);
-    let mut p = TreeParser { branches: Vec::new(), leaves: Vec::new(), embedded: Vec::new() };
+    let mut p = TreeParser {
+        branches: Vec::new(),
+        leaves: Vec::new(),
+        embedded: Vec::new(),
+    };
 
     let v = read_version(&mut cur, "TTree")?;
     if !(16..=20).contains(&v.version) {
-        return Err(cur.error_at(4, format!("TTree class version 16 to 20 (ROOT 5.22 and later), found {}", v.version)));
+        return Err(cur.error_at(
+            4,
+            format!(
+                "TTree class version 16 to 20 (ROOT 5.22 and later), found {}",
+                v.version
+            ),
+        ));
     }
     let (name, title) = read_tnamed(&mut cur)?;
     for base in ["TAttLine", "TAttFill", "TAttMarker"] {
@@ -245,11 +268,24 @@ pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta>
         cur.i32("TTree fDefaultEntryOffsetLen")?;
     }
     let pos = cur.pos();
-    let n_ranges = if v.version >= 19 { cur.i32("TTree fNClusterRange")? } else { 0 };
-    for what in ["TTree fMaxEntries", "TTree fMaxEntryLoop", "TTree fMaxVirtualSize", "TTree fAutoSave"] {
+    let n_ranges = if v.version >= 19 {
+        cur.i32("TTree fNClusterRange")?
+    } else {
+        0
+    };
+    for what in [
+        "TTree fMaxEntries",
+        "TTree fMaxEntryLoop",
+        "TTree fMaxVirtualSize",
+        "TTree fAutoSave",
+    ] {
         cur.i64(what)?;
     }
-    let auto_flush = if v.version >= 18 { cur.i64("TTree fAutoFlush")? } else { 0 };
+    let auto_flush = if v.version >= 18 {
+        cur.i64("TTree fAutoFlush")?
+    } else {
+        0
+    };
     cur.i64("TTree fEstimate")?;
     let n_ranges = cur.check_count(pos, n_ranges as i64, "TTree fNClusterRange", 16)?;
     let mut cluster_ranges = Vec::new();
@@ -266,7 +302,16 @@ pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta>
     if entries < 0 {
         return Err(cur.error(format!("a non-negative number of entries, found {entries}")));
     }
-    let top_branches: Vec<usize> = top.iter().filter_map(|i| if let Item::Branch(b) = i { Some(*b) } else { None }).collect();
+    let top_branches: Vec<usize> = top
+        .iter()
+        .filter_map(|i| {
+            if let Item::Branch(b) = i {
+                Some(*b)
+            } else {
+                None
+            }
+        })
+        .collect();
     Ok(TreeMeta {
         name,
         title,
@@ -299,16 +344,28 @@ fn read_pointer_array_i32(cur: &mut Cursor, n: usize, what: &str) -> Result<Vec<
 
 impl TreeParser {
     fn read_items(&mut self, cur: &mut Cursor, ptrs: &mut Ptrs) -> Result<Vec<Item>> {
-        read_obj_array(cur, ptrs, &mut |ptrs, cur, class, end| self.read_body(ptrs, cur, class, end))
+        read_obj_array(cur, ptrs, &mut |ptrs, cur, class, end| {
+            self.read_body(ptrs, cur, class, end)
+        })
     }
 
     fn read_pointer(&mut self, cur: &mut Cursor, ptrs: &mut Ptrs) -> Result<Pointer<Item>> {
-        ptrs.read(cur, &mut |ptrs, cur, class, end| self.read_body(ptrs, cur, class, end))
+        ptrs.read(cur, &mut |ptrs, cur, class, end| {
+            self.read_body(ptrs, cur, class, end)
+        })
     }
 
-    fn read_body(&mut self, ptrs: &mut Ptrs, cur: &mut Cursor, class: &str, end: Option<usize>) -> Result<Item> {
+    fn read_body(
+        &mut self,
+        ptrs: &mut Ptrs,
+        cur: &mut Cursor,
+        class: &str,
+        end: Option<usize>,
+    ) -> Result<Item> {
         match class {
-            "TBranch" | "TBranchElement" | "TBranchObject" | "TBranchSTL" => self.read_branch(cur, ptrs, class),
+            "TBranch" | "TBranchElement" | "TBranchObject" | "TBranchSTL" => {
+                self.read_branch(cur, ptrs, class)
+            }
             c if c.starts_with("TLeaf") => self.read_leaf(cur, ptrs, class),
             "TBasket" => self.read_embedded_basket(cur),
             _ => match end {
@@ -324,7 +381,10 @@ impl TreeParser {
     fn read_branch(&mut self, cur: &mut Cursor, ptrs: &mut Ptrs, class: &str) -> Result<Item> {
         let v = read_version(cur, class)?;
         let index = self.branches.len();
-        self.branches.push(BranchMeta { class: class.to_string(), ..Default::default() });
+        self.branches.push(BranchMeta {
+            class: class.to_string(),
+            ..Default::default()
+        });
         if class == "TBranch" {
             self.read_tbranch_members(cur, ptrs, v, index)?;
         } else {
@@ -347,9 +407,18 @@ impl TreeParser {
         Ok(Item::Branch(index))
     }
 
-    fn read_tbranch_members(&mut self, cur: &mut Cursor, ptrs: &mut Ptrs, v: Version, index: usize) -> Result<()> {
+    fn read_tbranch_members(
+        &mut self,
+        cur: &mut Cursor,
+        ptrs: &mut Ptrs,
+        v: Version,
+        index: usize,
+    ) -> Result<()> {
         if !(10..=13).contains(&v.version) {
-            return Err(cur.error(format!("TBranch class version 10 to 13 (ROOT 5.20 and later), found {}", v.version)));
+            return Err(cur.error(format!(
+                "TBranch class version 10 to 13 (ROOT 5.20 and later), found {}",
+                v.version
+            )));
         }
         let (name, title) = read_tnamed(cur)?;
         skip_object(cur, "TAttFill")?;
@@ -374,12 +443,15 @@ impl TreeParser {
         let children = self.read_items(cur, ptrs)?;
         let leaves = self.read_items(cur, ptrs)?;
         let baskets = self.read_items(cur, ptrs)?;
-        let max_baskets = cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", 16)?;
+        let max_baskets =
+            cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", 16)?;
         let basket_bytes = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketBytes")?;
         let basket_entry = read_pointer_array_i64(cur, max_baskets, "TBranch fBasketEntry")?;
         let basket_seek = read_pointer_array_i64(cur, max_baskets, "TBranch fBasketSeek")?;
         if entries < 0 {
-            return Err(cur.error(format!("branch '{name}' with a non-negative number of entries, found {entries}")));
+            return Err(cur.error(format!(
+                "branch '{name}' with a non-negative number of entries, found {entries}"
+            )));
         }
 
         // Normal baskets: leading non-zero seeks before fWriteBasket.
@@ -393,22 +465,34 @@ impl TreeParser {
             .min(basket_entry.len());
         for i in 0..n_normal {
             let start = basket_entry[i];
-            let stop = if i + 1 < basket_entry.len() && (i + 1 < n_normal || basket_entry[i + 1] > 0) {
-                basket_entry[i + 1]
-            } else {
-                entries
-            };
+            let stop =
+                if i + 1 < basket_entry.len() && (i + 1 < n_normal || basket_entry[i + 1] > 0) {
+                    basket_entry[i + 1]
+                } else {
+                    entries
+                };
             let (seek, bytes) = (basket_seek[i], basket_bytes[i]);
             if start < 0 || stop < start || stop > entries || seek < 0 || bytes <= 0 {
                 return Err(cur.error(format!(
                     "basket {i} of branch '{name}' with sane entries and location (entries {start}..{stop} of {entries}, seek {seek}, {bytes} bytes)"
                 )));
             }
-            locations.push(BasketLocation { seek: seek as u64, bytes: bytes as u32, entry_start: start as u64, entry_stop: stop as u64 });
+            locations.push(BasketLocation {
+                seek: seek as u64,
+                bytes: bytes as u32,
+                entry_start: start as u64,
+                entry_stop: stop as u64,
+            });
         }
         let embedded: Vec<EmbeddedBasket> = baskets
             .iter()
-            .filter_map(|item| if let Item::Embedded(i) = item { self.embedded[*i].take() } else { None })
+            .filter_map(|item| {
+                if let Item::Embedded(i) = item {
+                    self.embedded[*i].take()
+                } else {
+                    None
+                }
+            })
             .collect();
 
         let b = &mut self.branches[index];
@@ -440,7 +524,11 @@ impl TreeParser {
         let v = read_version(cur, class)?;
         let index = self.leaves.len();
         self.leaves.push(LeafMeta::default());
-        let base = if class == "TLeaf" { v } else { read_version(cur, "TLeaf")? };
+        let base = if class == "TLeaf" {
+            v
+        } else {
+            read_version(cur, "TLeaf")?
+        };
         let (name, title) = read_tnamed(cur)?;
         let len = cur.i32("TLeaf fLen")?;
         cur.i32("TLeaf fLenType")?;
@@ -463,7 +551,16 @@ impl TreeParser {
         if let Some(end) = v.end {
             cur.seek(end)?;
         }
-        self.leaves[index] = LeafMeta { class: class.to_string(), name, title, len, is_unsigned, count, branch: None, element_type };
+        self.leaves[index] = LeafMeta {
+            class: class.to_string(),
+            name,
+            title,
+            len,
+            is_unsigned,
+            count,
+            branch: None,
+            element_type,
+        };
         Ok(Item::Leaf(index))
     }
 
@@ -484,9 +581,9 @@ impl TreeParser {
         let version = cur.i16("TBasket version")?;
         cur.i32("TBasket fBufferSize")?;
         // A negative fNevBufSize announces a byte of IO bits (ROOT 6.12 and later).
-    if cur.i32("TBasket fNevBufSize")? < 0 {
-        cur.u8("TBasket fIOBits")?;
-    }
+        if cur.i32("TBasket fNevBufSize")? < 0 {
+            cur.u8("TBasket fIOBits")?;
+        }
         let nev_pos = cur.pos();
         let nev_buf = cur.i32("TBasket fNevBuf")?;
         let last = cur.i32("TBasket fLast")?;
@@ -524,13 +621,27 @@ impl TreeParser {
         };
         let content = buffer.get(keylen..).unwrap_or_default().to_vec();
         let offsets = match offsets {
-            Some(raw) if raw.len() >= nev => Some(relative_offsets(&raw[..nev], keylen, content.len()).ok_or_else(|| {
-                cur.error_at(start, "embedded TBasket entry offsets inside its buffer, in order")
-            })?),
-            Some(_) => return Err(cur.error_at(start, format!("{nev} entry offsets in the embedded TBasket"))),
+            Some(raw) if raw.len() >= nev => Some(
+                relative_offsets(&raw[..nev], keylen, content.len()).ok_or_else(|| {
+                    cur.error_at(
+                        start,
+                        "embedded TBasket entry offsets inside its buffer, in order",
+                    )
+                })?,
+            ),
+            Some(_) => {
+                return Err(cur.error_at(
+                    start,
+                    format!("{nev} entry offsets in the embedded TBasket"),
+                ))
+            }
             None => None,
         };
-        self.embedded.push(Some(EmbeddedBasket { entries: nev as u32, content, offsets }));
+        self.embedded.push(Some(EmbeddedBasket {
+            entries: nev as u32,
+            content,
+            offsets,
+        }));
         Ok(Item::Embedded(self.embedded.len() - 1))
     }
 }
@@ -554,16 +665,30 @@ pub fn relative_offsets(raw: &[i32], keylen: usize, content_len: usize) -> Optio
 
 fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {
     if !(8..=10).contains(&version) {
-        return Err(cur.error(format!("TBranchElement class version 8 to 10, found {version}")));
+        return Err(cur.error(format!(
+            "TBranchElement class version 8 to 10, found {version}"
+        )));
     }
     let class_name = cur.string("TBranchElement fClassName")?;
     let parent_name = cur.string("TBranchElement fParentName")?;
     let clones_name = cur.string("TBranchElement fClonesName")?;
     cur.u32("TBranchElement fCheckSum")?;
-    let class_version = if version >= 10 { cur.i16("TBranchElement fClassVersion")? as i32 } else { cur.i32("TBranchElement fClassVersion")? };
+    let class_version = if version >= 10 {
+        cur.i16("TBranchElement fClassVersion")? as i32
+    } else {
+        cur.i32("TBranchElement fClassVersion")?
+    };
     let id = cur.i32("TBranchElement fID")?;
     let kind = cur.i32("TBranchElement fType")?;
     let streamer_type = cur.i32("TBranchElement fStreamerType")?;
     cur.i32("TBranchElement fMaximum")?;
-    Ok(ElementMeta { class_name, parent_name, clones_name, class_version, id, kind, streamer_type })
+    Ok(ElementMeta {
+        class_name,
+        parent_name,
+        clones_name,
+        class_version,
+        id,
+        kind,
+        streamer_type,
+    })
 }

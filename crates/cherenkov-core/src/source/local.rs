@@ -45,12 +45,21 @@ impl LocalSource {
         if r.end() > size {
             return Err(Error::io(
                 path,
-                format!("range {}..{} is past the end of the file ({} bytes)", r.offset, r.end(), size),
+                format!(
+                    "range {}..{} is past the end of the file ({} bytes)",
+                    r.offset,
+                    r.end(),
+                    size
+                ),
             ));
         }
         let mut buf = vec![0u8; r.len as usize];
-        file.read_exact_at(&mut buf, r.offset)
-            .map_err(|e| Error::io(path, format!("read of {} bytes at offset {}: {e}", r.len, r.offset)))?;
+        file.read_exact_at(&mut buf, r.offset).map_err(|e| {
+            Error::io(
+                path,
+                format!("read of {} bytes at offset {}: {e}", r.len, r.offset),
+            )
+        })?;
         Ok(Bytes::from(buf))
     }
 }
@@ -67,7 +76,8 @@ impl ByteSource for LocalSource {
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
         self.requests.fetch_add(1, Ordering::Relaxed);
-        self.ranges.fetch_add(ranges.len() as u64, Ordering::Relaxed);
+        self.ranges
+            .fetch_add(ranges.len() as u64, Ordering::Relaxed);
         let total: u64 = ranges.iter().map(|r| r.len).sum();
         self.bytes.fetch_add(total, Ordering::Relaxed);
         if total < PARALLEL_READ_MIN_BYTES || ranges.len() == 1 {
@@ -80,13 +90,26 @@ impl ByteSource for LocalSource {
         let tasks: Vec<_> = ranges
             .chunks(per_group)
             .map(|group| {
-                let (file, path, size, group) = (self.file.clone(), self.path.clone(), self.size, group.to_vec());
-                tokio::task::spawn_blocking(move || group.into_iter().map(|r| Self::read_one(&file, &path, size, r)).collect::<Result<Vec<_>>>())
+                let (file, path, size, group) = (
+                    self.file.clone(),
+                    self.path.clone(),
+                    self.size,
+                    group.to_vec(),
+                );
+                tokio::task::spawn_blocking(move || {
+                    group
+                        .into_iter()
+                        .map(|r| Self::read_one(&file, &path, size, r))
+                        .collect::<Result<Vec<_>>>()
+                })
             })
             .collect();
         let mut out = Vec::with_capacity(ranges.len());
         for t in tasks {
-            out.extend(t.await.map_err(|e| Error::io(&self.path, format!("read task failed: {e}")))??);
+            out.extend(
+                t.await
+                    .map_err(|e| Error::io(&self.path, format!("read task failed: {e}")))??,
+            );
         }
         Ok(out)
     }
