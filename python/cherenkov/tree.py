@@ -179,12 +179,27 @@ class Tree:
         entry_start=None,
         entry_stop=None,
         library: str = "ak",
+        memory_budget: int = 256 << 20,
+        prefetch: int = 4,
     ) -> Iterator:
         """Yield arrays for consecutive entry ranges of about `step_size` entries, each made of
-        whole clusters (so no basket is split between steps unless a cluster exceeds the step)."""
+        whole clusters. While one step is in use, the next ones (up to `prefetch` steps in flight
+        and `memory_budget` bytes) are fetched and decompressed; `prefetch=1` turns that off.
+        A basket shared by two steps is read once. Leaving the loop early cancels what is in flight."""
+        for _start, _stop, pairs, _stats in self.iterate_raw(expressions, step_size, entry_start, entry_stop, memory_budget, prefetch):
+            yield _convert(pairs, library)
+
+    def iterate_raw(self, expressions=None, step_size=100_000, entry_start=None, entry_stop=None, memory_budget=256 << 20, prefetch=4):
+        """Like `iterate`, yielding (start, stop, [(key, branch buffers)], stats) per step."""
+        selected = self.resolve(expressions)
         start, stop = self._entry_range(entry_start, entry_stop)
-        for lo, hi in self.steps(step_size, start, stop):
-            yield self.arrays(expressions, lo, hi, library=library)
+        steps = self.steps(step_size, start, stop)
+        stream = self._core.iterate([info.index for _, info in selected], steps, memory_budget, prefetch)
+        try:
+            for lo, hi, branches, stats in stream:
+                yield lo, hi, [(key, b) for (key, _), b in zip(selected, branches)], stats
+        finally:
+            stream.close()
 
     def steps(self, step_size: int, start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
         """Cluster-aligned entry ranges of at least `step_size` entries (the last may be shorter)."""

@@ -2,7 +2,8 @@
 //! decompression, and turn core errors into Python exceptions.
 
 use cherenkov_core::engine::file::{open_source, RootFile as CoreFile};
-use cherenkov_core::engine::read::{read_branches, BranchArray};
+use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
+use cherenkov_core::engine::read::{read_branches, BranchArray, ReadStats};
 use cherenkov_core::engine::runtime;
 use cherenkov_core::format::interpretation::{interpret, Interpretation};
 use cherenkov_core::format::tree::TreeMeta;
@@ -216,18 +217,115 @@ impl Tree {
                 runtime().block_on(read_branches(&self.file, &self.meta, &indices, start, stop))
             })
             .map_err(to_py)?;
-        let out = PyList::empty(py);
-        for a in arrays {
-            out.append(branch_to_py(py, a)?)?;
-        }
-        let s = PyDict::new(py);
-        s.set_item("baskets", stats.baskets)?;
-        s.set_item("compressed_bytes", stats.compressed_bytes)?;
-        s.set_item("uncompressed_bytes", stats.uncompressed_bytes)?;
-        s.set_item("fetch_seconds", stats.fetch_time.as_secs_f64())?;
-        s.set_item("decode_seconds", stats.decode_time.as_secs_f64())?;
-        PyTuple::new(py, [out.into_any(), s.into_any()])
+        PyTuple::new(
+            py,
+            [
+                arrays_to_py(py, arrays)?.into_any(),
+                stats_to_py(py, &stats)?.into_any(),
+            ],
+        )
     }
+
+    /// Read branches over consecutive entry ranges with the next ones prefetched and decompressed
+    /// while the current one is used. Yields (start, stop, arrays, stats).
+    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, max_steps_ahead=4))]
+    fn iterate(
+        &self,
+        indices: Vec<usize>,
+        steps: Vec<(u64, u64)>,
+        memory_budget: u64,
+        max_steps_ahead: usize,
+    ) -> PyResult<StepIterator> {
+        if let Some(&bad) = indices.iter().find(|&&i| i >= self.meta.branches.len()) {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "no branch number {bad}"
+            )));
+        }
+        let _in_runtime = runtime().enter();
+        let options = PrefetchOptions {
+            memory_budget,
+            max_steps_ahead,
+        };
+        let reader = StepReader::start(
+            self.file.clone(),
+            self.meta.clone(),
+            indices,
+            steps,
+            options,
+        )
+        .map_err(to_py)?;
+        Ok(StepIterator {
+            reader: std::sync::Mutex::new(Some(reader)),
+        })
+    }
+}
+
+/// The steps of `Tree.iterate`; dropping it cancels the reads in flight.
+#[pyclass(module = "cherenkov._core", frozen)]
+struct StepIterator {
+    reader: std::sync::Mutex<Option<StepReader>>,
+}
+
+#[pymethods]
+impl StepIterator {
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    fn __next__<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let next = py.detach(|| {
+            let mut guard = self.reader.lock().unwrap();
+            let reader = guard.as_mut()?;
+            let out = runtime().block_on(reader.next());
+            if out.is_none() {
+                *guard = None;
+            }
+            out
+        });
+        let Some(step) = next else { return Ok(None) };
+        let step = step.map_err(to_py)?;
+        let stats = stats_to_py(py, &step.stats)?;
+        let blocked = self
+            .reader
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map_or(0.0, |r| r.blocked.as_secs_f64());
+        stats.set_item("blocked_seconds_total", blocked)?;
+        let arrays = arrays_to_py(py, step.arrays)?;
+        Ok(Some(PyTuple::new(
+            py,
+            [
+                step.start.into_pyobject(py)?.into_any(),
+                step.stop.into_pyobject(py)?.into_any(),
+                arrays.into_any(),
+                stats.into_any(),
+            ],
+        )?))
+    }
+
+    /// Stop and cancel what is in flight.
+    fn close(&self) {
+        self.reader.lock().unwrap().take();
+    }
+}
+
+fn arrays_to_py(py: Python<'_>, arrays: Vec<BranchArray>) -> PyResult<Bound<'_, PyList>> {
+    let out = PyList::empty(py);
+    for a in arrays {
+        out.append(branch_to_py(py, a)?)?;
+    }
+    Ok(out)
+}
+
+fn stats_to_py<'py>(py: Python<'py>, stats: &ReadStats) -> PyResult<Bound<'py, PyDict>> {
+    let s = PyDict::new(py);
+    s.set_item("baskets", stats.baskets)?;
+    s.set_item("compressed_bytes", stats.compressed_bytes)?;
+    s.set_item("uncompressed_bytes", stats.uncompressed_bytes)?;
+    s.set_item("fetch_seconds", stats.fetch_time.as_secs_f64())?;
+    s.set_item("decode_seconds", stats.decode_time.as_secs_f64())?;
+    Ok(s)
 }
 
 fn branch_to_py(py: Python<'_>, a: BranchArray) -> PyResult<Bound<'_, PyDict>> {
@@ -255,6 +353,7 @@ fn branch_to_py(py: Python<'_>, a: BranchArray) -> PyResult<Bound<'_, PyDict>> {
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RootFile>()?;
     m.add_class::<Tree>()?;
+    m.add_class::<StepIterator>()?;
     let py = m.py();
     m.add("CherenkovError", py.get_type::<CherenkovError>())?;
     m.add("FormatError", py.get_type::<FormatError>())?;

@@ -65,15 +65,59 @@ pub struct ReadStats {
     pub decode_time: Duration,
 }
 
-enum BasketSource {
+/// Where a planned basket's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BasketSource {
     Disk(BasketLocation),
+    /// Index into the branch's embedded baskets.
     Embedded(usize),
 }
 
-struct Planned {
-    branch: usize,
-    entry_start: u64,
-    source: BasketSource,
+/// One basket a read needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Planned {
+    pub branch: usize,
+    pub entry_start: u64,
+    pub source: BasketSource,
+}
+
+impl Planned {
+    /// Bytes to fetch (none for embedded baskets).
+    pub fn stored_bytes(&self) -> u64 {
+        match self.source {
+            BasketSource::Disk(loc) => loc.bytes as u64,
+            BasketSource::Embedded(_) => 0,
+        }
+    }
+}
+
+/// How each branch is interpreted; fails on the first one that cannot be.
+pub fn interpretations(
+    file: &RootFile,
+    tree: &TreeMeta,
+    branches: &[usize],
+) -> Result<Vec<Interpretation>> {
+    branches
+        .iter()
+        .map(|&b| {
+            interpret(tree, b, &file.streamers).map_err(|u| Error::UnsupportedBranch {
+                file: file.name().to_string(),
+                branch: tree.branch_path(b),
+                typename: u.typename,
+                reason: u.reason,
+            })
+        })
+        .collect()
+}
+
+pub fn check_entry_range(tree: &TreeMeta, start: u64, stop: u64) -> Result<()> {
+    if start > stop || stop > tree.entries {
+        return Err(Error::InvalidArgument(format!(
+            "entry range {start}..{stop} is not inside 0..{}",
+            tree.entries
+        )));
+    }
+    Ok(())
 }
 
 /// Read `branches` (indices into `tree.branches`) over entries `[start, stop)`.
@@ -84,26 +128,24 @@ pub async fn read_branches(
     start: u64,
     stop: u64,
 ) -> Result<(Vec<BranchArray>, ReadStats)> {
-    if start > stop || stop > tree.entries {
-        return Err(Error::InvalidArgument(format!(
-            "entry range {start}..{stop} is not inside 0..{}",
-            tree.entries
-        )));
-    }
-    let interpretations = branches
-        .iter()
-        .map(|&b| {
-            interpret(tree, b, &file.streamers).map_err(|u| Error::UnsupportedBranch {
-                file: file.name().to_string(),
-                branch: tree.branch_path(b),
-                typename: u.typename,
-                reason: u.reason,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
-
-    let mut stats = ReadStats::default();
+    check_entry_range(tree, start, stop)?;
+    let interps = interpretations(file, tree, branches)?;
     let plan = plan_baskets(tree, branches, start, stop);
+    let (decoded, mut stats) = fetch_and_decode(file, tree, &plan).await?;
+    let t = Instant::now();
+    let pairs: Vec<(&Planned, &Basket)> = plan.iter().zip(&decoded).collect();
+    let arrays = assemble_all(file, tree, branches, interps, &pairs, start, stop).await?;
+    stats.decode_time += t.elapsed();
+    Ok((arrays, stats))
+}
+
+/// Fetch the planned baskets in one request and decompress them in parallel, in plan order.
+pub async fn fetch_and_decode(
+    file: &RootFile,
+    tree: &TreeMeta,
+    plan: &[Planned],
+) -> Result<(Vec<Basket>, ReadStats)> {
+    let mut stats = ReadStats::default();
     let ranges: Vec<ByteRange> = plan
         .iter()
         .filter_map(|p| match p.source {
@@ -137,27 +179,41 @@ pub async fn read_branches(
             )
         })
         .collect();
-    let decoded: Vec<Basket> = jobs
-        .into_par_iter()
-        .map(|(p, raw)| decode_planned(file, tree, p, raw.as_deref()))
-        .collect::<Result<_>>()?;
+    // Decompression is CPU work: let the runtime move its other tasks off this thread meanwhile.
+    let decoded: Vec<Basket> = super::cpu_work(|| {
+        jobs.into_par_iter()
+            .map(|(p, raw)| decode_planned(file, tree, p, raw.as_deref()))
+            .collect::<Result<_>>()
+    })?;
     stats.baskets = decoded.len() as u64;
     stats.uncompressed_bytes = decoded.iter().map(|b| b.content.len() as u64).sum();
+    stats.decode_time = t1.elapsed();
+    Ok((decoded, stats))
+}
 
+/// Assemble each branch's arrays from its decoded baskets.
+pub async fn assemble_all(
+    file: &RootFile,
+    tree: &TreeMeta,
+    branches: &[usize],
+    interps: Vec<Interpretation>,
+    baskets: &[(&Planned, &Basket)],
+    start: u64,
+    stop: u64,
+) -> Result<Vec<BranchArray>> {
     let mut out = Vec::with_capacity(branches.len());
-    for (&b, interp) in branches.iter().zip(interpretations) {
-        let mine: Vec<(&Planned, &Basket)> = plan
+    for (&b, interp) in branches.iter().zip(interps) {
+        let mine: Vec<(&Planned, &Basket)> = baskets
             .iter()
-            .zip(&decoded)
             .filter(|(p, _)| p.branch == b)
+            .copied()
             .collect();
         out.push(assemble(file, tree, b, interp, &mine, start, stop).await?);
     }
-    stats.decode_time = t1.elapsed();
-    Ok((out, stats))
+    Ok(out)
 }
 
-fn plan_baskets(tree: &TreeMeta, branches: &[usize], start: u64, stop: u64) -> Vec<Planned> {
+pub fn plan_baskets(tree: &TreeMeta, branches: &[usize], start: u64, stop: u64) -> Vec<Planned> {
     let mut plan = Vec::new();
     for &b in branches {
         let meta = &tree.branches[b];

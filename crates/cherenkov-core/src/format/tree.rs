@@ -8,7 +8,7 @@ use super::objects::{
 use crate::error::Result;
 
 /// Where a basket is in the file, and which entries it holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct BasketLocation {
     pub seek: u64,
     pub bytes: u32,
