@@ -8,9 +8,20 @@ from cherenkov import _core
 from cherenkov.tree import Tree
 
 
-def open(path: str | os.PathLike) -> "File":  # noqa: A001 - mirrors uproot.open
-    """Open a ROOT file: a local path, ``file://`` URL, ``root://`` or ``http(s)://`` URL."""
-    return File(os.fspath(path))
+def open(  # noqa: A001 - mirrors uproot.open
+    path: str | os.PathLike,
+    *,
+    connections: int | None = None,
+    timeout: float | None = None,
+    retries: int | None = None,
+) -> "File":
+    """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL.
+
+    Remote options (defaults in parentheses): ``connections``, parallel connections per file for
+    XRootD (2) or requests in flight for HTTP (8); ``timeout``, seconds a request may wait for the
+    server (XRootD 60, HTTP 30); ``retries``, retries of a failed read before it is reported (3).
+    """
+    return File(os.fspath(path), connections=connections, timeout=timeout, retries=retries)
 
 
 class Directory:
@@ -55,9 +66,9 @@ class Directory:
 class File(Directory):
     """An open ROOT file."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, **source_options):
         self.path = path
-        self._core = _core.RootFile.open(path)
+        self._core = _core.RootFile.open(path, **source_options)
         self._keys = None
         super().__init__(self, "")
 
@@ -69,6 +80,10 @@ class File(Directory):
     @property
     def size(self) -> int:
         return self._core.size
+
+    def source_counters(self) -> dict:
+        """What the file's source has done so far: requests, round_trips, ranges, bytes."""
+        return dict(zip(("requests", "round_trips", "ranges", "bytes"), self._core.source_counters()))
 
     @property
     def format_version(self) -> int:

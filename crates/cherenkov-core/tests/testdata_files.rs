@@ -2,7 +2,7 @@
 //! of entries) or is refused as unsupported by name. Values are compared with uproot by the
 //! Python suite; this checks the Rust core on its own.
 
-use cherenkov_core::engine::file::{open_source, RootFile};
+use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::read::read_branches;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::Error;
@@ -37,7 +37,7 @@ fn every_tree_in_testdata_reads_or_refuses_by_name() {
     for path in files {
         let name = path.to_str().unwrap().to_string();
         let file = runtime()
-            .block_on(RootFile::open(open_source(&name).unwrap()))
+            .block_on(RootFile::open_url(&name, &Default::default()))
             .unwrap_or_else(|e| panic!("{e}"));
         let keys = runtime().block_on(file.all_keys()).unwrap();
         for (key_path, key) in keys.iter().filter(|(_, k)| k.class_name == "TTree") {
@@ -97,7 +97,10 @@ fn opening_and_listing_a_tree_takes_few_requests() {
     ] {
         let path = dir.join(name);
         let file = runtime()
-            .block_on(RootFile::open(open_source(path.to_str().unwrap()).unwrap()))
+            .block_on(RootFile::open_url(
+                path.to_str().unwrap(),
+                &Default::default(),
+            ))
             .unwrap();
         let opened = file.requests();
         runtime().block_on(file.tree(tree)).unwrap();

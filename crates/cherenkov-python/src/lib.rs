@@ -1,12 +1,13 @@
 //! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
 //! decompression, and turn core errors into Python exceptions.
 
-use cherenkov_core::engine::file::{open_source, RootFile as CoreFile};
+use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
 use cherenkov_core::engine::read::{read_branches, BranchArray, ReadStats};
 use cherenkov_core::engine::runtime;
 use cherenkov_core::format::interpretation::{interpret, Interpretation};
 use cherenkov_core::format::tree::TreeMeta;
+use cherenkov_core::source::SourceOptions;
 use cherenkov_core::Error;
 use numpy::IntoPyArray;
 use pyo3::create_exception;
@@ -66,12 +67,34 @@ struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    fn open(py: Python<'_>, url: String) -> PyResult<Self> {
+    #[pyo3(signature = (url, connections=None, timeout=None, retries=None))]
+    fn open(
+        py: Python<'_>,
+        url: String,
+        connections: Option<usize>,
+        timeout: Option<f64>,
+        retries: Option<u32>,
+    ) -> PyResult<Self> {
+        let timeout = match timeout {
+            Some(t) if !(t.is_finite() && t > 0.0) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "timeout must be a positive number of seconds",
+                ))
+            }
+            t => t.map(std::time::Duration::from_secs_f64),
+        };
+        if connections == Some(0) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "connections must be at least 1",
+            ));
+        }
+        let options = SourceOptions {
+            connections,
+            timeout,
+            retries,
+        };
         let inner = py
-            .detach(|| {
-                let source = open_source(&url)?;
-                runtime().block_on(CoreFile::open(source))
-            })
+            .detach(|| runtime().block_on(CoreFile::open_url(&url, &options)))
             .map_err(to_py)?;
         Ok(Self {
             inner: Arc::new(inner),
@@ -86,6 +109,18 @@ impl RootFile {
     fn size(&self) -> u64 {
         self.inner.size
     }
+    /// Requests made since opening began (the connection's own requests excluded).
+    #[getter]
+    fn requests_since_open(&self) -> u64 {
+        self.inner.requests()
+    }
+
+    /// Requests, round trips, ranges and bytes the file's source has served so far.
+    fn source_counters(&self) -> (u64, u64, u64, u64) {
+        let c = self.inner.source.counters();
+        (c.requests, c.round_trips, c.ranges, c.bytes)
+    }
+
     #[getter]
     fn format_version(&self) -> i32 {
         self.inner.header.version

@@ -9,10 +9,9 @@ use crate::format::directory::{
 };
 use crate::format::streamers::{parse_streamer_infos, StreamerInfo};
 use crate::format::tree::{parse_tree, TreeMeta};
-use crate::source::local::LocalSource;
-use crate::source::{ByteRange, SharedSource};
+use crate::source::{ByteRange, SharedSource, SourceOptions};
 use bytes::Bytes;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 /// The first read of a file is one vectored request for its head (header, top directory record)
 /// and its tail, where ROOT usually writes the keys list, the streamer infos and the trees last
@@ -32,31 +31,25 @@ pub struct RootFile {
     pub streamers: Vec<StreamerInfo>,
     /// Why the streamer infos could not be read, if they could not: only some branches need them.
     pub streamer_error: Option<Error>,
+    /// Requests the source had made before opening (an HTTP size probe, for example).
+    pub requests_before_open: u64,
     /// Metadata regions already read (the speculative head and tail, keys lists, objects).
     metadata: Mutex<Vec<(ByteRange, Bytes)>>,
 }
 
-/// Open a path or URL with the byte source its scheme names.
-pub fn open_source(url: &str) -> Result<SharedSource> {
-    if let Some(path) = url.strip_prefix("file://") {
-        return Ok(Arc::new(LocalSource::open(path)?));
-    }
-    if url.contains("://") {
-        let scheme = url.split("://").next().unwrap_or_default();
-        return Err(Error::InvalidArgument(format!(
-            "{url}: unsupported URL scheme '{scheme}'"
-        )));
-    }
-    Ok(Arc::new(LocalSource::open(url)?))
-}
-
 impl RootFile {
+    /// Open a path or URL (see `source::open`).
+    pub async fn open_url(url: &str, options: &SourceOptions) -> Result<RootFile> {
+        Self::open(crate::source::open(url, options).await?).await
+    }
+
     pub async fn open(source: SharedSource) -> Result<RootFile> {
         let name = source.name().to_string();
         Self::open_inner(source).await.map_err(|e| e.in_file(&name))
     }
 
     async fn open_inner(source: SharedSource) -> Result<RootFile> {
+        let requests_before_open = source.counters().requests;
         let size = source.size().await?;
         if size < FILE_HEADER_LEN as u64 {
             return Err(Error::format(
@@ -81,6 +74,7 @@ impl RootFile {
             keys: Vec::new(),
             streamers: Vec::new(),
             streamer_error: None,
+            requests_before_open,
             metadata: Mutex::new(first.into_iter().zip(got).collect()),
         };
         let top = file.header.top_directory_offset();
@@ -158,9 +152,9 @@ impl RootFile {
             .collect()
     }
 
-    /// Requests sent to the source so far (opening a file takes at most two).
+    /// Requests sent since opening began (opening a file takes at most two).
     pub fn requests(&self) -> u64 {
-        self.source.counters().requests
+        self.source.counters().requests - self.requests_before_open
     }
 
     pub fn name(&self) -> &str {

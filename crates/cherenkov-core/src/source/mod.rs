@@ -4,6 +4,7 @@
 //! The engine above never knows the protocol. Range coalescing is a plain function,
 //! [`coalesce_ranges`], so every backend and the engine plan requests the same way.
 
+pub mod http;
 pub mod local;
 
 use crate::error::Result;
@@ -81,6 +82,39 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
 
 pub type SharedSource = Arc<dyn ByteSource>;
 
+/// Options common to the remote sources; each protocol keeps its own further settings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SourceOptions {
+    /// Parallel connections (XRootD) or requests in flight (HTTP) per file.
+    pub connections: Option<usize>,
+    /// How long a request may wait for the server before it is retried or fails.
+    pub timeout: Option<std::time::Duration>,
+    /// Retries of a failed idempotent read before it is reported.
+    pub retries: Option<u32>,
+}
+
+/// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
+pub async fn open(url: &str, options: &SourceOptions) -> Result<SharedSource> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        None => Ok(Arc::new(local::LocalSource::open(url)?)),
+        Some("file") => Ok(Arc::new(local::LocalSource::open(&url["file://".len()..])?)),
+        Some("http" | "https") => {
+            let defaults = http::HttpOptions::default();
+            let http_options = http::HttpOptions {
+                connections: options.connections.unwrap_or(defaults.connections),
+                request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
+                retries: options.retries.unwrap_or(defaults.retries),
+                ..defaults
+            };
+            Ok(Arc::new(http::HttpSource::open(url, http_options).await?))
+        }
+        Some(other) => Err(crate::Error::InvalidArgument(format!(
+            "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, file:// or a path)"
+        ))),
+    }
+}
+
 /// Default gap below which two ranges are merged into one read: a gap costs bandwidth, an extra
 /// range costs a request element (or, over HTTP, header bytes and a multipart boundary).
 pub const DEFAULT_COALESCE_GAP: u64 = 4096;
@@ -157,7 +191,11 @@ mod tests {
 
     #[test]
     fn coalesce_merges_close_ranges_only() {
-        let r = [ByteRange::new(100, 10), ByteRange::new(0, 10), ByteRange::new(15, 5)];
+        let r = [
+            ByteRange::new(100, 10),
+            ByteRange::new(0, 10),
+            ByteRange::new(15, 5),
+        ];
         assert_eq!(
             coalesce_ranges(&r, 5),
             vec![ByteRange::new(0, 20), ByteRange::new(100, 10)]
@@ -167,7 +205,11 @@ mod tests {
 
     #[test]
     fn split_respects_every_limit() {
-        let limits = SourceLimits { max_ranges_per_request: 2, max_range_len: 10, max_request_bytes: 15 };
+        let limits = SourceLimits {
+            max_ranges_per_request: 2,
+            max_range_len: 10,
+            max_request_bytes: 15,
+        };
         let reqs = split_for_limits(&[ByteRange::new(0, 25), ByteRange::new(100, 3)], &limits);
         for req in &reqs {
             assert!(req.len() <= 2);
@@ -181,8 +223,16 @@ mod tests {
     #[test]
     fn slices_come_from_the_covering_range() {
         let fetched = [ByteRange::new(0, 20), ByteRange::new(100, 10)];
-        let bufs = [Bytes::from((0u8..20).collect::<Vec<_>>()), Bytes::from(vec![7u8; 10])];
-        let out = slice_from_fetched(&[ByteRange::new(5, 3), ByteRange::new(102, 2)], &fetched, &bufs).unwrap();
+        let bufs = [
+            Bytes::from((0u8..20).collect::<Vec<_>>()),
+            Bytes::from(vec![7u8; 10]),
+        ];
+        let out = slice_from_fetched(
+            &[ByteRange::new(5, 3), ByteRange::new(102, 2)],
+            &fetched,
+            &bufs,
+        )
+        .unwrap();
         assert_eq!(&out[0][..], &[5, 6, 7]);
         assert_eq!(&out[1][..], &[7, 7]);
         assert!(slice_from_fetched(&[ByteRange::new(18, 5)], &fetched, &bufs).is_none());

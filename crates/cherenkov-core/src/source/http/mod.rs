@@ -1,0 +1,948 @@
+//! HTTP(S) files: many byte ranges per request (`206 multipart/byteranges`), every answer checked.
+//!
+//! A read is planned as: merge touching ranges, pack them into `Range:` headers that servers
+//! accept (count and length capped), send those requests at once over a pool of keep-alive
+//! connections, and serve each asked range from whichever part of an answer covers it. Servers that
+//! do not answer multi-range requests properly (200 with the whole file, a single range, a cut-short
+//! or malformed body) are detected and the ranges are asked one by one, in parallel.
+
+mod multipart;
+mod range_header;
+
+use self::multipart::{boundary_from_content_type, parse_byteranges, MultipartError, Part};
+use self::range_header::{
+    describe_ranges, parse_content_range, plan_requests, range_header_value, ContentRange,
+};
+use super::{
+    coalesce_ranges, slice_from_fetched, ByteRange, ByteSource, SourceCounters, SourceLimits,
+};
+use crate::error::{Error, Result};
+use async_trait::async_trait;
+use bytes::{Bytes, BytesMut};
+use futures_util::future::try_join_all;
+use reqwest::header::{CONTENT_ENCODING, CONTENT_RANGE, CONTENT_TYPE, RANGE};
+use reqwest::{Response, StatusCode, Url};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// How an [`HttpSource`] talks to its server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HttpOptions {
+    /// Most ranges in one `Range:` header. Default 200: Apache's default `MaxRanges` (nginx has no
+    /// limit unless `max_ranges` is set). Longer lists are split into requests sent together.
+    pub max_ranges_per_request: usize,
+    /// Longest `Range:` header value, in bytes. Default 6000: fits nginx's default 8 KB header
+    /// buffer and Apache's 8190-byte `LimitRequestFieldSize`. Lowered by itself if a server
+    /// rejects a header as too large.
+    pub max_header_bytes: usize,
+    /// Requests in flight at once for this file, and idle connections kept for reuse. Default 8.
+    pub connections: usize,
+    /// Longest wait for the server: to connect, for an answer's headers, or between two pieces of
+    /// its body. Default 30 s.
+    pub request_timeout: Duration,
+    /// Extra attempts after a connection error, timeout, 5xx answer or cut-short body. Default 3,
+    /// waiting 100 ms, 200 ms, 400 ms, ... (at most 2 s) between attempts.
+    pub retries: u32,
+    /// Redirects followed by one request. Default 10.
+    pub max_redirects: usize,
+    /// Largest whole-file answer (a 200 to a range request) that is used; a larger one is dropped
+    /// and the ranges are asked one by one instead. Default 64 MiB.
+    pub max_full_body_bytes: u64,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        Self {
+            max_ranges_per_request: 200,
+            max_header_bytes: 6000,
+            connections: 8,
+            request_timeout: Duration::from_secs(30),
+            retries: 3,
+            max_redirects: 10,
+            max_full_body_bytes: 64 << 20,
+        }
+    }
+}
+
+/// Ranges closer than this are asked as one: a multipart part costs about this much in headers.
+const MERGE_GAP: u64 = 128;
+/// When ranges are asked one by one, each request costs a round trip: merge across larger gaps,
+/// but not into ranges longer than `SINGLE_RANGE_MERGE_MAX`, so that requests still go in parallel.
+const SINGLE_RANGE_MERGE_GAP: u64 = 32 << 10;
+const SINGLE_RANGE_MERGE_MAX: u64 = 8 << 20;
+/// Room allowed per part for multipart headers and boundaries when bounding an answer's size.
+const PART_OVERHEAD: u64 = 512;
+/// The `Range:` header budget is never lowered below this.
+const MIN_HEADER_BYTES: usize = 256;
+const FIRST_RETRY_WAIT: Duration = Duration::from_millis(100);
+const LONGEST_RETRY_WAIT: Duration = Duration::from_secs(2);
+
+/// A file on an HTTP(S) server.
+pub struct HttpSource {
+    /// The URL as given: the name in errors and statistics.
+    url: String,
+    /// Where requests go: the URL after the redirects followed when opening.
+    target: Url,
+    client: reqwest::Client,
+    options: HttpOptions,
+    size: u64,
+    /// Set when the server ignores `Range:` altogether and the file was small enough to keep.
+    whole_file: Option<Bytes>,
+    /// Bounds the requests in flight to `options.connections`.
+    in_flight: Semaphore,
+    /// Cleared once the server answers a multi-range request with something else than multipart.
+    multirange_works: AtomicBool,
+    /// Current `Range:` header budget (starts at `options.max_header_bytes`).
+    header_budget: AtomicUsize,
+    requests: AtomicU64,
+    round_trips: AtomicU64,
+    ranges: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// Why one request did not give usable bytes; decides between retrying, asking differently and
+/// giving up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Failure {
+    /// No answer: connection refused or reset, timeout. Retried, then fatal.
+    Unreachable(String),
+    /// A 5xx answer. Retried; for a multi-range request, then asked range by range.
+    ServerError(String),
+    /// The body ended early. Retried for a single range; a multi-range request is asked range by
+    /// range at once (some servers break long multipart answers every time).
+    CutShort(String),
+    /// The server does not do multi-range answers (whole file too large to use).
+    NoMultiRange(String),
+    /// The server refused the request line or headers as too large.
+    HeaderTooLarge(String),
+    /// The answer does not fit the ranges asked (malformed multipart, wrong Content-Range, 416).
+    Unusable(String),
+    /// Asking again will not help (404, 403, too many redirects, file changed).
+    Fatal(String),
+}
+
+impl Failure {
+    fn message(&self) -> &str {
+        match self {
+            Failure::Unreachable(m)
+            | Failure::ServerError(m)
+            | Failure::CutShort(m)
+            | Failure::NoMultiRange(m)
+            | Failure::HeaderTooLarge(m)
+            | Failure::Unusable(m)
+            | Failure::Fatal(m) => m,
+        }
+    }
+}
+
+/// What the first request of [`HttpSource::open`] learned.
+struct Probe {
+    target: Url,
+    size: u64,
+    whole_file: Option<Bytes>,
+}
+
+impl HttpSource {
+    /// Open `url` (http or https): learn the file's size with a one-byte range request, following
+    /// at most `options.max_redirects` redirects; later requests go to the final URL.
+    pub async fn open(url: &str, options: HttpOptions) -> Result<HttpSource> {
+        let target =
+            Url::parse(url).map_err(|e| Error::io(url, format!("not a valid URL: {e}")))?;
+        if !matches!(target.scheme(), "http" | "https") {
+            return Err(Error::io(url, "not an http:// or https:// URL"));
+        }
+        let options = HttpOptions {
+            max_ranges_per_request: options.max_ranges_per_request.max(1),
+            max_header_bytes: options.max_header_bytes.max(MIN_HEADER_BYTES),
+            connections: options.connections.max(1),
+            ..options
+        };
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::limited(options.max_redirects))
+            .connect_timeout(options.request_timeout)
+            .pool_max_idle_per_host(options.connections)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|e| {
+                Error::io(
+                    url,
+                    format!("cannot set up an HTTP client: {}", error_chain(&e)),
+                )
+            })?;
+
+        let probe = retrying(
+            options.retries,
+            |_| true,
+            || {},
+            || probe_size(&client, &target, &options),
+        )
+        .await
+        .map_err(|f| Error::io(url, format!("cannot learn the file size: {}", f.message())))?;
+        Ok(HttpSource {
+            url: url.to_string(),
+            target: probe.target,
+            client,
+            size: probe.size,
+            whole_file: probe.whole_file.clone(),
+            in_flight: Semaphore::new(options.connections),
+            multirange_works: AtomicBool::new(true),
+            header_budget: AtomicUsize::new(options.max_header_bytes),
+            options,
+            requests: AtomicU64::new(1),
+            round_trips: AtomicU64::new(1),
+            ranges: AtomicU64::new(1),
+            bytes: AtomicU64::new(probe.whole_file.as_ref().map_or(0, |f| f.len() as u64)),
+        })
+    }
+
+    /// The URL requests go to (after redirects).
+    pub fn effective_url(&self) -> &str {
+        self.target.as_str()
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &HttpOptions {
+        &self.options
+    }
+
+    fn error(&self, ranges: &[ByteRange], message: &str) -> Error {
+        Error::io(&self.url, format!("{}: {message}", describe_ranges(ranges)))
+    }
+
+    /// Requests sent together count as one round trip per `connections` of them; a retry as one.
+    fn count_round_trips(&self, requests: usize) {
+        let waves = requests.div_ceil(self.options.connections) as u64;
+        self.round_trips.fetch_add(waves, Ordering::Relaxed);
+    }
+
+    /// Fetch sorted, disjoint, non-empty ranges; one buffer per range.
+    async fn fetch(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+        if !self.multirange_works.load(Ordering::Relaxed) {
+            return self.fetch_one_by_one(ranges).await;
+        }
+        let budget = self.header_budget.load(Ordering::Relaxed);
+        let requests = plan_requests(ranges, self.options.max_ranges_per_request, budget);
+        self.count_round_trips(requests.len());
+        let answers = try_join_all(requests.iter().map(|group| self.fetch_group(group))).await?;
+        Ok(answers.into_iter().flatten().collect())
+    }
+
+    /// [`Self::fetch`] behind a box, to re-plan a request from within [`Self::fetch_group`].
+    fn fetch_boxed<'a>(
+        &'a self,
+        ranges: &'a [ByteRange],
+    ) -> Pin<Box<dyn Future<Output = Result<Vec<Bytes>>> + Send + 'a>> {
+        Box::pin(self.fetch(ranges))
+    }
+
+    /// One planned request: several ranges in one `Range:` header, with fallbacks.
+    async fn fetch_group(&self, group: &[ByteRange]) -> Result<Vec<Bytes>> {
+        if group.len() == 1 {
+            return Ok(vec![self.fetch_single(group[0]).await?]);
+        }
+        let retry_multi =
+            |f: &Failure| matches!(f, Failure::Unreachable(_) | Failure::ServerError(_));
+        match retrying(
+            self.options.retries,
+            retry_multi,
+            || self.count_round_trips(1),
+            || self.fetch_once(group),
+        )
+        .await
+        {
+            Ok(parts) => {
+                let single_part = parts.len() == 1;
+                let (mut served, missing) = serve_from_parts(group, parts);
+                if !missing.is_empty() {
+                    if single_part {
+                        // One range back for several asked: this server does not do multi-range.
+                        self.multirange_works.store(false, Ordering::Relaxed);
+                    }
+                    let missing_ranges: Vec<ByteRange> =
+                        missing.iter().map(|&i| group[i]).collect();
+                    let filled = self.fetch_one_by_one(&missing_ranges).await?;
+                    for (i, bytes) in missing.into_iter().zip(filled) {
+                        served[i] = Some(bytes);
+                    }
+                }
+                Ok(served.into_iter().map(Option::unwrap_or_default).collect())
+            }
+            Err(Failure::Unreachable(m) | Failure::Fatal(m)) => Err(self.error(group, &m)),
+            Err(Failure::HeaderTooLarge(_)) => {
+                // Known servers accept the default budget; below it, halve until accepted.
+                let header_len = range_header_value(group).len();
+                let smaller = (header_len / 2)
+                    .min(HttpOptions::default().max_header_bytes)
+                    .max(MIN_HEADER_BYTES);
+                self.header_budget.fetch_min(smaller, Ordering::Relaxed);
+                if header_len > smaller {
+                    self.fetch_boxed(group).await
+                } else {
+                    self.fetch_one_by_one(group).await
+                }
+            }
+            Err(Failure::NoMultiRange(_)) => {
+                self.multirange_works.store(false, Ordering::Relaxed);
+                self.fetch_one_by_one(group).await
+            }
+            Err(Failure::ServerError(_) | Failure::CutShort(_) | Failure::Unusable(_)) => {
+                self.fetch_one_by_one(group).await
+            }
+        }
+    }
+
+    /// Ask each range in a request of its own, all at once (bounded by `connections`).
+    async fn fetch_one_by_one(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+        let merged = merge_for_single_requests(ranges);
+        self.count_round_trips(merged.len());
+        let buffers = try_join_all(merged.iter().map(|&r| self.fetch_single(r))).await?;
+        slice_from_fetched(ranges, &merged, &buffers).ok_or_else(|| {
+            self.error(
+                ranges,
+                "internal error: merged ranges do not cover the asked ones",
+            )
+        })
+    }
+
+    async fn fetch_single(&self, range: ByteRange) -> Result<Bytes> {
+        let asked = [range];
+        let parts = retrying(
+            self.options.retries,
+            |_| true,
+            || self.count_round_trips(1),
+            || self.fetch_once(&asked),
+        )
+        .await
+        .map_err(|f| self.error(&[range], f.message()))?;
+        let (mut served, missing) = serve_from_parts(&[range], parts);
+        match (missing.is_empty(), served.pop().flatten()) {
+            (true, Some(bytes)) => Ok(bytes),
+            _ => Err(self.error(
+                &[range],
+                "the server answered with other bytes than the range asked",
+            )),
+        }
+    }
+
+    /// Send one request for `ranges` and check its answer. Retries are the caller's business.
+    async fn fetch_once(&self, ranges: &[ByteRange]) -> Result<Vec<Part>, Failure> {
+        let _permit = self
+            .in_flight
+            .acquire()
+            .await
+            .map_err(|_| Failure::Fatal("the source is closed".into()))?;
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.ranges
+            .fetch_add(ranges.len() as u64, Ordering::Relaxed);
+        let request = self
+            .client
+            .get(self.target.clone())
+            .header(RANGE, range_header_value(ranges));
+        let response = send(request, self.options.request_timeout).await?;
+        reject_encoded(&response)?;
+        let status = response.status();
+        let parts = match status {
+            StatusCode::PARTIAL_CONTENT => self.read_partial(response, ranges).await?,
+            StatusCode::OK => self.read_whole_file(response, ranges.len()).await?,
+            StatusCode::RANGE_NOT_SATISFIABLE => {
+                let size_note = match content_range(&response) {
+                    Some(ContentRange::Unsatisfied { total }) => {
+                        format!(" (the file is now {total} bytes)")
+                    }
+                    _ => String::new(),
+                };
+                return Err(Failure::Unusable(format!(
+                    "server answered 416 Range Not Satisfiable{size_note}; the file was {} bytes when opened",
+                    self.size
+                )));
+            }
+            _ => return Err(status_failure(status, ranges.len())),
+        };
+        for part in &parts {
+            if part.total.is_some_and(|t| t != self.size) || part.range.end() > self.size {
+                return Err(Failure::Fatal(format!(
+                    "the file changed on the server: it was {} bytes when opened, the answer says {}",
+                    self.size,
+                    part.total.map_or("otherwise".to_string(), |t| format!("{t} bytes")),
+                )));
+            }
+        }
+        let received: u64 = parts.iter().map(|p| p.data.len() as u64).sum();
+        self.bytes.fetch_add(received, Ordering::Relaxed);
+        Ok(parts)
+    }
+
+    /// A 206: one part (Content-Range header) or several (multipart/byteranges).
+    async fn read_partial(
+        &self,
+        response: Response,
+        ranges: &[ByteRange],
+    ) -> Result<Vec<Part>, Failure> {
+        let asked: u64 = ranges.iter().map(|r| r.len).sum();
+        let content_type = header_str(&response, CONTENT_TYPE).unwrap_or_default();
+        if let Some(boundary) = boundary_from_content_type(&content_type) {
+            let limit = asked + PART_OVERHEAD * (ranges.len() as u64 + 1);
+            let body = read_body(response, limit, self.options.request_timeout).await?;
+            return parse_byteranges(&body, &boundary, ranges.len()).map_err(|e| match e {
+                MultipartError::Truncated(m) => {
+                    Failure::CutShort(format!("multipart answer cut short: {m}"))
+                }
+                MultipartError::Malformed(m) => {
+                    Failure::Unusable(format!("malformed multipart answer: {m}"))
+                }
+            });
+        }
+        let Some(ContentRange::Bytes { range, total }) = content_range(&response) else {
+            return Err(Failure::Unusable(
+                "206 answer without a valid Content-Range".into(),
+            ));
+        };
+        // One part covering everything asked is fine (a server may merge ranges); more is not.
+        let span = ranges.last().map_or(0, |r| r.end()) - ranges.first().map_or(0, |r| r.offset);
+        if range.len > span.max(asked) {
+            return Err(Failure::Unusable(format!(
+                "server sent bytes {}..{}, more than the {} bytes asked",
+                range.offset,
+                range.end(),
+                span
+            )));
+        }
+        let data = read_body(response, range.len, self.options.request_timeout).await?;
+        if data.len() as u64 != range.len {
+            return Err(Failure::CutShort(format!(
+                "answer has {} bytes, its Content-Range announces {}",
+                data.len(),
+                range.len
+            )));
+        }
+        Ok(vec![Part { range, total, data }])
+    }
+
+    /// A 200: the server ignored `Range:` and sends the whole file; used only if small enough.
+    async fn read_whole_file(
+        &self,
+        response: Response,
+        ranges_asked: usize,
+    ) -> Result<Vec<Part>, Failure> {
+        if ranges_asked > 1 {
+            self.multirange_works.store(false, Ordering::Relaxed);
+        }
+        if self.size > self.options.max_full_body_bytes {
+            let message = format!(
+                "server ignored the Range header and sends the whole file ({} bytes, more than the {} allowed)",
+                self.size, self.options.max_full_body_bytes
+            );
+            return Err(if ranges_asked > 1 {
+                Failure::NoMultiRange(message)
+            } else {
+                Failure::Fatal(message)
+            });
+        }
+        if let Some(len) = response.content_length().filter(|&len| len != self.size) {
+            return Err(Failure::Fatal(format!(
+                "the file changed on the server: it was {} bytes when opened, now {len}",
+                self.size
+            )));
+        }
+        let data = read_body(response, self.size, self.options.request_timeout).await?;
+        if data.len() as u64 != self.size {
+            return Err(Failure::CutShort(format!(
+                "whole-file answer has {} of {} bytes",
+                data.len(),
+                self.size
+            )));
+        }
+        Ok(vec![Part {
+            range: ByteRange::new(0, self.size),
+            total: Some(self.size),
+            data,
+        }])
+    }
+}
+
+/// By hand: a kept whole file must not be printed.
+impl std::fmt::Debug for HttpSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSource")
+            .field("url", &self.url)
+            .field("target", &self.target.as_str())
+            .field("size", &self.size)
+            .field("whole_file_kept", &self.whole_file.is_some())
+            .field(
+                "multirange_works",
+                &self.multirange_works.load(Ordering::Relaxed),
+            )
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+#[async_trait]
+impl ByteSource for HttpSource {
+    fn name(&self) -> &str {
+        &self.url
+    }
+
+    async fn size(&self) -> Result<u64> {
+        Ok(self.size)
+    }
+
+    async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+        for r in ranges {
+            if !matches!(r.offset.checked_add(r.len), Some(end) if end <= self.size) {
+                return Err(Error::io(
+                    &self.url,
+                    format!(
+                        "range {}..{} is past the end of the file ({} bytes)",
+                        r.offset,
+                        r.offset.saturating_add(r.len),
+                        self.size
+                    ),
+                ));
+            }
+        }
+        let wanted: Vec<ByteRange> = ranges.iter().copied().filter(|r| r.len > 0).collect();
+        if wanted.is_empty() {
+            return Ok(vec![Bytes::new(); ranges.len()]);
+        }
+        let (fetched, buffers) = match &self.whole_file {
+            Some(file) => (vec![ByteRange::new(0, self.size)], vec![file.clone()]),
+            None => {
+                let fetched = coalesce_ranges(&wanted, MERGE_GAP);
+                let buffers = self.fetch(&fetched).await?;
+                (fetched, buffers)
+            }
+        };
+        let mut sliced = slice_from_fetched(&wanted, &fetched, &buffers)
+            .ok_or_else(|| {
+                self.error(
+                    &wanted,
+                    "internal error: fetched ranges do not cover the asked ones",
+                )
+            })?
+            .into_iter();
+        Ok(ranges
+            .iter()
+            .map(|r| {
+                if r.len == 0 {
+                    Bytes::new()
+                } else {
+                    sliced.next().unwrap_or_default()
+                }
+            })
+            .collect())
+    }
+
+    fn limits(&self) -> SourceLimits {
+        SourceLimits {
+            max_ranges_per_request: self.options.max_ranges_per_request,
+            max_range_len: u64::MAX,
+            max_request_bytes: u64::MAX,
+        }
+    }
+
+    fn counters(&self) -> SourceCounters {
+        SourceCounters {
+            requests: self.requests.load(Ordering::Relaxed),
+            round_trips: self.round_trips.load(Ordering::Relaxed),
+            ranges: self.ranges.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The first request: `Range: bytes=0-0`, answered by `Content-Range: bytes 0-0/SIZE` (or a 200
+/// with the whole file from servers without range support, or 416 for an empty file).
+async fn probe_size(
+    client: &reqwest::Client,
+    url: &Url,
+    options: &HttpOptions,
+) -> Result<Probe, Failure> {
+    let request = client.get(url.clone()).header(RANGE, "bytes=0-0");
+    let response = send(request, options.request_timeout).await?;
+    reject_encoded(&response)?;
+    let target = response.url().clone();
+    match response.status() {
+        StatusCode::PARTIAL_CONTENT => match content_range(&response) {
+            Some(ContentRange::Bytes {
+                total: Some(size), ..
+            }) => {
+                // Read the one byte so that the connection can be reused; its loss costs nothing.
+                let _ = read_body(response, PART_OVERHEAD * 4, options.request_timeout).await;
+                Ok(Probe {
+                    target,
+                    size,
+                    whole_file: None,
+                })
+            }
+            _ => Err(Failure::Fatal(
+                "206 answer without the file size in Content-Range".into(),
+            )),
+        },
+        StatusCode::OK => {
+            let Some(size) = response.content_length() else {
+                return Err(Failure::Fatal(
+                    "server ignores Range requests and sends no Content-Length".into(),
+                ));
+            };
+            if size > options.max_full_body_bytes {
+                return Err(Failure::Fatal(format!(
+                    "server ignores Range requests and the file ({size} bytes) is larger than the {} bytes \
+                     allowed for a whole-file answer",
+                    options.max_full_body_bytes
+                )));
+            }
+            let data = read_body(response, size, options.request_timeout).await?;
+            if data.len() as u64 != size {
+                return Err(Failure::CutShort(format!(
+                    "whole-file answer has {} of {size} bytes",
+                    data.len()
+                )));
+            }
+            Ok(Probe {
+                target,
+                size,
+                whole_file: Some(data),
+            })
+        }
+        StatusCode::RANGE_NOT_SATISFIABLE => match content_range(&response) {
+            Some(ContentRange::Unsatisfied { total: 0 }) => Ok(Probe {
+                target,
+                size: 0,
+                whole_file: None,
+            }),
+            _ => Err(Failure::Fatal(
+                "server answered 416 Range Not Satisfiable to bytes=0-0".into(),
+            )),
+        },
+        status => Err(status_failure(status, 1)),
+    }
+}
+
+/// Run `attempt` until it succeeds, fails in a way `worth_retrying` rejects, or `retries` extra
+/// attempts are spent; waits grow 100 ms, 200 ms, ... up to 2 s. `on_retry` runs before each retry.
+async fn retrying<T, F, Fut>(
+    retries: u32,
+    worth_retrying: impl Fn(&Failure) -> bool,
+    on_retry: impl Fn(),
+    mut attempt: F,
+) -> Result<T, Failure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let mut wait = FIRST_RETRY_WAIT;
+    for done in 0.. {
+        match attempt().await {
+            Err(failure) if retryable(&failure) && worth_retrying(&failure) => {
+                if done >= retries {
+                    return Err(with_attempts(failure, done + 1));
+                }
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(LONGEST_RETRY_WAIT);
+                on_retry();
+            }
+            other => return other,
+        }
+    }
+    unreachable!("the loop above only ends by returning")
+}
+
+fn retryable(failure: &Failure) -> bool {
+    matches!(
+        failure,
+        Failure::Unreachable(_) | Failure::ServerError(_) | Failure::CutShort(_)
+    )
+}
+
+fn with_attempts(failure: Failure, attempts: u32) -> Failure {
+    let note = |m: String| format!("{m} (gave up after {attempts} attempts)");
+    match failure {
+        Failure::Unreachable(m) => Failure::Unreachable(note(m)),
+        Failure::ServerError(m) => Failure::ServerError(note(m)),
+        Failure::CutShort(m) => Failure::CutShort(note(m)),
+        other => other,
+    }
+}
+
+async fn send(request: reqwest::RequestBuilder, timeout: Duration) -> Result<Response, Failure> {
+    match tokio::time::timeout(timeout, request.send()).await {
+        Err(_) => Err(Failure::Unreachable(format!(
+            "no answer from the server within {timeout:?}"
+        ))),
+        // The URL is in every error already: drop reqwest's copy of it.
+        Ok(Err(e)) if e.is_redirect() => Err(Failure::Fatal(error_chain(&e.without_url()))),
+        Ok(Err(e)) if e.is_builder() => Err(Failure::Fatal(error_chain(&e.without_url()))),
+        Ok(Err(e)) if is_tls_failure(&e) => Err(Failure::Fatal(error_chain(&e.without_url()))),
+        Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e.without_url()))),
+        Ok(Ok(response)) => Ok(response),
+    }
+}
+
+/// Read a body of at most `limit` bytes; a longer one is not read any further.
+async fn read_body(
+    mut response: Response,
+    limit: u64,
+    timeout: Duration,
+) -> Result<Bytes, Failure> {
+    let too_long = |len: u64| {
+        Failure::Unusable(format!(
+            "answer of {len} bytes or more, {limit} expected at most"
+        ))
+    };
+    let announced = response.content_length();
+    if let Some(len) = announced.filter(|&len| len > limit) {
+        return Err(too_long(len));
+    }
+    // Capacity comes from a length already checked against what was asked.
+    let mut body = BytesMut::with_capacity(announced.unwrap_or(0) as usize);
+    loop {
+        match tokio::time::timeout(timeout, response.chunk()).await {
+            Err(_) => {
+                return Err(Failure::Unreachable(format!(
+                    "the server stopped sending for {timeout:?} after {} bytes of the answer",
+                    body.len()
+                )))
+            }
+            Ok(Err(e)) => {
+                return Err(Failure::CutShort(format!(
+                    "answer cut short after {} bytes: {}",
+                    body.len(),
+                    error_chain(&e.without_url())
+                )))
+            }
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(chunk))) => {
+                let len = (body.len() + chunk.len()) as u64;
+                if len > limit {
+                    return Err(too_long(len));
+                }
+                body.extend_from_slice(&chunk);
+            }
+        }
+    }
+    if let Some(len) = announced.filter(|&len| len != body.len() as u64) {
+        return Err(Failure::CutShort(format!(
+            "answer has {} of its {len} bytes",
+            body.len()
+        )));
+    }
+    Ok(body.freeze())
+}
+
+/// Compressed answers hold other bytes than the file's: refuse them.
+fn reject_encoded(response: &Response) -> Result<(), Failure> {
+    match header_str(response, CONTENT_ENCODING) {
+        Some(enc) if !enc.trim().eq_ignore_ascii_case("identity") => Err(Failure::Fatal(format!(
+            "server sent the answer encoded ({enc}); byte ranges need the raw file"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn status_failure(status: StatusCode, ranges_asked: usize) -> Failure {
+    let message = format!("server answered {status}");
+    match status.as_u16() {
+        // 494 is nginx's "Request Header Or Cookie Too Large".
+        400 | 413 | 414 | 431 | 494 if ranges_asked > 1 => Failure::HeaderTooLarge(message),
+        500..=599 => Failure::ServerError(message),
+        _ => Failure::Fatal(message),
+    }
+}
+
+fn header_str(response: &Response, name: reqwest::header::HeaderName) -> Option<String> {
+    response
+        .headers()
+        .get(name)?
+        .to_str()
+        .ok()
+        .map(str::to_string)
+}
+
+fn content_range(response: &Response) -> Option<ContentRange> {
+    parse_content_range(&header_str(response, CONTENT_RANGE)?)
+}
+
+/// Merge ranges closer than `SINGLE_RANGE_MERGE_GAP` while the result stays within
+/// `SINGLE_RANGE_MERGE_MAX` bytes (longer ranges stay whole). Returns disjoint ranges in order.
+fn merge_for_single_requests(ranges: &[ByteRange]) -> Vec<ByteRange> {
+    let mut merged: Vec<ByteRange> = Vec::new();
+    for r in coalesce_ranges(ranges, 0) {
+        match merged.last_mut() {
+            Some(last)
+                if r.offset - last.end() <= SINGLE_RANGE_MERGE_GAP
+                    && r.end() - last.offset <= SINGLE_RANGE_MERGE_MAX =>
+            {
+                last.len = r.end() - last.offset;
+            }
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// Serve each asked range from a part that covers it; also returns the indices nobody covered.
+fn serve_from_parts(asked: &[ByteRange], mut parts: Vec<Part>) -> (Vec<Option<Bytes>>, Vec<usize>) {
+    parts.sort_unstable_by_key(|p| p.range.offset);
+    let mut missing = Vec::new();
+    let served = asked
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let starts_before = parts.partition_point(|p| p.range.offset <= r.offset);
+            let covering = parts[..starts_before]
+                .iter()
+                .rev()
+                .find(|p| p.range.contains(r));
+            let bytes = covering.map(|p| {
+                let start = (r.offset - p.range.offset) as usize;
+                p.data.slice(start..start + r.len as usize)
+            });
+            if bytes.is_none() {
+                missing.push(i);
+            }
+            bytes
+        })
+        .collect();
+    (served, missing)
+}
+
+/// A refused certificate or TLS handshake: the TLS layer reports it as an I/O error of kind
+/// `InvalidData` (possibly wrapped in another I/O error); connecting again will not change it.
+fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = error.source();
+    while let Some(cause) = next {
+        next = match cause.downcast_ref::<std::io::Error>() {
+            Some(io) if io.kind() == std::io::ErrorKind::InvalidData => return true,
+            // `io::Error::source` skips the wrapped error itself: look at it directly.
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => cause.source(),
+        };
+    }
+    false
+}
+
+/// An error with its causes ("error sending request: connection refused").
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(offset: u64, data: &[u8]) -> Part {
+        Part {
+            range: ByteRange::new(offset, data.len() as u64),
+            total: Some(1000),
+            data: Bytes::copy_from_slice(data),
+        }
+    }
+
+    #[test]
+    fn ranges_are_served_from_any_covering_part_in_any_order() {
+        let parts = vec![part(50, b"vwxyz"), part(0, b"0123456789"), part(3, b"ab")];
+        let asked = [
+            ByteRange::new(51, 2),
+            ByteRange::new(2, 3),
+            ByteRange::new(3, 2),
+            ByteRange::new(20, 1),
+        ];
+        let (served, missing) = serve_from_parts(&asked, parts);
+        assert_eq!(served[0].as_deref(), Some(&b"wx"[..]));
+        assert_eq!(served[1].as_deref(), Some(&b"234"[..]));
+        assert_eq!(served[2].as_ref().map(|b| b.len()), Some(2));
+        assert_eq!(served[3], None);
+        assert_eq!(missing, vec![3]);
+    }
+
+    #[test]
+    fn single_requests_merge_close_ranges_up_to_a_size() {
+        let mb = 1 << 20;
+        let ranges: Vec<ByteRange> = (0..40).map(|i| ByteRange::new(i * mb, mb - 100)).collect();
+        let merged = merge_for_single_requests(&ranges);
+        assert!(merged.iter().all(|r| r.len <= SINGLE_RANGE_MERGE_MAX));
+        assert_eq!(merged.len(), 5);
+        assert!(
+            slice_from_fetched(&ranges, &merged, &vec![Bytes::from(vec![0u8; 8 << 20]); 5])
+                .is_some()
+        );
+        let far = [
+            ByteRange::new(0, 10),
+            ByteRange::new(SINGLE_RANGE_MERGE_GAP + 11, 10),
+        ];
+        assert_eq!(merge_for_single_requests(&far).len(), 2);
+        let huge = [ByteRange::new(0, 3 * SINGLE_RANGE_MERGE_MAX)];
+        assert_eq!(merge_for_single_requests(&huge), huge.to_vec());
+    }
+
+    #[tokio::test]
+    async fn retries_stop_at_the_limit_and_say_so() {
+        let mut calls = 0;
+        let result: Result<(), Failure> = retrying(
+            2,
+            |_| true,
+            || {},
+            || {
+                calls += 1;
+                async { Err(Failure::ServerError("server answered 503".into())) }
+            },
+        )
+        .await;
+        assert_eq!(calls, 3);
+        assert_eq!(
+            result,
+            Err(Failure::ServerError(
+                "server answered 503 (gave up after 3 attempts)".into()
+            ))
+        );
+
+        let mut calls = 0;
+        let result: Result<(), Failure> = retrying(
+            5,
+            |_| true,
+            || {},
+            || {
+                calls += 1;
+                async { Err(Failure::Fatal("404".into())) }
+            },
+        )
+        .await;
+        assert_eq!((calls, result), (1, Err(Failure::Fatal("404".into()))));
+    }
+
+    #[test]
+    fn oversized_headers_are_told_apart_from_other_client_errors() {
+        assert!(matches!(
+            status_failure(StatusCode::BAD_REQUEST, 5),
+            Failure::HeaderTooLarge(_)
+        ));
+        assert!(matches!(
+            status_failure(StatusCode::BAD_REQUEST, 1),
+            Failure::Fatal(_)
+        ));
+        assert!(matches!(
+            status_failure(StatusCode::NOT_FOUND, 5),
+            Failure::Fatal(_)
+        ));
+        assert!(matches!(
+            status_failure(StatusCode::BAD_GATEWAY, 5),
+            Failure::ServerError(_)
+        ));
+    }
+}

@@ -1,0 +1,340 @@
+//! A real nginx on 127.0.0.1 for tests: its own config, directory and free port; killed on drop.
+//!
+//! It runs as one process in the foreground (`daemon off; master_process off;`), so killing the
+//! child stops everything. All paths nginx writes to are inside its own temporary directory.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long nginx gets to start listening.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub struct Nginx {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    scheme: &'static str,
+}
+
+/// The nginx binary, or `None` (with a message saying why tests are skipped).
+pub fn nginx_binary() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("nginx"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let found = on_path
+        .into_iter()
+        .chain([PathBuf::from("/usr/sbin/nginx")])
+        .find(|p| p.is_file());
+    if found.is_none() {
+        eprintln!("SKIPPED: nginx is not installed (Debian package nginx-light; scripts/setup.sh installs it)");
+    }
+    found
+}
+
+/// A fresh directory under the system temp dir, unique to this process and call.
+pub fn fresh_dir(label: &str) -> PathBuf {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("cherenkov-{label}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create a temporary directory");
+    dir
+}
+
+impl Nginx {
+    /// Serve the files under `root`; `server_directives` go inside the `server { }` block (for
+    /// example `max_ranges 1;`). `None` if nginx is not installed.
+    pub fn start(root: &Path, server_directives: &str) -> Option<Nginx> {
+        Self::start_with(root, server_directives, false)
+    }
+
+    /// Like [`Nginx::start`], over HTTPS with a fresh self-signed certificate (made with the
+    /// `openssl` command; `None` if it is missing).
+    pub fn start_tls(root: &Path, server_directives: &str) -> Option<Nginx> {
+        Self::start_with(root, server_directives, true)
+    }
+
+    fn start_with(root: &Path, server_directives: &str, tls: bool) -> Option<Nginx> {
+        let binary = nginx_binary()?;
+        let dir = fresh_dir("nginx");
+        let mut server_directives = server_directives.to_string();
+        if tls {
+            let made = Command::new("openssl")
+                .args([
+                    "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                ])
+                .args([
+                    "-subj",
+                    "/CN=127.0.0.1",
+                    "-addext",
+                    "subjectAltName=IP:127.0.0.1",
+                ])
+                .args(["-addext", "basicConstraints=critical,CA:FALSE"])
+                .arg("-keyout")
+                .arg(dir.join("key.pem"))
+                .arg("-out")
+                .arg(dir.join("cert.pem"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+            if !made.is_ok_and(|s| s.success()) {
+                eprintln!("SKIPPED: the openssl command could not make a test certificate");
+                return None;
+            }
+            server_directives = format!(
+                "ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;\n    {server_directives}",
+                d = dir.display()
+            );
+        }
+        // A port taken between choosing it and nginx binding it: try again with another.
+        for _ in 0..5 {
+            let port = free_port();
+            let conf = dir.join("nginx.conf");
+            let listen = if tls {
+                format!("{port} ssl")
+            } else {
+                port.to_string()
+            };
+            std::fs::write(&conf, config(&dir, root, &listen, &server_directives))
+                .expect("write nginx.conf");
+            let child = Command::new(&binary)
+                .arg("-e")
+                .arg(dir.join("error.log"))
+                .arg("-p")
+                .arg(&dir)
+                .arg("-c")
+                .arg(&conf)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start nginx");
+            let scheme = if tls { "https" } else { "http" };
+            let mut nginx = Nginx {
+                child,
+                port,
+                dir: dir.clone(),
+                scheme,
+            };
+            if nginx.wait_until_listening() {
+                return Some(nginx);
+            }
+            let _ = nginx.child.kill();
+            let _ = nginx.child.wait();
+            std::mem::forget(nginx); // keep the directory for the next try
+        }
+        panic!(
+            "nginx did not start; see {}",
+            dir.join("error.log").display()
+        );
+    }
+
+    fn wait_until_listening(&mut self) -> bool {
+        let deadline = Instant::now() + START_TIMEOUT;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false;
+            }
+            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `127.0.0.1:PORT`, for a proxy's upstream.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The URL of `path` (relative to the served root).
+    pub fn url(&self, path: &str) -> String {
+        format!(
+            "{}://127.0.0.1:{}/{}",
+            self.scheme,
+            self.port,
+            path.trim_start_matches('/')
+        )
+    }
+
+    /// nginx's error log so far, for failure messages.
+    pub fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// `listen` is the port, followed by ` ssl` for HTTPS.
+fn config(dir: &Path, root: &Path, listen: &str, server_directives: &str) -> String {
+    let d = dir.display();
+    let mut conf = Vec::new();
+    // Debian's nginx has compiled-in temp paths under /var/lib/nginx: point them all here.
+    writeln!(
+        conf,
+        "daemon off;
+master_process off;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log;
+events {{ worker_connections 256; }}
+http {{
+  access_log off;
+  sendfile on;
+  default_type application/octet-stream;
+  client_body_temp_path {d}/body;
+  proxy_temp_path {d}/proxy;
+  fastcgi_temp_path {d}/fastcgi;
+  uwsgi_temp_path {d}/uwsgi;
+  scgi_temp_path {d}/scgi;
+  server {{
+    listen 127.0.0.1:{listen};
+    root {root};
+    {server_directives}
+  }}
+}}",
+        root = root.display()
+    )
+    .expect("format nginx.conf");
+    String::from_utf8(conf).expect("nginx.conf is text")
+}
+
+/// A minimal toxiproxy of the test's own (a fresh server per test, killed on drop), to put
+/// latency and faults between the client and nginx.
+pub struct Toxiproxy {
+    child: Child,
+    api_port: u16,
+}
+
+/// The toxiproxy binary: `$TOXIPROXY_SERVER`, the project's `.tools/bin`, or the PATH.
+pub fn toxiproxy_binary() -> Option<PathBuf> {
+    let workspace_tool =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.tools/bin/toxiproxy-server");
+    let on_path = std::env::var_os("PATH")
+        .map(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("toxiproxy-server"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let found = std::env::var_os("TOXIPROXY_SERVER")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([workspace_tool])
+        .chain(on_path)
+        .find(|p| p.is_file());
+    if found.is_none() {
+        eprintln!(
+            "SKIPPED: toxiproxy-server is not built (scripts/setup.sh puts it in .tools/bin)"
+        );
+    }
+    found
+}
+
+impl Toxiproxy {
+    /// Start a toxiproxy server on a free 127.0.0.1 port; `None` if it is not built.
+    pub fn start() -> Option<Toxiproxy> {
+        let binary = toxiproxy_binary()?;
+        for _ in 0..5 {
+            let api_port = free_port();
+            let child = Command::new(&binary)
+                .args(["-host", "127.0.0.1", "-port", &api_port.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("start toxiproxy-server");
+            let mut proxy = Toxiproxy { child, api_port };
+            let deadline = Instant::now() + START_TIMEOUT;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = proxy.child.try_wait() {
+                    break;
+                }
+                if proxy.try_api("GET", "/version", "").is_ok() {
+                    return Some(proxy);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        panic!("toxiproxy-server did not start");
+    }
+
+    /// A proxy to `upstream` (`127.0.0.1:PORT`); returns the address it listens on.
+    pub fn proxy(&self, name: &str, upstream: &str) -> String {
+        let port = free_port();
+        let body = format!(
+            r#"{{"name":"{name}","listen":"127.0.0.1:{port}","upstream":"{upstream}","enabled":true}}"#
+        );
+        self.api("POST", "/proxies", &body);
+        format!("127.0.0.1:{port}")
+    }
+
+    /// Add a toxic, e.g. `add_toxic("web", "slow", "latency", "downstream", r#"{"latency":25}"#)`.
+    pub fn add_toxic(&self, proxy: &str, name: &str, kind: &str, stream: &str, attributes: &str) {
+        let body = format!(
+            r#"{{"name":"{name}","type":"{kind}","stream":"{stream}","toxicity":1.0,"attributes":{attributes}}}"#
+        );
+        self.api("POST", &format!("/proxies/{proxy}/toxics"), &body);
+    }
+
+    pub fn remove_toxic(&self, proxy: &str, name: &str) {
+        self.api("DELETE", &format!("/proxies/{proxy}/toxics/{name}"), "");
+    }
+
+    fn api(&self, method: &str, path: &str, body: &str) -> String {
+        match self.try_api(method, path, body) {
+            Ok(answer) if answer.starts_with("HTTP/1.1 2") => answer,
+            Ok(answer) => panic!("toxiproxy {method} {path}: {answer}"),
+            Err(e) => panic!("toxiproxy {method} {path}: {e}"),
+        }
+    }
+
+    /// One plain HTTP/1.1 request to the API (the connection is closed after the answer).
+    fn try_api(&self, method: &str, path: &str, body: &str) -> std::io::Result<String> {
+        use std::io::Read;
+        let mut stream = TcpStream::connect(("127.0.0.1", self.api_port))?;
+        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )?;
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer)?;
+        Ok(answer)
+    }
+}
+
+impl Drop for Toxiproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

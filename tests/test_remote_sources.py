@@ -1,0 +1,120 @@
+"""root:// and http:// against real servers on 127.0.0.1 (xrootd, nginx), with latency and faults
+injected by toxiproxy: remote reads equal local reads, and cost the round trips they should."""
+
+import shutil
+import time
+
+import numpy as np
+import pytest
+
+import cherenkov
+from cherenkov.lab import Lab
+from conftest import shared_root_files
+
+FILES = shared_root_files()
+pytestmark = [
+    pytest.mark.skipif(not FILES, reason="../shared/testdata is absent: set CHERENKOV_SHARED"),
+    pytest.mark.skipif(
+        not (shutil.which("xrootd") and shutil.which("nginx")),
+        reason="xrootd and nginx are not installed: run `make setup`",
+    ),
+]
+PROTOCOLS = ["http", "root"]
+
+
+def protocol_supported(protocol: str) -> bool:
+    try:
+        cherenkov.open(f"{protocol}://127.0.0.1:1/none.root", timeout=1, retries=0)
+    except ValueError as e:
+        return "unsupported URL scheme" not in str(e)
+    except cherenkov.CherenkovError:
+        return True
+    return True
+
+
+@pytest.fixture(scope="module")
+def lab(testdata):
+    with Lab(testdata) as lab:
+        yield lab
+
+
+@pytest.fixture(params=PROTOCOLS)
+def protocol(request):
+    if not protocol_supported(request.param):
+        pytest.skip(f"{request.param}:// is not available in this build")
+    return request.param
+
+
+def same(a, b):
+    if isinstance(a, cherenkov.Jagged):
+        return np.array_equal(a.offsets, b.offsets) and np.array_equal(a.content, b.content, equal_nan=a.content.dtype.kind == "f")
+    if a.dtype == object or a.dtype.names:
+        return a.tolist() == b.tolist()
+    return np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+
+
+def test_every_file_reads_the_same_as_locally(lab, protocol):
+    for path in FILES:
+        local = cherenkov.open(path)
+        remote = cherenkov.open(lab.url(protocol, path.name))
+        assert remote.keys() == local.keys(), path.name
+        for key, cls in local.classnames().items():
+            if cls != "TTree":
+                continue
+            names = [b.path for b in local[key].branches if b.readable]
+            ours, theirs = remote[key].arrays(names, library="np"), local[key].arrays(names, library="np")
+            for n in names:
+                assert same(ours[n], theirs[n]), (protocol, path.name, key, n)
+
+
+def test_open_and_list_a_tree_in_two_round_trips(lab, protocol):
+    lab.set_rtt(50)
+    try:
+        t0 = time.perf_counter()
+        f = cherenkov.open(lab.url(protocol, "nanolike-root6.40-zstd-4clusters.root"))
+        tree = f["Events"]
+        elapsed = time.perf_counter() - t0
+        assert len(tree.branches) == 947
+        assert f._core.requests_since_open <= 2
+        print(f"{protocol}: open and list at 50 ms RTT in {elapsed:.3f} s, {f._core.requests_since_open} requests after connecting")
+    finally:
+        lab.set_rtt(0)
+
+
+def test_a_read_of_many_baskets_is_one_request(lab, protocol):
+    f = cherenkov.open(lab.url(protocol, "nanolike-root6.40-zstd-4clusters.root"))
+    tree = f["Events"]
+    names = [b.path for b in tree.branches if b.readable]
+    before = f.source_counters()["requests"]
+    _, stats = tree.read(names)
+    assert stats["baskets"] > 2000
+    assert f.source_counters()["requests"] - before <= 2
+
+
+def test_a_dead_server_is_a_clear_error_within_bounded_time(lab, protocol):
+    f = cherenkov.open(lab.url(protocol, "uproot-HZZ.root"), timeout=2, retries=1)
+    tree = f["events"]
+    proxy = lab.proxy_name(protocol)
+    lab.toxiproxy.enable(proxy, False)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(cherenkov.SourceError, match="127.0.0.1"):
+            tree.arrays(["Muon_Px"])
+        assert time.perf_counter() - t0 < 30
+    finally:
+        lab.toxiproxy.enable(proxy, True)
+    assert len(tree.arrays(["Muon_Px"], library="np")["Muon_Px"]) == 2421  # and it recovers
+
+
+def test_a_silent_server_times_out(lab, protocol):
+    f = cherenkov.open(lab.url(protocol, "uproot-Zmumu.root"), timeout=1, retries=0)
+    tree = f["events"]
+    proxy = lab.proxy_name(protocol)
+    lab.toxiproxy.toxic(proxy, "silence", "timeout", stream="downstream", timeout=0)
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(cherenkov.SourceError):
+            tree.arrays(["px1"])
+        assert time.perf_counter() - t0 < 20
+    finally:
+        lab.toxiproxy.remove_toxic(proxy, "silence")
