@@ -7,6 +7,7 @@
 """
 
 from cherenkov._core import (
+    AccessProfile,
     CherenkovError,
     FormatError,
     NotFoundError,
@@ -16,7 +17,7 @@ from cherenkov._core import (
 )
 from cherenkov.arrays import Jagged
 from cherenkov.file import Directory, File, open
-from cherenkov.tree import BranchInfo, Tree
+from cherenkov.tree import BranchInfo, LazyChunk, Tree
 
 __all__ = [
     "open",
@@ -24,6 +25,8 @@ __all__ = [
     "Directory",
     "Tree",
     "BranchInfo",
+    "LazyChunk",
+    "AccessProfile",
     "Jagged",
     "CherenkovError",
     "FormatError",

@@ -201,6 +201,32 @@ class Tree:
         finally:
             stream.close()
 
+    def chunks(
+        self,
+        step_size: int = 100_000,
+        entry_start=None,
+        entry_stop=None,
+        profile: "_core.AccessProfile | None" = None,
+        prefetch: bool = True,
+        learning: bool = True,
+        memory_budget: int = 256 << 20,
+    ) -> Iterator["LazyChunk"]:
+        """Yield lazy chunks of whole clusters: ``chunk["Muon_pt"]`` reads a branch on first use.
+
+        The engine learns which branches are used: the first branch touched in the first chunk
+        fetches every branch of that chunk in one request (up to 20 MB) and the ones used become
+        the learned set, prefetched for every later chunk; a branch outside it is fetched together
+        with every branch missed before. Pass one `cherenkov.AccessProfile` to the chunks of every
+        file of a dataset so later files need no training. A chunk's branches can be read only
+        while it is the current chunk.
+        """
+        start, stop = self._entry_range(entry_start, entry_stop)
+        profile = profile if profile is not None else _core.AccessProfile()
+        core = self._core.chunks(self.steps(step_size, start, stop), profile, prefetch, learning, memory_budget)
+        while (span := core.advance()) is not None:
+            yield LazyChunk(self, core, *span)
+        self.last_chunk_stats = core.stats()
+
     def steps(self, step_size: int, start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
         """Cluster-aligned entry ranges of at least `step_size` entries (the last may be shorter)."""
         if step_size < 1:
@@ -227,3 +253,42 @@ def _convert(pairs, library: str):
         layouts = [to_awkward_layout(b) for _, b in pairs]
         return ak.Array(ak.contents.RecordArray(layouts, [key for key, _ in pairs], length=pairs[0][1]["entries"]))
     raise ValueError(f"library must be 'np' or 'ak', not {library!r}")
+
+
+class LazyChunk:
+    """Entries `[entry_start, entry_stop)` of a tree, read branch by branch on first use."""
+
+    def __init__(self, tree: Tree, core, entry_start: int, entry_stop: int):
+        self.tree = tree
+        self.entry_start = entry_start
+        self.entry_stop = entry_stop
+        self._core = core
+        self._raw: dict[int, dict] = {}
+
+    def __len__(self) -> int:
+        return self.entry_stop - self.entry_start
+
+    def __repr__(self) -> str:
+        return f"<LazyChunk entries {self.entry_start}..{self.entry_stop} of {self.tree.name!r}>"
+
+    def _branch(self, name: str) -> dict:
+        info = self.tree[name]
+        if info.index not in self._raw:
+            self._raw[info.index] = self._core.get(info.index)
+        return self._raw[info.index]
+
+    def __getitem__(self, name: str):
+        """The branch as an awkward array."""
+        return self.array(name, library="ak")
+
+    def array(self, name: str, library: str = "ak"):
+        pairs = [(name, self._branch(name))]
+        return _convert(pairs, library)[name]
+
+    def arrays(self, names, library: str = "ak"):
+        return _convert([(n, self._branch(n)) for n in names], library)
+
+    @property
+    def stats(self) -> dict:
+        """Cache counters so far: hits, misses, miss_fetches, startup_fetches."""
+        return self._core.stats()

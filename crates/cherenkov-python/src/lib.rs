@@ -2,6 +2,7 @@
 //! decompression, and turn core errors into Python exceptions.
 
 use cherenkov_core::engine::file::RootFile as CoreFile;
+use cherenkov_core::engine::lazy::{AccessProfile as CoreProfile, LazyOptions, LazyReader};
 use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
 use cherenkov_core::engine::read::{read_branches, BranchArray, ReadStats};
 use cherenkov_core::engine::runtime;
@@ -293,6 +294,100 @@ impl Tree {
             reader: std::sync::Mutex::new(Some(reader)),
         })
     }
+
+    /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).
+    #[pyo3(signature = (steps, profile, prefetch=true, learning=true, memory_budget=256 << 20, max_steps_ahead=4, startup_bytes=20 << 20))]
+    #[allow(clippy::too_many_arguments)]
+    fn chunks(
+        &self,
+        steps: Vec<(u64, u64)>,
+        profile: &AccessProfile,
+        prefetch: bool,
+        learning: bool,
+        memory_budget: u64,
+        max_steps_ahead: usize,
+        startup_bytes: u64,
+    ) -> LazyChunks {
+        let options = LazyOptions {
+            prefetch: PrefetchOptions {
+                memory_budget,
+                max_steps_ahead,
+            },
+            prefetch_enabled: prefetch,
+            learning,
+            startup_bytes,
+        };
+        let reader = LazyReader::new(
+            self.file.clone(),
+            self.meta.clone(),
+            steps,
+            profile.inner.clone(),
+            options,
+        );
+        LazyChunks {
+            reader: std::sync::Mutex::new(reader),
+        }
+    }
+}
+
+/// Which branches an analysis uses; pass the same profile to the chunks of every file of a dataset.
+#[pyclass(module = "cherenkov._core", frozen)]
+struct AccessProfile {
+    inner: Arc<CoreProfile>,
+}
+
+#[pymethods]
+impl AccessProfile {
+    #[new]
+    fn new() -> Self {
+        Self {
+            inner: Arc::new(CoreProfile::default()),
+        }
+    }
+    #[getter]
+    fn trained(&self) -> bool {
+        self.inner.snapshot().trained
+    }
+    #[getter]
+    fn learned(&self) -> Vec<String> {
+        self.inner.snapshot().learned.into_iter().collect()
+    }
+    #[getter]
+    fn missed(&self) -> Vec<String> {
+        self.inner.snapshot().missed.into_iter().collect()
+    }
+}
+
+/// Lazy chunks: `advance()` to the next chunk, `get(index)` a branch of it.
+#[pyclass(module = "cherenkov._core", frozen)]
+struct LazyChunks {
+    reader: std::sync::Mutex<LazyReader>,
+}
+
+#[pymethods]
+impl LazyChunks {
+    fn advance(&self, py: Python<'_>) -> PyResult<Option<(u64, u64)>> {
+        py.detach(|| runtime().block_on(self.reader.lock().unwrap().advance()))
+            .map_err(to_py)
+    }
+
+    fn get<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Bound<'py, PyDict>> {
+        let array = py
+            .detach(|| runtime().block_on(self.reader.lock().unwrap().get(index)))
+            .map_err(to_py)?;
+        branch_to_py(py, array)
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.reader.lock().unwrap().stats;
+        let d = PyDict::new(py);
+        d.set_item("hits", s.hits)?;
+        d.set_item("misses", s.misses)?;
+        d.set_item("miss_fetches", s.miss_fetches)?;
+        d.set_item("startup_fetches", s.startup_fetches)?;
+        d.set_item("learned_fetches", s.learned_fetches)?;
+        Ok(d)
+    }
 }
 
 /// The steps of `Tree.iterate`; dropping it cancels the reads in flight.
@@ -389,6 +484,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<RootFile>()?;
     m.add_class::<Tree>()?;
     m.add_class::<StepIterator>()?;
+    m.add_class::<AccessProfile>()?;
+    m.add_class::<LazyChunks>()?;
     let py = m.py();
     m.add("CherenkovError", py.get_type::<CherenkovError>())?;
     m.add("FormatError", py.get_type::<FormatError>())?;

@@ -2,6 +2,7 @@
 //! decompresses and interprets them in parallel.
 
 pub mod file;
+pub mod lazy;
 pub mod prefetch;
 pub mod read;
 

@@ -1,0 +1,257 @@
+//! Lazy chunks that learn which branches an analysis uses (the successor of TTreeCache's learning
+//! phase and CMSSW's startup and trigger caches):
+//!
+//! - *startup*: the first branch touched in the first chunk fetches every readable branch of that
+//!   chunk in one request (if they fit `startup_bytes`), and the branches actually used in that
+//!   chunk become the learned set;
+//! - *prefetch*: later chunks of the learned set are fetched and decompressed ahead of use;
+//! - *miss (trigger) cache*: a branch outside the learned set is fetched in one request together
+//!   with every branch missed before, which is how conditional access ("all branches every 50th
+//!   event") costs one round trip instead of hundreds;
+//! - the learned sets live in an [`AccessProfile`] that the next file of a dataset reuses, so it
+//!   needs no training.
+
+use super::file::RootFile;
+use super::prefetch::{PrefetchOptions, StepReader};
+use super::read::{interpretations, plan_baskets, read_branches, BranchArray};
+use crate::error::{Error, Result};
+use crate::format::tree::TreeMeta;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+
+/// Which branches an analysis uses, by path; shared by the files of a dataset.
+#[derive(Debug, Default)]
+pub struct AccessProfile {
+    state: Mutex<ProfileState>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProfileState {
+    pub trained: bool,
+    /// Used in the training chunk: prefetched for every chunk.
+    pub learned: BTreeSet<String>,
+    /// Touched later, outside the learned set: fetched together on the next miss.
+    pub missed: BTreeSet<String>,
+}
+
+impl AccessProfile {
+    pub fn snapshot(&self) -> ProfileState {
+        self.state.lock().unwrap().clone()
+    }
+}
+
+/// Switches, so benchmarks can show what each part is worth.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LazyOptions {
+    pub prefetch: PrefetchOptions,
+    /// Prefetch learned branches ahead of use.
+    pub prefetch_enabled: bool,
+    /// Learn the used set (and fetch all branches of the first chunk to learn it).
+    pub learning: bool,
+    /// The startup read is skipped when all branches of the first chunk exceed this.
+    pub startup_bytes: u64,
+}
+
+impl Default for LazyOptions {
+    fn default() -> Self {
+        Self {
+            prefetch: PrefetchOptions::default(),
+            prefetch_enabled: true,
+            learning: true,
+            startup_bytes: 20 << 20,
+        }
+    }
+}
+
+/// Counters of the caches.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LazyStats {
+    /// Branch accesses served from prefetched or startup data.
+    pub hits: u64,
+    /// Branch accesses that needed a fetch of their own.
+    pub misses: u64,
+    /// Fetches made for misses (each one request, however many branches it carried).
+    pub miss_fetches: u64,
+    pub startup_fetches: u64,
+    /// Fetches of the learned set made on first use because it was not prefetched.
+    pub learned_fetches: u64,
+}
+
+pub struct LazyReader {
+    file: Arc<RootFile>,
+    tree: Arc<TreeMeta>,
+    steps: Vec<(u64, u64)>,
+    profile: Arc<AccessProfile>,
+    options: LazyOptions,
+    readable: Vec<usize>,
+    by_path: HashMap<String, usize>,
+    /// Index of the current chunk in `steps` (None before the first `advance`).
+    current: Option<usize>,
+    cache: HashMap<usize, BranchArray>,
+    used: BTreeSet<usize>,
+    training: bool,
+    pipeline: Option<(Vec<usize>, StepReader)>,
+    pub stats: LazyStats,
+}
+
+impl LazyReader {
+    pub fn new(
+        file: Arc<RootFile>,
+        tree: Arc<TreeMeta>,
+        steps: Vec<(u64, u64)>,
+        profile: Arc<AccessProfile>,
+        options: LazyOptions,
+    ) -> Self {
+        let readable = (0..tree.branches.len())
+            .filter(|&b| interpretations(&file, &tree, &[b]).is_ok())
+            .collect();
+        let by_path = (0..tree.branches.len())
+            .map(|b| (tree.branch_path(b), b))
+            .collect();
+        Self {
+            file,
+            tree,
+            steps,
+            profile,
+            options,
+            readable,
+            by_path,
+            current: None,
+            cache: HashMap::new(),
+            used: BTreeSet::new(),
+            training: false,
+            pipeline: None,
+            stats: LazyStats::default(),
+        }
+    }
+
+    fn indices(&self, paths: &BTreeSet<String>) -> Vec<usize> {
+        paths
+            .iter()
+            .filter_map(|p| self.by_path.get(p).copied())
+            .collect()
+    }
+
+    /// Move to the next chunk; returns its entry range, or None after the last.
+    pub async fn advance(&mut self) -> Result<Option<(u64, u64)>> {
+        let next = self.current.map_or(0, |c| c + 1);
+        if self.training {
+            let learned: BTreeSet<String> = self
+                .used
+                .iter()
+                .map(|&b| self.tree.branch_path(b))
+                .collect();
+            let mut state = self.profile.state.lock().unwrap();
+            state.learned = learned;
+            state.trained = true;
+            self.training = false;
+        }
+        self.cache.clear();
+        self.used.clear();
+        if next >= self.steps.len() {
+            self.current = Some(self.steps.len());
+            self.pipeline = None;
+            return Ok(None);
+        }
+        self.current = Some(next);
+        let state = self.profile.snapshot();
+        if self.options.learning && !state.trained {
+            self.training = true;
+        } else if self.options.prefetch_enabled {
+            let learned = self.indices(&state.learned);
+            if !learned.is_empty()
+                && self
+                    .pipeline
+                    .as_ref()
+                    .is_none_or(|(set, _)| *set != learned)
+            {
+                let steps = self.steps[next..].to_vec();
+                let reader = StepReader::start(
+                    self.file.clone(),
+                    self.tree.clone(),
+                    learned.clone(),
+                    steps,
+                    self.options.prefetch,
+                )?;
+                self.pipeline = Some((learned, reader));
+            }
+            if let Some((set, reader)) = &mut self.pipeline {
+                let step = reader
+                    .next()
+                    .await
+                    .ok_or_else(|| Error::InvalidArgument("prefetch ended early".into()))??;
+                for (&b, array) in set.iter().zip(step.arrays) {
+                    self.cache.insert(b, array);
+                }
+            }
+        }
+        Ok(Some(self.steps[next]))
+    }
+
+    /// The arrays of branch `b` in the current chunk (each branch once per chunk: callers keep it).
+    pub async fn get(&mut self, b: usize) -> Result<BranchArray> {
+        let Some(k) = self.current.filter(|&k| k < self.steps.len()) else {
+            return Err(Error::InvalidArgument(
+                "no current chunk: call advance() first".into(),
+            ));
+        };
+        let (start, stop) = self.steps[k];
+        self.used.insert(b);
+        if let Some(array) = self.cache.remove(&b) {
+            self.stats.hits += 1;
+            return Ok(array);
+        }
+        if self.training && self.stats.startup_fetches == 0 && self.fits_startup(start, stop) {
+            let all = self.readable.clone();
+            let (arrays, _) = read_branches(&self.file, &self.tree, &all, start, stop).await?;
+            self.cache.extend(all.into_iter().zip(arrays));
+            self.stats.startup_fetches += 1;
+            if let Some(array) = self.cache.remove(&b) {
+                self.stats.hits += 1;
+                return Ok(array);
+            }
+        }
+        let path = self.tree.branch_path(b);
+        let state = self.profile.snapshot();
+        if !self.training && state.learned.contains(&path) {
+            // Prefetch is off (or the learned set changed): fetch the learned set now, in one request.
+            let learned: Vec<usize> = self
+                .indices(&state.learned)
+                .into_iter()
+                .filter(|o| !self.cache.contains_key(o))
+                .collect();
+            let (arrays, _) = read_branches(&self.file, &self.tree, &learned, start, stop).await?;
+            self.cache.extend(learned.into_iter().zip(arrays));
+            self.stats.learned_fetches += 1;
+            if let Some(array) = self.cache.remove(&b) {
+                self.stats.hits += 1;
+                return Ok(array);
+            }
+        }
+        // A miss: fetch this branch with every branch missed before, in one request.
+        self.stats.misses += 1;
+        self.stats.miss_fetches += 1;
+        let mut wanted = vec![b];
+        if !self.training && self.options.learning {
+            let mut state = self.profile.state.lock().unwrap();
+            state.missed.insert(path);
+            let others = state.missed.clone();
+            drop(state);
+            wanted.extend(
+                self.indices(&others).into_iter().filter(|o| {
+                    *o != b && !self.cache.contains_key(o) && self.readable.contains(o)
+                }),
+            );
+        }
+        let (arrays, _) = read_branches(&self.file, &self.tree, &wanted, start, stop).await?;
+        let mut arrays = wanted.into_iter().zip(arrays);
+        let (_, first) = arrays.next().expect("the branch asked for");
+        self.cache.extend(arrays);
+        Ok(first)
+    }
+
+    fn fits_startup(&self, start: u64, stop: u64) -> bool {
+        let plan = plan_baskets(&self.tree, &self.readable, start, stop);
+        plan.iter().map(|p| p.stored_bytes()).sum::<u64>() <= self.options.startup_bytes
+    }
+}

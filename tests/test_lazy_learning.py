@@ -1,0 +1,82 @@
+"""Lazy chunks that learn: startup cache, prefetch of the learned set, miss (trigger) cache, and a
+profile that carries over to the next file. Request counts come from the file's byte source."""
+
+import awkward as ak
+import pytest
+
+import cherenkov
+
+USED = ["Muon_pt", "Muon_eta", "nMuon"]
+TRIGGER = ["Jet_pt", "Jet_eta", "Electron_pt"]
+
+
+@pytest.fixture()
+def nanolike_path(testdata):
+    return testdata / "nanolike-root6.40-zstd-4clusters.root"
+
+
+def run(tree, profile, **options):
+    """Touch USED in every chunk and TRIGGER in every other chunk; return the values read."""
+    seen = {n: [] for n in USED + TRIGGER}
+    for i, chunk in enumerate(tree.chunks(step_size=500, profile=profile, **options)):
+        names = USED + (TRIGGER if i % 2 == 1 else [])
+        for n in names:
+            seen[n].append(chunk[n])
+    return seen
+
+
+def test_chunks_give_the_same_values_as_a_plain_read(nanolike_path):
+    tree = cherenkov.open(nanolike_path)["Events"]
+    seen = run(tree, cherenkov.AccessProfile())
+    full = tree.arrays(USED + TRIGGER)
+    for n in USED:
+        assert ak.to_list(ak.concatenate(seen[n])) == ak.to_list(full[n]), n
+    odd = [full[n][500:1000] for n in TRIGGER] + [full[n][1500:2000] for n in TRIGGER]
+    assert [ak.to_list(x) for x in seen["Jet_pt"]] == [ak.to_list(odd[0]), ak.to_list(odd[3])]
+
+
+def test_training_startup_and_miss_caches(nanolike_path):
+    f = cherenkov.open(nanolike_path)
+    tree = f["Events"]
+    profile = cherenkov.AccessProfile()
+    before = f.source_counters()["requests"]
+    run(tree, profile)
+    stats = tree.last_chunk_stats
+    assert profile.trained and sorted(profile.learned) == sorted(USED)
+    assert sorted(profile.missed) == sorted(TRIGGER)
+    assert stats["startup_fetches"] == 1
+    # chunk 1 learns the trigger set one branch at a time (3 fetches); chunk 3 fetches it in one
+    assert stats["miss_fetches"] == 4
+    # 1 startup + 3 prefetched chunks + 4 miss fetches
+    assert f.source_counters()["requests"] - before == 8
+
+
+def test_a_second_file_needs_no_training(nanolike_path):
+    profile = cherenkov.AccessProfile()
+    run(cherenkov.open(nanolike_path)["Events"], profile)
+    f = cherenkov.open(nanolike_path)
+    tree = f["Events"]
+    before = f.source_counters()["requests"]
+    run(tree, profile)
+    stats = tree.last_chunk_stats
+    assert stats["startup_fetches"] == 0
+    assert stats["miss_fetches"] == 2  # one per trigger chunk, all three branches together
+    assert f.source_counters()["requests"] - before == 4 + 2
+
+
+def test_switches_turn_parts_off(nanolike_path):
+    f = cherenkov.open(nanolike_path)
+    tree = f["Events"]
+    before = f.source_counters()["requests"]
+    run(tree, cherenkov.AccessProfile(), learning=False)
+    stats = tree.last_chunk_stats
+    assert stats["startup_fetches"] == 0 and stats["hits"] == 0
+    assert stats["miss_fetches"] == 4 * len(USED) + 2 * len(TRIGGER)
+    assert f.source_counters()["requests"] - before == stats["miss_fetches"]
+    profile = cherenkov.AccessProfile()
+    run(tree, profile)
+    before = f.source_counters()["requests"]
+    run(tree, profile, prefetch=False)  # trained, nothing read ahead: the learned set on first use
+    stats = tree.last_chunk_stats
+    assert (stats["learned_fetches"], stats["miss_fetches"], stats["startup_fetches"]) == (4, 2, 0)
+    assert f.source_counters()["requests"] - before == 4 + 2
