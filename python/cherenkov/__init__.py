@@ -17,6 +17,7 @@ from cherenkov._core import (
 )
 from cherenkov.arrays import Jagged
 from cherenkov.file import Directory, File, open
+from cherenkov.stats import Stats
 from cherenkov.tree import BranchInfo, LazyChunk, Tree
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "LazyChunk",
     "AccessProfile",
     "Jagged",
+    "Stats",
     "CherenkovError",
     "FormatError",
     "SourceError",

@@ -81,6 +81,12 @@ class File(Directory):
     def size(self) -> int:
         return self._core.size
 
+    def stats(self) -> "Stats":
+        """What reads of this file did so far (see `cherenkov.Stats`)."""
+        from cherenkov.stats import Stats
+
+        return Stats.from_core(self._core.stats())
+
     def source_counters(self) -> dict:
         """What the file's source has done so far: requests, round_trips, ranges, bytes."""
         return dict(zip(("requests", "round_trips", "ranges", "bytes"), self._core.source_counters()))

@@ -116,6 +116,33 @@ impl RootFile {
         self.inner.requests()
     }
 
+    /// The engine's accumulated counters and the source's, as one dict (times in seconds).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let e = self.inner.stats.snapshot();
+        let c = self.inner.source.counters();
+        let d = PyDict::new(py);
+        d.set_item("source", self.inner.name())?;
+        d.set_item("read_calls", e.read_calls)?;
+        d.set_item("baskets", e.baskets)?;
+        d.set_item("compressed_bytes", e.compressed_bytes)?;
+        d.set_item("uncompressed_bytes", e.uncompressed_bytes)?;
+        d.set_item("fetch_seconds", e.fetch_time.as_secs_f64())?;
+        d.set_item("decompress_wall_seconds", e.decompress_wall.as_secs_f64())?;
+        d.set_item("decompress_cpu_seconds", e.decompress_cpu.as_secs_f64())?;
+        d.set_item("blocked_seconds", e.blocked_time.as_secs_f64())?;
+        d.set_item("prefetched_steps", e.prefetched_steps)?;
+        d.set_item("cache_hits", e.cache_hits)?;
+        d.set_item("cache_misses", e.cache_misses)?;
+        d.set_item("miss_fetches", e.miss_fetches)?;
+        d.set_item("startup_fetches", e.startup_fetches)?;
+        d.set_item("learned_fetches", e.learned_fetches)?;
+        d.set_item("requests", c.requests)?;
+        d.set_item("round_trips", c.round_trips)?;
+        d.set_item("ranges", c.ranges)?;
+        d.set_item("bytes_read", c.bytes)?;
+        Ok(d)
+    }
+
     /// Requests, round trips, ranges and bytes the file's source has served so far.
     fn source_counters(&self) -> (u64, u64, u64, u64) {
         let c = self.inner.source.counters();

@@ -31,6 +31,8 @@ pub struct RootFile {
     pub streamers: Vec<StreamerInfo>,
     /// Why the streamer infos could not be read, if they could not: only some branches need them.
     pub streamer_error: Option<Error>,
+    /// What reads of this file did.
+    pub stats: super::stats::EngineStats,
     /// Requests the source had made before opening (an HTTP size probe, for example).
     pub requests_before_open: u64,
     /// Metadata regions already read (the speculative head and tail, keys lists, objects).
@@ -75,6 +77,7 @@ impl RootFile {
             streamers: Vec::new(),
             streamer_error: None,
             requests_before_open,
+            stats: Default::default(),
             metadata: Mutex::new(first.into_iter().zip(got).collect()),
         };
         let top = file.header.top_directory_offset();

@@ -198,16 +198,25 @@ impl LazyReader {
         let (start, stop) = self.steps[k];
         self.used.insert(b);
         if let Some(array) = self.cache.remove(&b) {
-            self.stats.hits += 1;
+            self.count(LazyStats {
+                hits: 1,
+                ..Default::default()
+            });
             return Ok(array);
         }
         if self.training && self.stats.startup_fetches == 0 && self.fits_startup(start, stop) {
             let all = self.readable.clone();
             let (arrays, _) = read_branches(&self.file, &self.tree, &all, start, stop).await?;
             self.cache.extend(all.into_iter().zip(arrays));
-            self.stats.startup_fetches += 1;
+            self.count(LazyStats {
+                startup_fetches: 1,
+                ..Default::default()
+            });
             if let Some(array) = self.cache.remove(&b) {
-                self.stats.hits += 1;
+                self.count(LazyStats {
+                    hits: 1,
+                    ..Default::default()
+                });
                 return Ok(array);
             }
         }
@@ -222,15 +231,24 @@ impl LazyReader {
                 .collect();
             let (arrays, _) = read_branches(&self.file, &self.tree, &learned, start, stop).await?;
             self.cache.extend(learned.into_iter().zip(arrays));
-            self.stats.learned_fetches += 1;
+            self.count(LazyStats {
+                learned_fetches: 1,
+                ..Default::default()
+            });
             if let Some(array) = self.cache.remove(&b) {
-                self.stats.hits += 1;
+                self.count(LazyStats {
+                    hits: 1,
+                    ..Default::default()
+                });
                 return Ok(array);
             }
         }
         // A miss: fetch this branch with every branch missed before, in one request.
-        self.stats.misses += 1;
-        self.stats.miss_fetches += 1;
+        self.count(LazyStats {
+            misses: 1,
+            miss_fetches: 1,
+            ..Default::default()
+        });
         let mut wanted = vec![b];
         if !self.training && self.options.learning {
             let mut state = self.profile.state.lock().unwrap();
@@ -248,6 +266,22 @@ impl LazyReader {
         let (_, first) = arrays.next().expect("the branch asked for");
         self.cache.extend(arrays);
         Ok(first)
+    }
+
+    /// Add to this reader's counters and to the file's.
+    fn count(&mut self, d: LazyStats) {
+        self.stats.hits += d.hits;
+        self.stats.misses += d.misses;
+        self.stats.miss_fetches += d.miss_fetches;
+        self.stats.startup_fetches += d.startup_fetches;
+        self.stats.learned_fetches += d.learned_fetches;
+        self.file.stats.record_cache(
+            d.hits,
+            d.misses,
+            d.miss_fetches,
+            d.startup_fetches,
+            d.learned_fetches,
+        );
     }
 
     fn fits_startup(&self, start: u64, stop: u64) -> bool {

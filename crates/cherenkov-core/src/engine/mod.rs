@@ -5,6 +5,7 @@ pub mod file;
 pub mod lazy;
 pub mod prefetch;
 pub mod read;
+pub mod stats;
 
 use std::sync::OnceLock;
 

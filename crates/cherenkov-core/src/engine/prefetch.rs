@@ -70,6 +70,7 @@ struct Shared {
 
 /// Yields the steps in order; see the module documentation.
 pub struct StepReader {
+    file: Arc<RootFile>,
     results: mpsc::Receiver<Result<StepResult>>,
     _driver: AbortOnDrop,
     /// Time `next` spent waiting for data the consumer needed now.
@@ -138,8 +139,10 @@ impl StepReader {
             steps,
         });
         let (tx, rx) = mpsc::channel(options.max_steps_ahead);
+        let stats_file = shared.file.clone();
         let driver = tokio::spawn(drive(shared, options, tx));
         Ok(StepReader {
+            file: stats_file,
             results: rx,
             _driver: AbortOnDrop(driver),
             blocked: Duration::ZERO,
@@ -151,6 +154,7 @@ impl StepReader {
         let t = Instant::now();
         let out = self.results.recv().await;
         self.blocked += t.elapsed();
+        self.file.stats.record_blocked(t.elapsed());
         out
     }
 }
@@ -236,6 +240,8 @@ async fn owned_baskets(shared: &Shared, k: usize) -> Result<Decoded> {
 
 async fn read_step(shared: &Shared, k: usize, budget: OwnedSemaphorePermit) -> Result<StepResult> {
     let (start, stop) = shared.steps[k];
+    shared.file.stats.record_read_call();
+    shared.file.stats.record_prefetched_step();
     let t0 = Instant::now();
     let mut by_owner: HashMap<usize, Decoded> = HashMap::new();
     for p in &shared.plans[k] {
@@ -270,6 +276,7 @@ async fn read_step(shared: &Shared, k: usize, budget: OwnedSemaphorePermit) -> R
             .sum(),
         fetch_time: fetched,
         decode_time: t1.elapsed(),
+        decompress_cpu: Duration::ZERO,
     };
     // Free decoded baskets that no later step needs.
     let mut slots = shared.decoded.lock().unwrap();

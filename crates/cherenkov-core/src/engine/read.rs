@@ -62,7 +62,10 @@ pub struct ReadStats {
     pub compressed_bytes: u64,
     pub uncompressed_bytes: u64,
     pub fetch_time: Duration,
+    /// Wall time of decompression and assembly.
     pub decode_time: Duration,
+    /// Decompression time summed over threads.
+    pub decompress_cpu: Duration,
 }
 
 /// Where a planned basket's bytes are.
@@ -130,6 +133,7 @@ pub async fn read_branches(
 ) -> Result<(Vec<BranchArray>, ReadStats)> {
     check_entry_range(tree, start, stop)?;
     let interps = interpretations(file, tree, branches)?;
+    file.stats.record_read_call();
     let plan = plan_baskets(tree, branches, start, stop);
     let (decoded, mut stats) = fetch_and_decode(file, tree, &plan).await?;
     let t = Instant::now();
@@ -180,14 +184,27 @@ pub async fn fetch_and_decode(
         })
         .collect();
     // Decompression is CPU work: let the runtime move its other tasks off this thread meanwhile.
-    let decoded: Vec<Basket> = super::cpu_work(|| {
+    let timed: Vec<(Basket, Duration)> = super::cpu_work(|| {
         jobs.into_par_iter()
-            .map(|(p, raw)| decode_planned(file, tree, p, raw.as_deref()))
+            .map(|(p, raw)| {
+                let t = Instant::now();
+                decode_planned(file, tree, p, raw.as_deref()).map(|b| (b, t.elapsed()))
+            })
             .collect::<Result<_>>()
     })?;
+    stats.decompress_cpu = timed.iter().map(|(_, d)| *d).sum();
+    let decoded: Vec<Basket> = timed.into_iter().map(|(b, _)| b).collect();
     stats.baskets = decoded.len() as u64;
     stats.uncompressed_bytes = decoded.iter().map(|b| b.content.len() as u64).sum();
     stats.decode_time = t1.elapsed();
+    file.stats.record_fetch(
+        stats.baskets,
+        stats.compressed_bytes,
+        stats.uncompressed_bytes,
+        stats.fetch_time,
+        stats.decode_time,
+        stats.decompress_cpu,
+    );
     Ok((decoded, stats))
 }
 
