@@ -50,3 +50,28 @@ def test_stats_sum_over_files_and_export(testdata):
     d = json.loads(total.to_json())
     assert d["baskets"] == total.baskets and d["extra_bytes"] == total.extra_bytes
     assert total.table().row_count > 5
+
+
+def test_trace_records_every_range_and_plots_are_drawn(testdata, tmp_path):
+    import pytest
+
+    from cherenkov import plots
+
+    f = cherenkov.open(testdata / "uproot-HZZ.root", trace=True)
+    tree = f["events"]
+    tree.arrays(["Muon_Px", "Jet_Px"])
+    trace = f.trace()
+    baskets = {(s, 0) for n in ("Muon_Px", "Jet_Px") for s in tree[n].basket_seeks}
+    assert {(int(o), 0) for o in trace["offset"]} >= baskets
+    assert (trace["answered"] >= trace["sent"]).all() and trace["ok"].all()
+    assert len(set(trace["request"].tolist())) == f.source_counters()["requests"]
+    for draw, name in [
+        (lambda p: plots.read_offsets([f], p), "offsets.png"),
+        (lambda p: plots.entry_offsets(tree, p, file=f), "entries.png"),
+        (lambda p: plots.timeline(f, p, consumed=[0.001]), "timeline.pdf"),
+    ]:
+        out = draw(tmp_path / name)
+        assert out.stat().st_size > 1000
+        assert out.read_bytes()[:4] in (b"\x89PNG", b"%PDF")
+    with pytest.raises(ValueError, match="trace=True"):
+        plots.read_offsets([cherenkov.open(testdata / "uproot-HZZ.root")], tmp_path / "x.png")

@@ -14,14 +14,17 @@ def open(  # noqa: A001 - mirrors uproot.open
     connections: int | None = None,
     timeout: float | None = None,
     retries: int | None = None,
+    trace: bool = False,
 ) -> "File":
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL.
 
     Remote options (defaults in parentheses): ``connections``, parallel connections per file for
     XRootD (2) or requests in flight for HTTP (8); ``timeout``, seconds a request may wait for the
     server (XRootD 60, HTTP 30); ``retries``, retries of a failed read before it is reported (3).
+    ``trace=True`` records every request (offset, length, send and answer times): see
+    `File.trace()` and `cherenkov.plots`.
     """
-    return File(os.fspath(path), connections=connections, timeout=timeout, retries=retries)
+    return File(os.fspath(path), connections=connections, timeout=timeout, retries=retries, trace=trace)
 
 
 class Directory:
@@ -86,6 +89,11 @@ class File(Directory):
         from cherenkov.stats import Stats
 
         return Stats.from_core(self._core.stats())
+
+    def trace(self) -> dict | None:
+        """The recorded requests, one row per range (numpy columns request, offset, length, sent,
+        answered, ok; times in seconds since opening), or None unless opened with trace=True."""
+        return self._core.trace()
 
     def source_counters(self) -> dict:
         """What the file's source has done so far: requests, round_trips, ranges, bytes."""

@@ -31,6 +31,8 @@ class BranchInfo:
     compression: int
     unsupported: str | None
     has_children: bool
+    basket_entry_starts: tuple[int, ...] = ()
+    basket_seeks: tuple[int, ...] = ()
 
     @property
     def compression_name(self) -> str:
@@ -80,6 +82,8 @@ class Tree:
                 compression=b["compression"],
                 unsupported=b["unsupported"],
                 has_children=b["index"] in children,
+                basket_entry_starts=tuple(b["basket_entry_starts"]),
+                basket_seeks=tuple(b["basket_seeks"]),
             )
             for b in raw
         ]

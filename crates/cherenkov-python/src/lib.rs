@@ -68,13 +68,14 @@ struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (url, connections=None, timeout=None, retries=None))]
+    #[pyo3(signature = (url, connections=None, timeout=None, retries=None, trace=false))]
     fn open(
         py: Python<'_>,
         url: String,
         connections: Option<usize>,
         timeout: Option<f64>,
         retries: Option<u32>,
+        trace: bool,
     ) -> PyResult<Self> {
         let timeout = match timeout {
             Some(t) if !(t.is_finite() && t > 0.0) => {
@@ -93,6 +94,7 @@ impl RootFile {
             connections,
             timeout,
             retries,
+            trace,
         };
         let inner = py
             .detach(|| runtime().block_on(CoreFile::open_url(&url, &options)))
@@ -141,6 +143,63 @@ impl RootFile {
         d.set_item("ranges", c.ranges)?;
         d.set_item("bytes_read", c.bytes)?;
         Ok(d)
+    }
+
+    /// The recorded requests (when opened with trace=True): columns of a table, one row per range.
+    fn trace<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(events) = self.inner.source.trace() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item(
+            "request",
+            events
+                .iter()
+                .map(|e| e.request)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "offset",
+            events
+                .iter()
+                .map(|e| e.offset)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "length",
+            events
+                .iter()
+                .map(|e| e.len)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "sent",
+            events
+                .iter()
+                .map(|e| e.sent.as_secs_f64())
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "answered",
+            events
+                .iter()
+                .map(|e| e.answered.as_secs_f64())
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "ok",
+            events
+                .iter()
+                .map(|e| e.ok)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        Ok(Some(d))
     }
 
     /// Requests, round trips, ranges and bytes the file's source has served so far.
@@ -243,6 +302,10 @@ impl Tree {
             d.set_item(
                 "basket_entry_starts",
                 b.baskets.iter().map(|l| l.entry_start).collect::<Vec<_>>(),
+            )?;
+            d.set_item(
+                "basket_seeks",
+                b.baskets.iter().map(|l| l.seek).collect::<Vec<_>>(),
             )?;
             match interpret(&self.meta, i, &self.file.streamers) {
                 Ok(interp) => {

@@ -6,6 +6,7 @@
 
 pub mod http;
 pub mod local;
+pub mod trace;
 
 use crate::error::Result;
 use async_trait::async_trait;
@@ -78,6 +79,10 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn limits(&self) -> SourceLimits;
     /// Counters since the source was opened.
     fn counters(&self) -> SourceCounters;
+    /// The requests made so far, when this source records them (see `trace::TracingSource`).
+    fn trace(&self) -> Option<Vec<trace::TraceEvent>> {
+        None
+    }
 }
 
 pub type SharedSource = Arc<dyn ByteSource>;
@@ -91,10 +96,42 @@ pub struct SourceOptions {
     pub timeout: Option<std::time::Duration>,
     /// Retries of a failed idempotent read before it is reported.
     pub retries: Option<u32>,
+    /// Record every request (offsets, lengths, times) for plots and replay.
+    pub trace: bool,
 }
 
 /// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
 pub async fn open(url: &str, options: &SourceOptions) -> Result<SharedSource> {
+    if options.trace {
+        return Ok(Arc::new(trace::TracingSource::new(open_untraced(url, options).await?)));
+    }
+    open_untraced(url, options).await
+}
+
+/// A shared source, usable where a source is owned (to wrap it).
+#[derive(Debug)]
+pub struct SourceRef(pub SharedSource);
+
+#[async_trait]
+impl ByteSource for SourceRef {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    async fn size(&self) -> Result<u64> {
+        self.0.size().await
+    }
+    async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+        self.0.read_ranges(ranges).await
+    }
+    fn limits(&self) -> SourceLimits {
+        self.0.limits()
+    }
+    fn counters(&self) -> SourceCounters {
+        self.0.counters()
+    }
+}
+
+async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSource> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
         None => Ok(Arc::new(local::LocalSource::open(url)?)),
