@@ -92,9 +92,16 @@ def test_cli_ls_and_read(testdata, capsys):
     assert cli(["ls", path]) == 0
     out = capsys.readouterr().out
     assert "events" in out and "Muon_Px" in out and "2,421" in out
-    assert cli(["read", path, "--branches", "Muon_*", "--entries", "0:100", "--stats"]) == 0
+    assert cli(["read", path, "--branches", "Muon_*", "--entries", "0:100", "--stats", "--json"]) == 0
     out = capsys.readouterr().out
-    assert "Muon_Px: 100 entries" in out and '"baskets"' in out
+    assert "read 6 branches of 'events' in 1 steps" in out and '"baskets": 6' in out
+
+
+def test_cli_read_writes_plots(testdata, tmp_path, capsys):
+    plot = tmp_path / "read.png"
+    assert cli(["read", str(testdata / "uproot-HZZ.root"), "--branches", "Jet_*", "--plot", str(plot), "--quiet"]) == 0
+    for name in ("read.png", "read-offsets.png", "read-timeline.png"):
+        assert (tmp_path / name).stat().st_size > 1000
 
 
 def test_cli_errors_are_one_line_and_exit_nonzero(tmp_path):

@@ -52,3 +52,12 @@ def test_unsupported_branch_fails_before_reading(testdata):
     tree = cherenkov.open(testdata / "uproot-HZZ-objects.root")["events"]
     with pytest.raises(cherenkov.UnsupportedBranch, match="jetp4"):
         next(iter(tree.iterate(["jetp4"])))
+
+
+def test_progress_callback_sees_every_step(nanolike):
+    updates = []
+    for _ in nanolike.iterate(["Muon_pt"], step_size=500, progress=updates.append):
+        pass
+    assert [u.entries_done for u in updates] == [500, 1000, 1500, 2000]
+    assert updates[-1].entries_total == 2000 and updates[-1].bytes_done > 0
+    assert updates[-1].eta == 0 and updates[-1].entries_per_second > 0

@@ -14,7 +14,8 @@ from cherenkov.summary import human_bytes, print_tree
 
 
 def _trees(f: cherenkov.File) -> list[str]:
-    return [k.split(";")[0] for k, cls in f.classnames().items() if cls in ("TTree", "TNtuple")]
+    names = [k.split(";")[0] for k, cls in f.classnames().items() if cls in ("TTree", "TNtuple")]
+    return list(dict.fromkeys(names))  # one per name, whatever the cycles
 
 
 def cmd_ls(args) -> int:
@@ -46,26 +47,44 @@ def _parse_entries(text: str | None) -> tuple[int | None, int | None]:
     return (int(lo) if lo else None), (int(hi) if hi else None)
 
 
+def _open(args) -> cherenkov.File:
+    return cherenkov.open(args.url, trace=bool(getattr(args, "plot", None)))
+
+
 def cmd_read(args) -> int:
-    f = cherenkov.open(args.url)
+    f = _open(args)
     trees = _trees(f)
     tree = f[args.tree or (trees[0] if len(trees) == 1 else "")] if (args.tree or len(trees) == 1) else None
     if tree is None:
         raise cherenkov.NotFoundError(f"{args.url}: say which tree with --tree (the file has {', '.join(trees) or 'none'})")
     start, stop = _parse_entries(args.entries)
+    console = Console(quiet=args.quiet)
     t0 = time.perf_counter()
-    pairs, stats = tree.read(args.branches or None, start, stop)
+    selected = tree.resolve(args.branches or None)
+    steps = 0
+    progress = False if args.quiet else None
+    for _ in tree.iterate([k for k, _ in selected], step_size=args.step_size, entry_start=start, entry_stop=stop, library="np", progress=progress):
+        steps += 1
     seconds = time.perf_counter() - t0
-    console = Console()
-    for key, b in pairs:
-        console.print(f"{key}: {b['entries']} entries, {b['kind']}")
-    mb = stats["uncompressed_bytes"] / 1e6
+    stats = f.stats()
+    mb = stats.uncompressed_bytes / 1e6
     console.print(
-        f"read {len(pairs)} branches, {stats['baskets']} baskets, {human_bytes(stats['compressed_bytes'])} compressed, "
-        f"{mb:.1f} MB unzipped in {seconds:.3f} s ({mb / max(seconds, 1e-9):.0f} MB/s)"
+        f"read {len(selected)} branches of {tree.name!r} in {steps} steps: {stats.baskets} baskets, "
+        f"{human_bytes(stats.compressed_bytes)} compressed, {mb:.1f} MB unzipped in {seconds:.3f} s "
+        f"({mb / max(seconds, 1e-9):.0f} MB/s), {stats.requests} requests"
     )
     if args.stats:
-        print(json.dumps(stats, indent=1))
+        if args.json:
+            print(stats.to_json(indent=1))
+        else:
+            console.print(stats.table())
+    if args.plot:
+        from cherenkov import plots
+
+        out = plots.entry_offsets(tree, args.plot, file=f)
+        plots.read_offsets([f], out.with_name(out.stem + "-offsets" + out.suffix))
+        plots.timeline(f, out.with_name(out.stem + "-timeline" + out.suffix))
+        console.print(f"plots written: {out} and its -offsets and -timeline companions")
     return 0
 
 
@@ -84,7 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     rd.add_argument("--tree", help="tree name (needed when the file has several)")
     rd.add_argument("--branches", nargs="*", help="names or glob patterns (default: all readable)")
     rd.add_argument("--entries", help="entry range A:B")
-    rd.add_argument("--stats", action="store_true", help="print the read statistics as JSON")
+    rd.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
+    rd.add_argument("--stats", action="store_true", help="print the read statistics")
+    rd.add_argument("--json", action="store_true", help="statistics as JSON")
+    rd.add_argument("--plot", metavar="FILE", help="write plots of the read (PNG or PDF by extension)")
+    rd.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     rd.set_defaults(run=cmd_read)
     demo = sub.add_parser("demo", help="the quick-start demo")
     demo.set_defaults(run=lambda _args: __import__("cherenkov.demo").demo.main())

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+import logging
 import re
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -11,6 +13,9 @@ import numpy as np
 
 from cherenkov import _core
 from cherenkov.arrays import to_awkward_layout, to_numpy
+from cherenkov.progress import Progress
+
+log = logging.getLogger("cherenkov")
 
 _COMPRESSION = {0: "inherit", 1: "zlib", 2: "lzma", 3: "old", 4: "lz4", 5: "zstd"}
 
@@ -163,7 +168,12 @@ class Tree:
         selected = self.resolve(expressions)
         start, stop = self._entry_range(entry_start, entry_stop)
         stop = max(start, stop)
+        t0 = time.perf_counter()
         branches, stats = self._core.read([info.index for _, info in selected], start, stop)
+        log.debug(
+            "%s: read %d branches, entries %d..%d: %d baskets, %d bytes in %.3f s",
+            self._where(), len(selected), start, stop, stats["baskets"], stats["compressed_bytes"], time.perf_counter() - t0,
+        )
         return [(key, b) for (key, _), b in zip(selected, branches)], stats
 
     def arrays(self, expressions=None, entry_start=None, entry_stop=None, library: str = "ak"):
@@ -185,13 +195,23 @@ class Tree:
         library: str = "ak",
         memory_budget: int = 256 << 20,
         prefetch: int = 4,
+        progress=None,
     ) -> Iterator:
         """Yield arrays for consecutive entry ranges of about `step_size` entries, each made of
         whole clusters. While one step is in use, the next ones (up to `prefetch` steps in flight
         and `memory_budget` bytes) are fetched and decompressed; `prefetch=1` turns that off.
-        A basket shared by two steps is read once. Leaving the loop early cancels what is in flight."""
-        for _start, _stop, pairs, _stats in self.iterate_raw(expressions, step_size, entry_start, entry_stop, memory_budget, prefetch):
-            yield _convert(pairs, library)
+        A basket shared by two steps is read once. Leaving the loop early cancels what is in flight.
+        `progress`: None shows a bar on terminals, True/False force it, a callable receives a
+        `cherenkov.progress.ProgressUpdate` after each step."""
+        start, stop = self._entry_range(entry_start, entry_stop)
+        bar = Progress(progress, max(stop - start, 0), f"{self.name}")
+        try:
+            for lo, hi, pairs, stats in self.iterate_raw(expressions, step_size, start, stop, memory_budget, prefetch):
+                bar.advance(hi - lo, stats["uncompressed_bytes"])
+                log.debug("%s: step %d..%d ready (%d baskets, %d bytes)", self._where(), lo, hi, stats["baskets"], stats["compressed_bytes"])
+                yield _convert(pairs, library)
+        finally:
+            bar.close()
 
     def iterate_raw(self, expressions=None, step_size=100_000, entry_start=None, entry_stop=None, memory_budget=256 << 20, prefetch=4):
         """Like `iterate`, yielding (start, stop, [(key, branch buffers)], stats) per step."""

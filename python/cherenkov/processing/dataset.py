@@ -1,0 +1,52 @@
+"""Dataset specifications: which files make up each named dataset, and which tree to read in them.
+
+A dataset spec maps names to files::
+
+    {"ttbar": ["a.root", "root://server//b.root"],                       # tree from `tree=`
+     "data": {"files": ["c.root", ["http://x/d.root", "root://y//d.root"]], "tree": "events"}}
+
+A file given as a list is one file with replicas. The first replica is read; the others are kept in
+the spec (`FileSpec.replicas`) for a reader that can switch between sources.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    """One file of a dataset: its replicas (URLs or paths, the first is read) and the tree to read."""
+
+    dataset: str
+    replicas: tuple[str, ...]
+    tree: str
+
+    @property
+    def url(self) -> str:
+        return self.replicas[0]
+
+
+def normalize(dataset: Mapping, default_tree: str = "Events") -> list[FileSpec]:
+    """Every file of every dataset, datasets and files in the order given."""
+    if not isinstance(dataset, Mapping):
+        raise TypeError(f"a dataset spec maps dataset names to lists of files, not {type(dataset).__name__}")
+    specs = []
+    for name, entry in dataset.items():
+        tree = default_tree
+        files = entry
+        if isinstance(entry, Mapping):
+            if "files" not in entry:
+                raise ValueError(f"dataset {name!r}: a dict entry needs a 'files' list")
+            files = entry["files"]
+            tree = entry.get("tree", default_tree)
+        if isinstance(files, (str, os.PathLike)) or not isinstance(files, Sequence):
+            raise TypeError(f"dataset {name!r}: files must be a list of paths or URLs")
+        for f in files:
+            replicas = (f,) if isinstance(f, (str, os.PathLike)) else tuple(f)
+            if not replicas:
+                raise ValueError(f"dataset {name!r}: a file with an empty list of replicas")
+            specs.append(FileSpec(str(name), tuple(os.fspath(r) for r in replicas), tree))
+    return specs
