@@ -408,7 +408,13 @@ async fn assemble(
                     }
                     items += ((hi - lo) / item_bytes) as i64;
                     out_offsets.push(items);
-                    pieces.push(&b.content[lo..hi]);
+                    if *header_bytes > 0 {
+                        pieces.push(&b.content[lo..hi]);
+                    }
+                }
+                // Without per-entry headers the wanted entries are one contiguous run.
+                if *header_bytes == 0 && last > first {
+                    pieces.push(&b.content[offs[first] as usize..offs[last] as usize]);
                 }
             }
             vec![Column {
@@ -478,15 +484,15 @@ fn string_of_entry(entry: &[u8], header: usize) -> Option<&[u8]> {
 
 /// Entry boundaries for each basket of a jagged branch: from the basket, or rebuilt from the
 /// count branch when the writer left them out (ROOT's kGenerateOffsetMap).
-async fn basket_offsets(
+async fn basket_offsets<'a>(
     file: &RootFile,
     tree: &TreeMeta,
-    baskets: &[(&Planned, &Basket)],
+    baskets: &[(&Planned, &'a Basket)],
     count_branch: Option<usize>,
     item_bytes: usize,
     header_bytes: usize,
     name: &str,
-) -> Result<Vec<Vec<u32>>> {
+) -> Result<Vec<std::borrow::Cow<'a, [u32]>>> {
     let missing: Vec<usize> = (0..baskets.len())
         .filter(|&i| baskets[i].1.offsets.is_none())
         .collect();
@@ -515,7 +521,7 @@ async fn basket_offsets(
     Ok(baskets
         .iter()
         .map(|(p, b)| match &b.offsets {
-            Some(o) => o.clone(),
+            Some(o) => std::borrow::Cow::Borrowed(o.as_slice()),
             None => {
                 let mut offs = vec![0u32];
                 let mut at = 0u64;
@@ -528,7 +534,7 @@ async fn basket_offsets(
                     at += header_bytes as u64 + n * item_bytes as u64;
                     offs.push(at.min(u32::MAX as u64) as u32);
                 }
-                offs
+                std::borrow::Cow::Owned(offs)
             }
         })
         .collect())

@@ -121,7 +121,17 @@ fn decompress_block(
         Algorithm::Zlib => read_fully(flate2::read::ZlibDecoder::new(block), dest),
         Algorithm::OldDeflate => read_fully(flate2::read::DeflateDecoder::new(block), dest),
         Algorithm::Lzma => read_fully(xz2::read::XzDecoder::new(block), dest),
-        Algorithm::Zstd => zstd::bulk::decompress_to_buffer(block, dest).map_err(|e| e.to_string()),
+        Algorithm::Zstd => ZSTD.with(|cell| {
+            // A decompression context costs an allocation and set-up: keep one per thread.
+            let mut slot = cell.borrow_mut();
+            if slot.is_none() {
+                *slot = Some(zstd::bulk::Decompressor::new().map_err(|e| e.to_string())?);
+            }
+            slot.as_mut()
+                .unwrap()
+                .decompress_to_buffer(block, dest)
+                .map_err(|e| e.to_string())
+        }),
         Algorithm::Lz4 => {
             if block.len() < LZ4_CHECKSUM_LEN {
                 return Err("an lz4 block with its 8-byte checksum".into());
@@ -146,6 +156,10 @@ fn decompress_block(
         ));
     }
     Ok(())
+}
+
+thread_local! {
+    static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
 }
 
 fn read_fully(mut reader: impl Read, dest: &mut [u8]) -> std::result::Result<usize, String> {
