@@ -9,14 +9,17 @@ from cherenkov.tree import Tree
 
 
 def open(  # noqa: A001 - mirrors uproot.open
-    path: str | os.PathLike,
+    path: str | os.PathLike | list,
     *,
     connections: int | None = None,
     timeout: float | None = None,
     retries: int | None = None,
     trace: bool = False,
 ) -> "File":
-    """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL.
+    """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
+    or a list of such URLs that are replicas of one file (same size, checked): reads are then
+    shared between the two fastest, weighted by measured quality, and survive a failing replica
+    (see `File.replicas()`).
 
     Remote options (defaults in parentheses): ``connections``, parallel connections per file for
     XRootD (2) or requests in flight for HTTP (8); ``timeout``, seconds a request may wait for the
@@ -24,7 +27,7 @@ def open(  # noqa: A001 - mirrors uproot.open
     ``trace=True`` records every request (offset, length, send and answer times): see
     `File.trace()` and `cherenkov.plots`.
     """
-    return File(os.fspath(path), connections=connections, timeout=timeout, retries=retries, trace=trace)
+    return File(path if isinstance(path, (list, tuple)) else os.fspath(path), connections=connections, timeout=timeout, retries=retries, trace=trace)
 
 
 class Directory:
@@ -69,9 +72,10 @@ class Directory:
 class File(Directory):
     """An open ROOT file."""
 
-    def __init__(self, path: str, **source_options):
-        self.path = path
-        self._core = _core.RootFile.open(path, **source_options)
+    def __init__(self, path: str | list, **source_options):
+        urls = [os.fspath(p) for p in path] if isinstance(path, (list, tuple)) else [path]
+        self.path = " | ".join(urls)
+        self._core = _core.RootFile.open(urls, **source_options)
         self._keys = None
         super().__init__(self, "")
 
@@ -94,6 +98,11 @@ class File(Directory):
         """The recorded requests, one row per range (numpy columns request, offset, length, sent,
         answered, ok; times in seconds since opening), or None unless opened with trace=True."""
         return self._core.trace()
+
+    def replicas(self) -> list[dict] | None:
+        """Per replica: requests, bytes, errors, hedges won, probes, measured latency and
+        throughput, whether it is disabled and its last error (None for a single source)."""
+        return self._core.replicas()
 
     def source_counters(self) -> dict:
         """What the file's source has done so far: requests, round_trips, ranges, bytes."""

@@ -68,10 +68,10 @@ struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (url, connections=None, timeout=None, retries=None, trace=false))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false))]
     fn open(
         py: Python<'_>,
-        url: String,
+        urls: Vec<String>,
         connections: Option<usize>,
         timeout: Option<f64>,
         retries: Option<u32>,
@@ -97,7 +97,7 @@ impl RootFile {
             trace,
         };
         let inner = py
-            .detach(|| runtime().block_on(CoreFile::open_url(&url, &options)))
+            .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
             .map_err(to_py)?;
         Ok(Self {
             inner: Arc::new(inner),
@@ -200,6 +200,30 @@ impl RootFile {
                 .into_pyarray(py),
         )?;
         Ok(Some(d))
+    }
+
+    /// Per-replica reports when the file was opened from several replicas, else None.
+    fn replicas<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(reports) = self.inner.source.replicas() else {
+            return Ok(None);
+        };
+        let out = PyList::empty(py);
+        for r in reports {
+            let d = PyDict::new(py);
+            d.set_item("name", r.name)?;
+            d.set_item("requests", r.requests)?;
+            d.set_item("bytes", r.bytes)?;
+            d.set_item("errors", r.errors)?;
+            d.set_item("hedges_won", r.hedges_won)?;
+            d.set_item("probes", r.probes)?;
+            d.set_item("latency_seconds", r.quality.latency)?;
+            d.set_item("throughput_bytes_per_second", r.quality.throughput)?;
+            d.set_item("samples", r.quality.samples)?;
+            d.set_item("disabled", r.disabled)?;
+            d.set_item("last_error", r.last_error)?;
+            out.append(d)?;
+        }
+        Ok(Some(out))
     }
 
     /// Requests, round trips, ranges and bytes the file's source has served so far.

@@ -45,6 +45,11 @@ impl RootFile {
         Self::open(crate::source::open(url, options).await?).await
     }
 
+    /// Open replicas of one file as one (see `source::multi`).
+    pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<RootFile> {
+        Self::open(crate::source::open_replicas(urls, options).await?).await
+    }
+
     pub async fn open(source: SharedSource) -> Result<RootFile> {
         let name = source.name().to_string();
         Self::open_inner(source).await.map_err(|e| e.in_file(&name))
@@ -166,7 +171,8 @@ impl RootFile {
 
     /// The uncompressed bytes of a key's object.
     pub async fn read_object(&self, key: &Key) -> Result<Vec<u8>> {
-        check_inside(key.seek_key, key.nbytes as u64, self.size, &key.describe())?;
+        check_inside(key.seek_key, key.nbytes as u64, self.size, &key.describe())
+            .map_err(|e| e.in_file(self.name()))?;
         let raw = self
             .read_metadata(&[ByteRange::new(key.seek_key, key.nbytes as u64)])
             .await?

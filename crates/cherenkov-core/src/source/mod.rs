@@ -6,6 +6,7 @@
 
 pub mod http;
 pub mod local;
+pub mod multi;
 pub mod trace;
 
 use crate::error::Result;
@@ -83,6 +84,10 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn trace(&self) -> Option<Vec<trace::TraceEvent>> {
         None
     }
+    /// Per-replica reports, for sources that combine several (see `multi::MultiSource`).
+    fn replicas(&self) -> Option<Vec<multi::ReplicaReport>> {
+        None
+    }
 }
 
 pub type SharedSource = Arc<dyn ByteSource>;
@@ -129,6 +134,20 @@ impl ByteSource for SourceRef {
     fn counters(&self) -> SourceCounters {
         self.0.counters()
     }
+}
+
+/// Open several URLs as replicas of one file (see `multi::MultiSource`); one URL opens plainly.
+pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<SharedSource> {
+    if let [url] = urls {
+        return open(url, options).await;
+    }
+    let plain = SourceOptions { trace: false, ..options.clone() };
+    let mut sources = Vec::with_capacity(urls.len());
+    for url in urls {
+        sources.push(open_untraced(url, &plain).await?);
+    }
+    let multi: SharedSource = Arc::new(multi::MultiSource::new(sources, multi::MultiOptions::default()).await?);
+    Ok(if options.trace { Arc::new(trace::TracingSource::new(multi)) } else { multi })
 }
 
 async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSource> {

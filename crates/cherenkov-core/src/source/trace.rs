@@ -84,4 +84,7 @@ impl ByteSource for TracingSource {
     fn trace(&self) -> Option<Vec<TraceEvent>> {
         Some(self.events())
     }
+    fn replicas(&self) -> Option<Vec<super::multi::ReplicaReport>> {
+        self.inner.replicas()
+    }
 }
