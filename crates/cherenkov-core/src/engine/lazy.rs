@@ -197,26 +197,17 @@ impl LazyReader {
         };
         let (start, stop) = self.steps[k];
         self.used.insert(b);
-        if let Some(array) = self.cache.remove(&b) {
-            self.count(LazyStats {
-                hits: 1,
-                ..Default::default()
-            });
+        if let Some(array) = self.take_hit(b) {
             return Ok(array);
         }
         if self.training && self.stats.startup_fetches == 0 && self.fits_startup(start, stop) {
             let all = self.readable.clone();
-            let (arrays, _) = read_branches(&self.file, &self.tree, &all, start, stop).await?;
-            self.cache.extend(all.into_iter().zip(arrays));
+            self.fill(&all, start, stop).await?;
             self.count(LazyStats {
                 startup_fetches: 1,
                 ..Default::default()
             });
-            if let Some(array) = self.cache.remove(&b) {
-                self.count(LazyStats {
-                    hits: 1,
-                    ..Default::default()
-                });
+            if let Some(array) = self.take_hit(b) {
                 return Ok(array);
             }
         }
@@ -229,17 +220,12 @@ impl LazyReader {
                 .into_iter()
                 .filter(|o| !self.cache.contains_key(o))
                 .collect();
-            let (arrays, _) = read_branches(&self.file, &self.tree, &learned, start, stop).await?;
-            self.cache.extend(learned.into_iter().zip(arrays));
+            self.fill(&learned, start, stop).await?;
             self.count(LazyStats {
                 learned_fetches: 1,
                 ..Default::default()
             });
-            if let Some(array) = self.cache.remove(&b) {
-                self.count(LazyStats {
-                    hits: 1,
-                    ..Default::default()
-                });
+            if let Some(array) = self.take_hit(b) {
                 return Ok(array);
             }
         }
@@ -266,6 +252,22 @@ impl LazyReader {
         let (_, first) = arrays.next().expect("the branch asked for");
         self.cache.extend(arrays);
         Ok(first)
+    }
+
+    fn take_hit(&mut self, b: usize) -> Option<BranchArray> {
+        let array = self.cache.remove(&b)?;
+        self.count(LazyStats {
+            hits: 1,
+            ..Default::default()
+        });
+        Some(array)
+    }
+
+    /// Read `branches` of the current chunk into the cache, in one request.
+    async fn fill(&mut self, branches: &[usize], start: u64, stop: u64) -> Result<()> {
+        let (arrays, _) = read_branches(&self.file, &self.tree, branches, start, stop).await?;
+        self.cache.extend(branches.iter().copied().zip(arrays));
+        Ok(())
     }
 
     /// Add to this reader's counters and to the file's.
