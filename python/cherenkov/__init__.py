@@ -19,9 +19,11 @@ from cherenkov.arrays import Jagged
 from cherenkov.file import Directory, File, open
 from cherenkov.stats import Stats
 from cherenkov.tree import BranchInfo, LazyChunk, Tree
+from cherenkov.processing import process
 
 __all__ = [
     "open",
+    "process",
     "File",
     "Directory",
     "Tree",

@@ -5,8 +5,8 @@ A dataset spec maps names to files::
     {"ttbar": ["a.root", "root://server//b.root"],                       # tree from `tree=`
      "data": {"files": ["c.root", ["http://x/d.root", "root://y//d.root"]], "tree": "events"}}
 
-A file given as a list is one file with replicas. The first replica is read; the others are kept in
-the spec (`FileSpec.replicas`) for a reader that can switch between sources.
+A file given as a list is one file with replicas: it is opened as a replica set, read from the
+fastest replicas and surviving a failing one (see `cherenkov.open`).
 """
 
 from __future__ import annotations
@@ -18,15 +18,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class FileSpec:
-    """One file of a dataset: its replicas (URLs or paths, the first is read) and the tree to read."""
+    """One file of a dataset: its replicas (URLs or paths) and the tree to read."""
 
     dataset: str
     replicas: tuple[str, ...]
     tree: str
 
     @property
-    def url(self) -> str:
-        return self.replicas[0]
+    def url(self) -> str | tuple[str, ...]:
+        """What `cherenkov.open` takes: the path, or the tuple of replicas."""
+        return self.replicas[0] if len(self.replicas) == 1 else self.replicas
 
 
 def normalize(dataset: Mapping, default_tree: str = "Events") -> list[FileSpec]:
