@@ -381,7 +381,8 @@ def test_a_failed_packet_waits_for_another_worker():
 
 def test_dataset_specs():
     specs = normalize({"a": ["x.root", ["r1.root", "r2.root"]], "b": {"files": ["y.root"], "tree": "t"}})
-    assert [(s.dataset, s.url, s.tree) for s in specs] == [("a", "x.root", "Events"), ("a", "r1.root", "Events"), ("b", "y.root", "t")]
+    # a file with replicas is opened as a replica set
+    assert [(s.dataset, s.url, s.tree) for s in specs] == [("a", "x.root", "Events"), ("a", ("r1.root", "r2.root"), "Events"), ("b", "y.root", "t")]
     assert specs[1].replicas == ("r1.root", "r2.root")
     with pytest.raises(TypeError):
         normalize({"a": "x.root"})
