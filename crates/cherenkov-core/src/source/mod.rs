@@ -8,6 +8,7 @@ pub mod http;
 pub mod local;
 pub mod multi;
 pub mod trace;
+pub mod xrootd;
 
 use crate::error::Result;
 use async_trait::async_trait;
@@ -164,6 +165,16 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSourc
                 ..defaults
             };
             Ok(Arc::new(http::HttpSource::open(url, http_options).await?))
+        }
+        Some("root" | "xroot" | "roots") => {
+            let defaults = xrootd::XrootdOptions::default();
+            let xrootd_options = xrootd::XrootdOptions {
+                connections: options.connections.unwrap_or(defaults.connections),
+                request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
+                retries: options.retries.unwrap_or(defaults.retries),
+                ..defaults
+            };
+            Ok(Arc::new(xrootd::XrootdSource::open(url, xrootd_options).await?))
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
             "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, file:// or a path)"

@@ -14,7 +14,9 @@ pub const RESPONSE_HEADER_LEN: usize = 8;
 
 /// The client's first 20 bytes: zeros, then 4 and 2012 ("ROOTD_PQ"), which the server answers with
 /// its protocol version.
-pub const CLIENT_HANDSHAKE: [u8; 20] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0x07, 0xdc];
+pub const CLIENT_HANDSHAKE: [u8; 20] = [
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0x07, 0xdc,
+];
 /// The protocol version this client speaks (5.2.0): readv, retstat, asynchronous responses.
 pub const CLIENT_PROTOCOL_VERSION: u32 = 0x0000_0520;
 
@@ -38,7 +40,6 @@ pub const KXR_ERROR: u16 = 4003;
 pub const KXR_REDIRECT: u16 = 4004;
 pub const KXR_WAIT: u16 = 4005;
 pub const KXR_WAITRESP: u16 = 4006;
-pub const KXR_STATUS: u16 = 4007;
 
 /// `kXR_attn` action: the body carries the delayed response to an earlier request.
 pub const KXR_ASYNRESP: u32 = 5008;
@@ -118,7 +119,10 @@ struct Params {
 
 impl Params {
     fn new() -> Self {
-        Self { bytes: [0; 16], at: 0 }
+        Self {
+            bytes: [0; 16],
+            at: 0,
+        }
     }
     fn put(mut self, field: &[u8]) -> Self {
         self.bytes[self.at..self.at + field.len()].copy_from_slice(field);
@@ -146,7 +150,10 @@ pub fn protocol_request() -> Request {
 /// `kXR_login` as `user` (at most 8 bytes are sent) from process `pid`.
 pub fn login_request(pid: u32, user: &str) -> Request {
     let mut name = [0u8; 8];
-    for (dst, src) in name.iter_mut().zip(user.bytes().filter(|b| b.is_ascii_graphic())) {
+    for (dst, src) in name
+        .iter_mut()
+        .zip(user.bytes().filter(|b| b.is_ascii_graphic()))
+    {
         *dst = src;
     }
     let params = Params::new()
@@ -250,26 +257,63 @@ pub fn text(b: &[u8]) -> String {
 
 /// A `kXR_error` body: error code and message.
 pub fn parse_error(body: &[u8]) -> (u32, String) {
-    (be_u32(body, 0).unwrap_or(0), text(body.get(4..).unwrap_or(&[])))
+    (
+        be_u32(body, 0).unwrap_or(0),
+        text(body.get(4..).unwrap_or(&[])),
+    )
 }
 
 /// The name of an XRootD error code, for messages.
 pub fn error_name(code: u32) -> &'static str {
     const NAMES: [&str; 35] = [
-        "kXR_ArgInvalid", "kXR_ArgMissing", "kXR_ArgTooLong", "kXR_FileLocked", "kXR_FileNotOpen",
-        "kXR_FSError", "kXR_InvalidRequest", "kXR_IOError", "kXR_NoMemory", "kXR_NoSpace",
-        "kXR_NotAuthorized", "kXR_NotFound", "kXR_ServerError", "kXR_Unsupported", "kXR_noserver",
-        "kXR_NotFile", "kXR_isDirectory", "kXR_Cancelled", "kXR_ItExists", "kXR_ChkSumErr",
-        "kXR_inProgress", "kXR_overQuota", "kXR_SigVerErr", "kXR_DecryptErr", "kXR_Overloaded",
-        "kXR_fsReadOnly", "kXR_BadPayload", "kXR_AttrNotFound", "kXR_TLSRequired", "kXR_noReplicas",
-        "kXR_AuthFailed", "kXR_Impossible", "kXR_Conflict", "kXR_TooManyErrs", "kXR_ReqTimedOut",
+        "kXR_ArgInvalid",
+        "kXR_ArgMissing",
+        "kXR_ArgTooLong",
+        "kXR_FileLocked",
+        "kXR_FileNotOpen",
+        "kXR_FSError",
+        "kXR_InvalidRequest",
+        "kXR_IOError",
+        "kXR_NoMemory",
+        "kXR_NoSpace",
+        "kXR_NotAuthorized",
+        "kXR_NotFound",
+        "kXR_ServerError",
+        "kXR_Unsupported",
+        "kXR_noserver",
+        "kXR_NotFile",
+        "kXR_isDirectory",
+        "kXR_Cancelled",
+        "kXR_ItExists",
+        "kXR_ChkSumErr",
+        "kXR_inProgress",
+        "kXR_overQuota",
+        "kXR_SigVerErr",
+        "kXR_DecryptErr",
+        "kXR_Overloaded",
+        "kXR_fsReadOnly",
+        "kXR_BadPayload",
+        "kXR_AttrNotFound",
+        "kXR_TLSRequired",
+        "kXR_noReplicas",
+        "kXR_AuthFailed",
+        "kXR_Impossible",
+        "kXR_Conflict",
+        "kXR_TooManyErrs",
+        "kXR_ReqTimedOut",
     ];
-    code.checked_sub(3000).and_then(|i| NAMES.get(i as usize)).copied().unwrap_or("unknown error")
+    code.checked_sub(3000)
+        .and_then(|i| NAMES.get(i as usize))
+        .copied()
+        .unwrap_or("unknown error")
 }
 
 /// A `kXR_wait` body: seconds to wait before sending the request again, and why.
 pub fn parse_wait(body: &[u8]) -> (u32, String) {
-    (be_u32(body, 0).unwrap_or(1), text(body.get(4..).unwrap_or(&[])))
+    (
+        be_u32(body, 0).unwrap_or(1),
+        text(body.get(4..).unwrap_or(&[])),
+    )
 }
 
 /// Where a `kXR_redirect` sends the client.
@@ -321,7 +365,7 @@ pub fn parse_protocol(body: &[u8]) -> Option<(u32, u32)> {
 /// The `kXR_open` answer: the file handle, and the size when stat information came with it.
 pub fn parse_open(body: &[u8]) -> Option<(FileHandle, Option<u64>)> {
     let handle: FileHandle = body.get(0..4)?.try_into().ok()?;
-    let size = body.get(12..).and_then(|stat| parse_stat(stat));
+    let size = body.get(12..).and_then(parse_stat);
     Some((handle, size))
 }
 
@@ -357,13 +401,20 @@ pub fn parse_asynresp_prefix(prefix: &[u8; 16]) -> Option<ResponseHeader> {
 
 /// Largest answer a readv of `ranges` may have: an element header and the data for each range.
 pub fn readv_response_len(ranges: &[ByteRange]) -> u64 {
-    ranges.iter().map(|r| r.len + READV_ELEMENT_LEN as u64).sum()
+    ranges
+        .iter()
+        .map(|r| r.len + READV_ELEMENT_LEN as u64)
+        .sum()
 }
 
 /// Split a `kXR_readv` answer into one buffer per asked range, checking every element header: the
 /// file handle, and that offsets and lengths follow the request in order. (A server may cut an
 /// element into consecutive pieces; they are joined.)
-pub fn parse_readv(body: Bytes, handle: FileHandle, ranges: &[ByteRange]) -> Result<Vec<Bytes>, String> {
+pub fn parse_readv(
+    body: Bytes,
+    handle: FileHandle,
+    ranges: &[ByteRange],
+) -> Result<Vec<Bytes>, String> {
     let mut out = Vec::with_capacity(ranges.len());
     let mut at = 0usize;
     for (i, want) in ranges.iter().enumerate() {
@@ -377,7 +428,10 @@ pub fn parse_readv(body: Bytes, handle: FileHandle, ranges: &[ByteRange]) -> Res
                     want.end()
                 )
             })?;
-            let (len, offset) = (be_u32(head, 4).unwrap_or(0) as u64, be_u64(head, 8).unwrap_or(0));
+            let (len, offset) = (
+                be_u32(head, 4).unwrap_or(0) as u64,
+                be_u64(head, 8).unwrap_or(0),
+            );
             let expected = want.offset + filled;
             if head[0..4] != handle || offset != expected || len == 0 || len > want.len - filled {
                 return Err(format!(
@@ -400,7 +454,10 @@ pub fn parse_readv(body: Bytes, handle: FileHandle, ranges: &[ByteRange]) -> Res
         out.push(join(pieces));
     }
     if at != body.len() {
-        return Err(format!("readv answer has {} unexpected bytes at its end", body.len() - at));
+        return Err(format!(
+            "readv answer has {} unexpected bytes at its end",
+            body.len() - at
+        ));
     }
     Ok(out)
 }
@@ -445,7 +502,10 @@ mod tests {
 
         let open = open_request("/a/b.root").encode(1);
         assert_eq!(u16::from_be_bytes([open[6], open[7]]), 0x0410);
-        assert_eq!(u32::from_be_bytes([open[20], open[21], open[22], open[23]]), 9);
+        assert_eq!(
+            u32::from_be_bytes([open[20], open[21], open[22], open[23]]),
+            9
+        );
         assert_eq!(&open[24..], b"/a/b.root");
 
         let login = login_request(77, "averylongname").encode(2);
@@ -488,7 +548,9 @@ mod tests {
 
         // wrong offset, wrong handle, too long, cut short, trailing garbage
         let bad_offset = [element(h, 101, b"abc"), element(h, 0, b"wxyz")].concat();
-        assert!(parse_readv(Bytes::from(bad_offset), h, &ranges).unwrap_err().contains("offset 100"));
+        assert!(parse_readv(Bytes::from(bad_offset), h, &ranges)
+            .unwrap_err()
+            .contains("offset 100"));
         let bad_handle = [element([2, 0, 0, 0], 100, b"abc"), element(h, 0, b"wxyz")].concat();
         assert!(parse_readv(Bytes::from(bad_handle), h, &ranges).is_err());
         let too_long = [element(h, 100, b"abcd"), element(h, 0, b"wxy")].concat();
@@ -496,7 +558,9 @@ mod tests {
         assert!(parse_readv(Bytes::from(body[..body.len() - 1].to_vec()), h, &ranges).is_err());
         let mut trailing = body.clone();
         trailing.push(0);
-        assert!(parse_readv(Bytes::from(trailing), h, &ranges).unwrap_err().contains("unexpected"));
+        assert!(parse_readv(Bytes::from(trailing), h, &ranges)
+            .unwrap_err()
+            .contains("unexpected"));
         // a header claiming more data than the body holds
         let mut lying = element(h, 100, b"abc");
         lying[4..8].copy_from_slice(&3u32.to_be_bytes());
@@ -508,7 +572,11 @@ mod tests {
     fn bodies_decode() {
         assert_eq!(
             ResponseHeader::decode(&[0, 7, 0x0f, 0xa3, 0, 0, 1, 0]),
-            ResponseHeader { stream_id: 7, status: KXR_ERROR, dlen: 256 }
+            ResponseHeader {
+                stream_id: 7,
+                status: KXR_ERROR,
+                dlen: 256
+            }
         );
         let mut err = 3011u32.to_be_bytes().to_vec();
         err.extend_from_slice(b"no such file\0");
@@ -538,7 +606,10 @@ mod tests {
         let mut login = vec![0u8; 16];
         assert_eq!(parse_login(&login), Some(vec![]));
         login.extend_from_slice(b"&P=gsi,v:10400,c:ssl&P=unix\0");
-        assert_eq!(parse_login(&login), Some(vec!["gsi".to_string(), "unix".to_string()]));
+        assert_eq!(
+            parse_login(&login),
+            Some(vec!["gsi".to_string(), "unix".to_string()])
+        );
         assert_eq!(parse_login(&login[..10]), None);
 
         let keys = ["readv_iov_max", "readv_ior_max", "nonsense"];
@@ -553,7 +624,11 @@ mod tests {
         attn[8..16].copy_from_slice(&[0, 3, 0, 0, 0, 0, 0, 9]);
         assert_eq!(
             parse_asynresp_prefix(&attn),
-            Some(ResponseHeader { stream_id: 3, status: KXR_OK, dlen: 9 })
+            Some(ResponseHeader {
+                stream_id: 3,
+                status: KXR_OK,
+                dlen: 9
+            })
         );
         attn[3] = 0;
         assert_eq!(parse_asynresp_prefix(&attn), None);

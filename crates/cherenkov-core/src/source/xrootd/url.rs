@@ -31,7 +31,11 @@ impl Endpoint {
             path.push(if path.contains('?') { '&' } else { '?' });
             path.push_str(cgi);
         }
-        Endpoint { host: host.to_string(), port, path }
+        Endpoint {
+            host: host.to_string(),
+            port,
+            path,
+        }
     }
 }
 
@@ -49,14 +53,24 @@ pub fn parse_url(url: &str) -> Result<Endpoint, String> {
         })?;
     let slash = rest.find('/').ok_or("the URL has no file path")?;
     let (authority, path) = rest.split_at(slash);
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let authority = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
     let (host, port) = split_host_port(authority)?;
     // `//path` is the canonical absolute form; `/path` is accepted as the same.
-    let path = if path.starts_with("//") { &path[1..] } else { path };
+    let path = if path.starts_with("//") {
+        &path[1..]
+    } else {
+        path
+    };
     if path.len() < 2 || path.starts_with("/?") {
         return Err("the URL has no file path".to_string());
     }
-    Ok(Endpoint { host, port, path: path.to_string() })
+    Ok(Endpoint {
+        host,
+        port,
+        path: path.to_string(),
+    })
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`.
@@ -85,13 +99,23 @@ mod tests {
     use super::*;
 
     fn ep(host: &str, port: u16, path: &str) -> Endpoint {
-        Endpoint { host: host.into(), port, path: path.into() }
+        Endpoint {
+            host: host.into(),
+            port,
+            path: path.into(),
+        }
     }
 
     #[test]
     fn both_path_forms_parse() {
-        assert_eq!(parse_url("root://eos.cern.ch//eos/a.root"), Ok(ep("eos.cern.ch", 1094, "/eos/a.root")));
-        assert_eq!(parse_url("root://127.0.0.1:2094/data/a.root"), Ok(ep("127.0.0.1", 2094, "/data/a.root")));
+        assert_eq!(
+            parse_url("root://eos.cern.ch//eos/a.root"),
+            Ok(ep("eos.cern.ch", 1094, "/eos/a.root"))
+        );
+        assert_eq!(
+            parse_url("root://127.0.0.1:2094/data/a.root"),
+            Ok(ep("127.0.0.1", 2094, "/data/a.root"))
+        );
         assert_eq!(parse_url("xroot://u@h:1//a?x=1"), Ok(ep("h", 1, "/a?x=1")));
         assert_eq!(parse_url("root://[::1]:5//a"), Ok(ep("::1", 5, "/a")));
         assert_eq!(ep("::1", 5, "/a").address(), "[::1]:5");
@@ -99,10 +123,14 @@ mod tests {
 
     #[test]
     fn bad_urls_say_why() {
-        assert!(parse_url("http://h/a").unwrap_err().contains("not an XRootD URL"));
+        assert!(parse_url("http://h/a")
+            .unwrap_err()
+            .contains("not an XRootD URL"));
         assert!(parse_url("roots://h//a").unwrap_err().contains("TLS"));
         assert!(parse_url("root://h").unwrap_err().contains("no file path"));
-        assert!(parse_url("root://h//").unwrap_err().contains("no file path"));
+        assert!(parse_url("root://h//")
+            .unwrap_err()
+            .contains("no file path"));
         assert!(parse_url("root://h:x//a").unwrap_err().contains("bad port"));
         assert!(parse_url("root://:1//a").unwrap_err().contains("no host"));
     }
@@ -111,7 +139,10 @@ mod tests {
     fn redirects_keep_the_path_and_add_cgi() {
         let e = ep("a", 1, "/f?x=1");
         assert_eq!(e.redirected("b", 2, Some("y=2")), ep("b", 2, "/f?x=1&y=2"));
-        assert_eq!(ep("a", 1, "/f").redirected("b", 2, Some("y=2")).path, "/f?y=2");
+        assert_eq!(
+            ep("a", 1, "/f").redirected("b", 2, Some("y=2")).path,
+            "/f?y=2"
+        );
         assert_eq!(ep("a", 1, "/f").redirected("b", 2, None).path, "/f");
     }
 }

@@ -1,0 +1,747 @@
+//! XRootD files (`root://`), spoken natively: no XRootD client library.
+//!
+//! Opening costs three round trips: TCP connect; handshake, protocol and login sent together; then
+//! `kXR_open` (with `kXR_retstat`, so the size comes back with it) sent together with a `kXR_query`
+//! for the server's vector-read limits. Several connections are opened at once.
+//!
+//! A read of many ranges becomes `kXR_readv` requests that respect the server's limits
+//! (`readv_iov_max` ranges, `readv_ior_max` bytes each, under 2^31 - 1 bytes in all), all sent at
+//! once over the connections; a read of N ranges within the limits is one request and one round
+//! trip. Each answer is checked element by element against what was asked.
+//!
+//! Failures: `kXR_wait` is honoured (for at most the request timeout in all), `kXR_redirect` is
+//! followed (at most `max_redirects` times, logging in and opening the file again there), a lost or
+//! silent connection is replaced and the read sent again (at most `retries` times), and a
+//! `kXR_error` becomes an error naming the URL, the ranges and the server's message.
+
+mod connection;
+mod protocol;
+mod url;
+
+use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
+use self::protocol::{self as proto, FileHandle, Redirect};
+use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
+use super::{split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits};
+use crate::error::{Error, Result};
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// How an [`XrootdSource`] talks to its server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct XrootdOptions {
+    /// TCP connections to the data server, each logged in with the file open; requests are spread
+    /// over them (each connection runs its requests one after another on the server). Default 2.
+    pub connections: usize,
+    /// Longest wait for connecting and logging in, and for an answer while the server sends
+    /// nothing at all on the connection (a large answer arriving slowly is not cut short). A
+    /// request without an answer in time closes its connection. Default 60 s.
+    pub request_timeout: Duration,
+    /// Extra attempts, on a new connection, after a connection is lost or times out. Default 3,
+    /// waiting 100 ms, 200 ms, 400 ms, ... (at most 2 s) between attempts.
+    pub retries: u32,
+    /// Redirects followed while opening the file, or by one read. Default 8.
+    pub max_redirects: usize,
+    /// At most this many ranges per `kXR_readv`, below what the server allows. Default: no cap.
+    pub readv_iov_max: Option<usize>,
+    /// At most this many bytes per `kXR_readv` element, below what the server allows. Default: no
+    /// cap.
+    pub readv_ior_max: Option<u64>,
+}
+
+impl Default for XrootdOptions {
+    fn default() -> Self {
+        Self {
+            connections: 2,
+            request_timeout: Duration::from_secs(60),
+            retries: 3,
+            max_redirects: 8,
+            readv_iov_max: None,
+            readv_ior_max: None,
+        }
+    }
+}
+
+/// A file on an XRootD server.
+///
+/// ```no_run
+/// # async fn example() -> cherenkov_core::Result<()> {
+/// use cherenkov_core::source::xrootd::{XrootdOptions, XrootdSource};
+/// use cherenkov_core::source::{ByteRange, ByteSource};
+/// let file = XrootdSource::open("root://eos.example.org//store/a.root", XrootdOptions::default()).await?;
+/// let buffers = file.read_ranges(&[ByteRange::new(0, 100), ByteRange::new(5000, 300)]).await?;
+/// # Ok(()) }
+/// ```
+///
+/// Its counters count reads only (opening costs a fixed three round trips, more after redirects):
+/// `requests` counts every `kXR_read`/`kXR_readv` sent, resends included; `round_trips` counts one
+/// per `read_ranges` call (its requests all go out at once) plus one per resend.
+pub struct XrootdSource {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for XrootdSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("XrootdSource")
+            .field("url", &self.inner.url)
+            .field("size", &self.inner.size)
+            .field("limits", &self.inner.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    url: String,
+    origin: Endpoint,
+    options: XrootdOptions,
+    size: u64,
+    limits: SourceLimits,
+    slots: Vec<Slot>,
+    requests: AtomicU64,
+    round_trips: AtomicU64,
+    ranges: AtomicU64,
+    bytes: AtomicU64,
+}
+
+/// One connection's place: its session (replaced when the connection fails) and its load.
+struct Slot {
+    session: tokio::sync::Mutex<Option<Arc<Session>>>,
+    in_flight: AtomicUsize,
+}
+
+/// A logged-in connection with the file open on it.
+struct Session {
+    conn: Connection,
+    handle: FileHandle,
+    size: u64,
+    /// The server and path where the file was opened (after any redirects).
+    endpoint: Endpoint,
+    /// What the server said about readv: (`readv_iov_max`, `readv_ior_max`).
+    readv_limits: (usize, u64),
+}
+
+/// Why an attempt failed, which decides whether to try again.
+#[derive(Debug)]
+enum Failure {
+    /// The connection was lost or went silent: try again on a new one.
+    Transport(String),
+    /// The server answered `kXR_error`.
+    Server { code: u32, message: String },
+    /// Anything trying again will not fix: a broken answer, a refused login, too many redirects.
+    Fatal(String),
+}
+
+impl From<ConnError> for Failure {
+    fn from(e: ConnError) -> Self {
+        match e {
+            ConnError::Lost(m) | ConnError::Timeout(m) => Failure::Transport(m),
+            ConnError::Protocol(m) | ConnError::Refused(m) => Failure::Fatal(m),
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Transport(m) | Failure::Fatal(m) => f.write_str(m),
+            Failure::Server { code, message } => {
+                write!(
+                    f,
+                    "server error: {message} ({} {code})",
+                    proto::error_name(*code)
+                )
+            }
+        }
+    }
+}
+
+const CONFIG_KEYS: [&str; 2] = ["readv_iov_max", "readv_ior_max"];
+
+impl XrootdSource {
+    /// Open `url` (`root://host[:port]//path`) for reading: connect, log in and open the file on
+    /// `options.connections` connections at once.
+    pub async fn open(url: &str, options: XrootdOptions) -> Result<XrootdSource> {
+        let origin = parse_url(url).map_err(|m| Error::InvalidArgument(format!("{url}: {m}")))?;
+        if options.connections == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{url}: XrootdOptions::connections must be at least 1"
+            )));
+        }
+        let opened = futures_util::future::join_all(
+            (0..options.connections).map(|_| open_with_retries(&origin, &options)),
+        )
+        .await;
+        let first = opened.iter().find_map(|s| s.as_ref().ok()).cloned();
+        let Some(first) = first else {
+            let failure = opened.into_iter().find_map(|s| s.err());
+            let message = failure.map_or_else(|| "no connection".to_string(), |f| f.to_string());
+            return Err(Error::io(url, format!("cannot open: {message}")));
+        };
+        let (iov_max, ior_max) = first.readv_limits;
+        let iov_max = iov_max
+            .min(options.readv_iov_max.unwrap_or(usize::MAX))
+            .max(1);
+        let ior_max = ior_max
+            .min(options.readv_ior_max.unwrap_or(u64::MAX))
+            .clamp(1, proto::READV_TOTAL_MAX / 2);
+        let limits = SourceLimits {
+            max_ranges_per_request: iov_max,
+            max_range_len: ior_max,
+            // The server counts the request list too: 16 bytes per element.
+            max_request_bytes: proto::READV_TOTAL_MAX
+                .saturating_sub((iov_max as u64).saturating_mul(proto::READV_ELEMENT_LEN as u64))
+                .max(ior_max),
+        };
+        let slots = opened
+            .into_iter()
+            .map(|s| Slot {
+                // A connection that failed to open, or saw another size, is opened again on use.
+                session: tokio::sync::Mutex::new(s.ok().filter(|s| s.size == first.size)),
+                in_flight: AtomicUsize::new(0),
+            })
+            .collect();
+        Ok(XrootdSource {
+            inner: Arc::new(Inner {
+                url: url.to_string(),
+                origin,
+                options,
+                size: first.size,
+                limits,
+                slots,
+                requests: AtomicU64::new(0),
+                round_trips: AtomicU64::new(0),
+                ranges: AtomicU64::new(0),
+                bytes: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// The file's size as the server sees it now (`kXR_stat` on the open file).
+    pub async fn stat_size(&self) -> Result<u64> {
+        let inner = &self.inner;
+        let mut failures = 0;
+        loop {
+            let attempt = async {
+                let session = inner.session(0).await?;
+                match session
+                    .conn
+                    .send(&proto::stat_request(session.handle), SMALL_BODY_MAX)
+                    .await?
+                {
+                    Reply::Ok(body) => proto::parse_stat(&body)
+                        .ok_or_else(|| Failure::Fatal("malformed kXR_stat answer".into())),
+                    Reply::Error { code, message } => Err(Failure::Server { code, message }),
+                    other => Err(Failure::Fatal(format!(
+                        "unexpected answer to kXR_stat: {other:?}"
+                    ))),
+                }
+            };
+            match attempt.await {
+                Ok(size) => return Ok(size),
+                Err(Failure::Transport(_)) if failures < inner.options.retries => {
+                    failures += 1;
+                    tokio::time::sleep(backoff(failures)).await;
+                }
+                Err(f) => return Err(Error::io(&inner.url, format!("stat failed: {f}"))),
+            }
+        }
+    }
+
+    /// Close the file on every connection (`kXR_close`) and drop the connections. Dropping the
+    /// source without closing is fine too: the server closes files of closed connections.
+    pub async fn close(&self) {
+        for slot in &self.inner.slots {
+            let session = slot.session.lock().await.take();
+            if let Some(s) = session {
+                let _ = s
+                    .conn
+                    .send(&proto::close_request(s.handle), SMALL_BODY_MAX)
+                    .await;
+                s.conn.close("closed by the client");
+            }
+        }
+    }
+}
+
+/// Open a session from `origin`, trying again after transport failures.
+async fn open_with_retries(
+    origin: &Endpoint,
+    options: &XrootdOptions,
+) -> Result<Arc<Session>, Failure> {
+    let mut failures = 0;
+    loop {
+        match open_session(origin.clone(), options).await {
+            Err(Failure::Transport(_)) if failures < options.retries => {
+                failures += 1;
+                tokio::time::sleep(backoff(failures)).await;
+            }
+            other => return other.map(Arc::new),
+        }
+    }
+}
+
+/// Connect, log in and open the file, following redirects from `start`.
+async fn open_session(start: Endpoint, options: &XrootdOptions) -> Result<Session, Failure> {
+    let mut endpoint = start;
+    let mut redirects = 0;
+    let mut waited = Duration::ZERO;
+    'connect: loop {
+        let conn = Connection::connect(&endpoint.address(), options.request_timeout).await?;
+        loop {
+            // One round trip for both: the limits are needed before the first read anyway.
+            let (open_request, config_request) = (
+                proto::open_request(&endpoint.path),
+                proto::query_config_request(&CONFIG_KEYS),
+            );
+            let (open, config) = tokio::join!(
+                conn.send(&open_request, SMALL_BODY_MAX),
+                conn.send(&config_request, SMALL_BODY_MAX),
+            );
+            match open? {
+                Reply::Ok(body) => {
+                    let (handle, size) = proto::parse_open(&body).ok_or_else(|| {
+                        Failure::Fatal(format!(
+                            "{} sent a malformed kXR_open answer",
+                            conn.address()
+                        ))
+                    })?;
+                    let size = match size {
+                        Some(size) => size,
+                        None => stat_open_file(&conn, handle).await?,
+                    };
+                    let values = match config {
+                        Ok(Reply::Ok(body)) => proto::parse_query_config(&body, &CONFIG_KEYS),
+                        _ => vec![None, None],
+                    };
+                    // Zero would be nonsense: take the protocol's defaults then.
+                    let iov_max = values[0]
+                        .filter(|&v| v > 0)
+                        .map_or(proto::DEFAULT_READV_IOV_MAX, |v| v as usize);
+                    let ior_max = values[1]
+                        .filter(|&v| v > 0)
+                        .unwrap_or(proto::DEFAULT_READV_IOR_MAX);
+                    return Ok(Session {
+                        conn,
+                        handle,
+                        size,
+                        endpoint,
+                        readv_limits: (iov_max, ior_max),
+                    });
+                }
+                Reply::Redirect(r) => {
+                    redirects += 1;
+                    endpoint = follow_redirect(&endpoint, &r, redirects, options.max_redirects)?;
+                    continue 'connect;
+                }
+                Reply::Wait { seconds, message } => {
+                    wait_as_asked(&mut waited, seconds, &message, options.request_timeout).await?;
+                }
+                Reply::Error { code, message } => return Err(Failure::Server { code, message }),
+            }
+        }
+    }
+}
+
+/// The size of an open file whose open answer carried no stat information (old servers).
+async fn stat_open_file(conn: &Connection, handle: FileHandle) -> Result<u64, Failure> {
+    match conn
+        .send(&proto::stat_request(handle), SMALL_BODY_MAX)
+        .await?
+    {
+        Reply::Ok(body) => proto::parse_stat(&body)
+            .ok_or_else(|| Failure::Fatal("malformed kXR_stat answer".into())),
+        Reply::Error { code, message } => Err(Failure::Server { code, message }),
+        other => Err(Failure::Fatal(format!(
+            "unexpected answer to kXR_stat: {other:?}"
+        ))),
+    }
+}
+
+/// Where a redirect sends us, if we may still go.
+fn follow_redirect(
+    from: &Endpoint,
+    r: &Redirect,
+    count: usize,
+    max: usize,
+) -> Result<Endpoint, Failure> {
+    if count > max {
+        return Err(Failure::Fatal(format!(
+            "more than {max} redirects (the last from {} to {}:{})",
+            from.address(),
+            r.host,
+            r.port
+        )));
+    }
+    // The server may send a whole URL (then the port field is -1).
+    if let Some((_, rest)) = r.host.split_once("://") {
+        let authority = rest.split('/').next().unwrap_or_default();
+        let (host, port) = split_host_port(authority)
+            .map_err(|m| Failure::Fatal(format!("bad redirect '{}': {m}", r.host)))?;
+        return Ok(from.redirected(&host, port, r.opaque.as_deref()));
+    }
+    let port = u16::try_from(r.port)
+        .ok()
+        .filter(|&p| p != 0)
+        .unwrap_or(DEFAULT_PORT);
+    Ok(from.redirected(&r.host, port, r.opaque.as_deref()))
+}
+
+/// Sleep as a `kXR_wait` asks, unless the waits would add up to more than `limit`.
+async fn wait_as_asked(
+    waited: &mut Duration,
+    seconds: u32,
+    message: &str,
+    limit: Duration,
+) -> Result<(), Failure> {
+    let pause = Duration::from_secs(u64::from(seconds.max(1)));
+    if *waited + pause > limit {
+        return Err(Failure::Fatal(format!(
+            "the server keeps asking to wait ({seconds} s more: '{message}'); gave up after {} s",
+            waited.as_secs()
+        )));
+    }
+    tokio::time::sleep(pause).await;
+    *waited += pause;
+    Ok(())
+}
+
+/// Pause before attempt `n + 1`: 100 ms, 200 ms, 400 ms, ..., at most 2 s.
+fn backoff(n: u32) -> Duration {
+    Duration::from_millis(
+        100u64
+            .saturating_mul(1 << n.saturating_sub(1).min(5))
+            .min(2000),
+    )
+}
+
+/// "range 10..20" or "3 ranges in 10..900 (first 10..20)", for messages.
+fn describe(ranges: &[ByteRange]) -> String {
+    match ranges {
+        [] => "no range".to_string(),
+        [r] => format!("range {}..{}", r.offset, r.end()),
+        [first, ..] => {
+            let lo = ranges.iter().map(|r| r.offset).min().unwrap_or(0);
+            let hi = ranges.iter().map(|r| r.end()).max().unwrap_or(0);
+            format!(
+                "{} ranges in {lo}..{hi} (first {}..{})",
+                ranges.len(),
+                first.offset,
+                first.end()
+            )
+        }
+    }
+}
+
+/// One request counted in its slot's load until it finishes, fails or is cancelled (even before
+/// it first runs).
+struct InFlight {
+    inner: Arc<Inner>,
+    slot: usize,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.inner.slots[self.slot]
+            .in_flight
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Inner {
+    /// The slot with the fewest requests in flight, counted as one more.
+    fn pick_slot(self: &Arc<Self>) -> InFlight {
+        let slot = (0..self.slots.len())
+            .min_by_key(|&i| self.slots[i].in_flight.load(Ordering::Relaxed))
+            .unwrap_or(0);
+        self.slots[slot].in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight {
+            inner: self.clone(),
+            slot,
+        }
+    }
+
+    /// The slot's session, opened again if its connection is gone.
+    async fn session(&self, slot: usize) -> Result<Arc<Session>, Failure> {
+        let mut current = self.slots[slot].session.lock().await;
+        if let Some(s) = current.as_ref().filter(|s| s.conn.is_alive()) {
+            return Ok(s.clone());
+        }
+        *current = None;
+        let session = open_session(self.origin.clone(), &self.options).await?;
+        self.check_size(&session)?;
+        let session = Arc::new(session);
+        *current = Some(session.clone());
+        Ok(session)
+    }
+
+    fn check_size(&self, session: &Session) -> Result<(), Failure> {
+        if session.size != self.size {
+            return Err(Failure::Fatal(format!(
+                "the file changed on the server: it had {} bytes when opened, {} now",
+                self.size, session.size
+            )));
+        }
+        Ok(())
+    }
+
+    /// Read `pieces` (one request's worth) on `slot`, trying again after transport failures.
+    async fn read_request(&self, slot: usize, pieces: &[ByteRange]) -> Result<Vec<Bytes>> {
+        let mut failures = 0;
+        let mut first_failure = None;
+        let mut redirects = 0;
+        let mut waited = Duration::ZERO;
+        loop {
+            match self
+                .try_read(slot, pieces, &mut redirects, &mut waited)
+                .await
+            {
+                Ok(buffers) => return Ok(buffers),
+                Err(Failure::Transport(m)) if failures < self.options.retries => {
+                    first_failure.get_or_insert(m);
+                    failures += 1;
+                    tokio::time::sleep(backoff(failures)).await;
+                    self.round_trips.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(failure) => {
+                    // The first failure says what went wrong; the last, why trying again did not help.
+                    let mut message = format!("reading {} failed: ", describe(pieces));
+                    match (&failure, first_failure) {
+                        (Failure::Transport(last), Some(first)) if *last != first => message
+                            .push_str(&format!(
+                                "{first} (gave up after {} attempts; the last: {last})",
+                                failures + 1
+                            )),
+                        (Failure::Transport(last), _) => message
+                            .push_str(&format!("{last} (gave up after {} attempts)", failures + 1)),
+                        _ => message.push_str(&failure.to_string()),
+                    }
+                    return Err(Error::io(&self.url, message));
+                }
+            }
+        }
+    }
+
+    /// One attempt: send the read, and follow waits and redirects.
+    async fn try_read(
+        &self,
+        slot: usize,
+        pieces: &[ByteRange],
+        redirects: &mut usize,
+        waited: &mut Duration,
+    ) -> Result<Vec<Bytes>, Failure> {
+        loop {
+            let session = self.session(slot).await?;
+            let (request, max_len) = match pieces {
+                [one] => (proto::read_request(session.handle, *one), one.len),
+                _ => (
+                    proto::readv_request(session.handle, pieces),
+                    proto::readv_response_len(pieces),
+                ),
+            };
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            let reply = session.conn.send(&request, max_len as usize).await?;
+            match reply {
+                Reply::Ok(body) => {
+                    let buffers = decode_read(body, session.handle, pieces).inspect_err(|_| {
+                        // Whatever confused the answer may confuse the next one too.
+                        session
+                            .conn
+                            .close("a read answer did not match its request");
+                    })?;
+                    self.bytes
+                        .fetch_add(pieces.iter().map(|r| r.len).sum(), Ordering::Relaxed);
+                    return Ok(buffers);
+                }
+                Reply::Error { code, message } => return Err(Failure::Server { code, message }),
+                Reply::Wait { seconds, message } => {
+                    wait_as_asked(waited, seconds, &message, self.options.request_timeout).await?;
+                }
+                Reply::Redirect(r) => {
+                    *redirects += 1;
+                    let target = follow_redirect(
+                        &session.endpoint,
+                        &r,
+                        *redirects,
+                        self.options.max_redirects,
+                    )?;
+                    let moved = open_session(target, &self.options).await?;
+                    self.check_size(&moved)?;
+                    let mut current = self.slots[slot].session.lock().await;
+                    *current = Some(Arc::new(moved));
+                }
+            }
+            self.round_trips.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The buffers of a `kXR_read` (one piece) or `kXR_readv` answer, checked against the request.
+fn decode_read(
+    body: Vec<u8>,
+    handle: FileHandle,
+    pieces: &[ByteRange],
+) -> Result<Vec<Bytes>, Failure> {
+    match pieces {
+        [one] => {
+            if body.len() as u64 != one.len {
+                return Err(Failure::Fatal(format!(
+                    "kXR_read answered {} bytes where {} were asked (was the file cut short on the server?)",
+                    body.len(),
+                    one.len
+                )));
+            }
+            Ok(vec![Bytes::from(body)])
+        }
+        _ => proto::parse_readv(Bytes::from(body), handle, pieces).map_err(Failure::Fatal),
+    }
+}
+
+#[async_trait]
+impl ByteSource for XrootdSource {
+    fn name(&self) -> &str {
+        &self.inner.url
+    }
+
+    async fn size(&self) -> Result<u64> {
+        Ok(self.inner.size)
+    }
+
+    async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+        let inner = &self.inner;
+        for r in ranges {
+            // Written so that no sum can overflow.
+            if r.len > inner.size || r.offset > inner.size - r.len {
+                return Err(Error::io(
+                    &inner.url,
+                    format!(
+                        "range {}..{} is past the end of the file ({} bytes)",
+                        r.offset,
+                        r.offset.saturating_add(r.len),
+                        inner.size
+                    ),
+                ));
+            }
+        }
+        let requests = split_for_limits(ranges, &inner.limits);
+        if requests.is_empty() {
+            return Ok(vec![Bytes::new(); ranges.len()]);
+        }
+        let pieces: usize = requests.iter().map(|r| r.len()).sum();
+        inner.ranges.fetch_add(pieces as u64, Ordering::Relaxed);
+        // Every request goes out now, whatever the connection: together they wait one round trip.
+        inner.round_trips.fetch_add(1, Ordering::Relaxed);
+        let mut tasks = JoinSet::new();
+        for (index, request) in requests.into_iter().enumerate() {
+            let load = inner.pick_slot();
+            tasks.spawn(async move {
+                let answer = load.inner.read_request(load.slot, &request).await;
+                (index, answer)
+            });
+        }
+        let mut answers: Vec<Vec<Bytes>> = vec![Vec::new(); tasks.len()];
+        while let Some(joined) = tasks.join_next().await {
+            let (index, answer) =
+                joined.map_err(|e| Error::io(&inner.url, format!("read task failed: {e}")))?;
+            answers[index] = answer?;
+        }
+        // Pieces come back in the order split_for_limits cut them: range by range.
+        let mut pieces = answers.into_iter().flatten();
+        let mut out = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let mut parts = Vec::new();
+            let mut have = 0u64;
+            while have < r.len {
+                let part = pieces.next().ok_or_else(|| {
+                    Error::io(&inner.url, "internal error: fewer pieces than asked")
+                })?;
+                have += part.len() as u64;
+                parts.push(part);
+            }
+            out.push(proto::join(parts));
+        }
+        Ok(out)
+    }
+
+    fn limits(&self) -> SourceLimits {
+        self.inner.limits
+    }
+
+    fn counters(&self) -> SourceCounters {
+        let inner = &self.inner;
+        SourceCounters {
+            requests: inner.requests.load(Ordering::Relaxed),
+            round_trips: inner.round_trips.load(Ordering::Relaxed),
+            ranges: inner.ranges.load(Ordering::Relaxed),
+            bytes: inner.bytes.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_are_bounded_and_resolved() {
+        let from = Endpoint {
+            host: "a".into(),
+            port: 1,
+            path: "/f".into(),
+        };
+        let r = Redirect {
+            host: "b".into(),
+            port: 2,
+            opaque: Some("x=1".into()),
+        };
+        let to = follow_redirect(&from, &r, 1, 1).unwrap();
+        assert_eq!(
+            (to.host.as_str(), to.port, to.path.as_str()),
+            ("b", 2, "/f?x=1")
+        );
+        assert!(follow_redirect(&from, &r, 2, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("more than 1 redirects"));
+        let url = Redirect {
+            host: "root://c:3//other".into(),
+            port: -1,
+            opaque: None,
+        };
+        let to = follow_redirect(&from, &url, 1, 1).unwrap();
+        assert_eq!((to.host.as_str(), to.port), ("c", 3));
+        let no_port = Redirect {
+            host: "d".into(),
+            port: 0,
+            opaque: None,
+        };
+        assert_eq!(
+            follow_redirect(&from, &no_port, 1, 1).unwrap().port,
+            DEFAULT_PORT
+        );
+    }
+
+    #[test]
+    fn messages_name_the_ranges() {
+        assert_eq!(describe(&[ByteRange::new(10, 5)]), "range 10..15");
+        assert_eq!(
+            describe(&[ByteRange::new(10, 5), ByteRange::new(0, 2)]),
+            "2 ranges in 0..15 (first 10..15)"
+        );
+        assert_eq!(backoff(1), Duration::from_millis(100));
+        assert_eq!(backoff(3), Duration::from_millis(400));
+        assert_eq!(backoff(30), Duration::from_millis(2000));
+    }
+
+    #[test]
+    fn a_short_read_answer_is_refused() {
+        let piece = [ByteRange::new(0, 4)];
+        assert!(decode_read(vec![1, 2, 3], [0; 4], &piece).is_err());
+        assert_eq!(
+            decode_read(vec![1, 2, 3, 4], [0; 4], &piece).unwrap()[0].len(),
+            4
+        );
+    }
+}
