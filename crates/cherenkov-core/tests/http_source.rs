@@ -3,15 +3,15 @@
 //! bounded in time. Run: `cargo test -p cherenkov-core --test http_source -- --nocapture` to see
 //! the measured requests and round trips.
 
-#[path = "support/nginx.rs"]
-mod nginx;
+mod support;
 
 use cherenkov_core::source::http::{HttpOptions, HttpSource};
 use cherenkov_core::source::{ByteRange, ByteSource, SourceCounters};
-use nginx::{fresh_dir, Nginx, Toxiproxy};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use support::nginx::{fresh_dir, Nginx};
+use support::toxiproxy::Toxiproxy;
 
 /// No test may take longer than this, whatever the server does.
 const TEST_LIMIT: Duration = Duration::from_secs(120);
@@ -531,7 +531,7 @@ fn proxied_nginx(len: usize, seed: u64) -> Option<Proxied> {
     let file = data.write_random("file.bin", len, seed);
     let nginx = Nginx::start(data.path(), "max_ranges 4096;")?;
     let toxiproxy = Toxiproxy::start()?;
-    let listen = toxiproxy.proxy(PROXY, &nginx.address());
+    let listen = format!("127.0.0.1:{}", toxiproxy.proxy(PROXY, nginx.port()));
     let url = format!("http://{listen}/file.bin");
     Some(Proxied {
         file,
