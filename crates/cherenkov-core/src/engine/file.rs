@@ -74,6 +74,16 @@ impl RootFile {
         }
         let got = source.read_ranges(&first).await?;
         let header = FileHeader::parse(&got[0])?;
+        // As ROOT checks: a file shorter than its header's fEND was cut short.
+        if header.end > size {
+            return Err(Error::format(
+                "file byte 12",
+                format!(
+                    "a file of {} bytes as fEND says, found {size} bytes (a truncated file)",
+                    header.end
+                ),
+            ));
+        }
         let mut file = RootFile {
             source,
             size,
@@ -101,15 +111,15 @@ impl RootFile {
         )?;
         let mut wanted = vec![ByteRange::new(record.seek_keys, record.keys_bytes as u64)];
         let info_range = ByteRange::new(file.header.seek_info, file.header.info_bytes as u64);
-        let has_streamers = file.header.seek_info > 0
-            && check_inside(
+        // A file may have no streamer infos (fSeekInfo 0), but must not point past its end.
+        let has_streamers = file.header.seek_info > 0;
+        if has_streamers {
+            check_inside(
                 info_range.offset,
                 info_range.len,
                 size,
                 "the streamer infos",
-            )
-            .is_ok();
-        if has_streamers {
+            )?;
             wanted.push(info_range);
         }
         let got = file.read_metadata(&wanted).await?;

@@ -318,6 +318,7 @@ async fn assemble(
     let name = tree.branch_path(branch);
     let entries = stop - start;
     let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
+    check_coverage(baskets, start, stop).map_err(bad)?;
     let columns = match &interp {
         Interpretation::Fixed { dtype, inner_shape } => {
             let entry_bytes = interp.fixed_entry_bytes().unwrap();
@@ -351,7 +352,11 @@ async fn assemble(
             let mut cols = Vec::new();
             for f in fields {
                 let fbytes = f.dtype.size() * f.inner_shape.iter().product::<usize>();
-                let mut gathered = Vec::with_capacity(entries as usize * fbytes);
+                // Sized by the data present: the entry count comes from the file.
+                let present = baskets.iter().map(|(_, b)| b.content.len()).sum::<usize>();
+                let mut gathered = Vec::with_capacity(
+                    fbytes * (entries as usize).min(present / entry_bytes.max(1)),
+                );
                 for (p, b) in baskets {
                     let (first, last) = local_range(p, b, start, stop);
                     if b.content.len() < last * entry_bytes {
@@ -389,6 +394,7 @@ async fn assemble(
                 file,
                 tree,
                 baskets,
+                (start, stop),
                 *count_branch,
                 item_bytes,
                 *header_bytes,
@@ -470,6 +476,35 @@ async fn assemble(
     })
 }
 
+/// The baskets must hold each entry of `[start, stop)` once, in order: a corrupt basket table
+/// (gaps, overlaps, a branch shorter than its tree) would otherwise give arrays of the wrong length.
+fn check_coverage(
+    baskets: &[(&Planned, &Basket)],
+    start: u64,
+    stop: u64,
+) -> std::result::Result<(), String> {
+    let mut next = start;
+    for (p, b) in baskets {
+        let (first, last) = local_range(p, b, start, stop);
+        if first == last {
+            continue;
+        }
+        let basket_start = p.entry_start + first as u64;
+        if basket_start != next {
+            return Err(format!(
+                "baskets holding entries {start}..{stop} in order, found one starting at entry {basket_start} after entry {next}"
+            ));
+        }
+        next = p.entry_start + last as u64;
+    }
+    if next != stop {
+        return Err(format!(
+            "baskets holding entries {start}..{stop}, found entries only up to {next}"
+        ));
+    }
+    Ok(())
+}
+
 fn string_of_entry(entry: &[u8], header: usize) -> Option<&[u8]> {
     let rest = entry.get(header..)?;
     let (&first, rest) = rest.split_first()?;
@@ -484,15 +519,18 @@ fn string_of_entry(entry: &[u8], header: usize) -> Option<&[u8]> {
 
 /// Entry boundaries for each basket of a jagged branch: from the basket, or rebuilt from the
 /// count branch when the writer left them out (ROOT's kGenerateOffsetMap).
+#[allow(clippy::too_many_arguments)]
 async fn basket_offsets<'a>(
     file: &RootFile,
     tree: &TreeMeta,
     baskets: &[(&Planned, &'a Basket)],
+    (start, stop): (u64, u64),
     count_branch: Option<usize>,
     item_bytes: usize,
     header_bytes: usize,
     name: &str,
 ) -> Result<Vec<std::borrow::Cow<'a, [u32]>>> {
+    let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
     let missing: Vec<usize> = (0..baskets.len())
         .filter(|&i| baskets[i].1.offsets.is_none())
         .collect();
@@ -500,12 +538,21 @@ async fn basket_offsets<'a>(
     let mut counts_start = 0;
     if let (Some(&first), Some(&last)) = (missing.first(), missing.last()) {
         let cb = count_branch.ok_or_else(|| {
-            Error::format(
-                format!("branch '{name}'"),
-                "entry offsets in its baskets (and there is no count branch to rebuild them)",
+            bad(
+                "entry offsets in its baskets (and there is no count branch to rebuild them)"
+                    .into(),
             )
-            .in_file(file.name())
         })?;
+        // A count branch that is itself jagged would recurse (forever, if it counts itself).
+        if !matches!(
+            interpret(tree, cb, &file.streamers),
+            Ok(Interpretation::Fixed { .. })
+        ) {
+            return Err(bad(format!(
+                "a count branch of one number per entry, found '{}'",
+                tree.branch_path(cb)
+            )));
+        }
         counts_start = baskets[first].0.entry_start;
         let counts_stop = baskets[last].0.entry_start + baskets[last].1.entries as u64;
         let (arrays, _) = Box::pin(read_branches(
@@ -518,26 +565,31 @@ async fn basket_offsets<'a>(
         .await?;
         counts = column_as_i64(&arrays[0].columns[0]);
     }
-    Ok(baskets
+    baskets
         .iter()
         .map(|(p, b)| match &b.offsets {
-            Some(o) => std::borrow::Cow::Borrowed(o.as_slice()),
+            Some(o) => Ok(std::borrow::Cow::Borrowed(o.as_slice())),
             None => {
+                // Offsets up to the last entry read, each from its count (absurd counts give
+                // offsets past the basket's data, which assembling rejects).
+                let (_, last) = local_range(p, b, start, stop);
                 let mut offs = vec![0u32];
                 let mut at = 0u64;
-                for e in 0..b.entries as u64 {
-                    let n = counts
-                        .get((p.entry_start + e - counts_start) as usize)
-                        .copied()
-                        .unwrap_or(0)
-                        .max(0) as u64;
-                    at += header_bytes as u64 + n * item_bytes as u64;
+                for e in 0..last as u64 {
+                    let entry = p.entry_start + e;
+                    let n = entry
+                        .checked_sub(counts_start)
+                        .and_then(|i| counts.get(i as usize))
+                        .ok_or_else(|| bad(format!("a count for entry {entry}")))?;
+                    at = at
+                        .saturating_add(header_bytes as u64)
+                        .saturating_add(((*n).max(0) as u64).saturating_mul(item_bytes as u64));
                     offs.push(at.min(u32::MAX as u64) as u32);
                 }
-                std::borrow::Cow::Owned(offs)
+                Ok(std::borrow::Cow::Owned(offs))
             }
         })
-        .collect())
+        .collect()
 }
 
 fn column_as_i64(c: &Column) -> Vec<i64> {

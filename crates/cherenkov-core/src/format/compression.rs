@@ -8,6 +8,9 @@ use std::io::Read;
 const HEADER_LEN: usize = 9;
 /// LZ4 blocks start with an 8-byte xxhash64 checksum of the compressed bytes.
 const LZ4_CHECKSUM_LEN: usize = 8;
+/// Memory the lzma decoder may take. ROOT compresses with presets up to 9 (a 64 MiB dictionary,
+/// decoded in about 65 MiB); a block header can ask for a 4 GiB dictionary, allocated up front.
+const LZMA_MEMORY_LIMIT: u64 = 128 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Algorithm {
@@ -120,7 +123,9 @@ fn decompress_block(
     let filled = match algorithm {
         Algorithm::Zlib => read_fully(flate2::read::ZlibDecoder::new(block), dest),
         Algorithm::OldDeflate => read_fully(flate2::read::DeflateDecoder::new(block), dest),
-        Algorithm::Lzma => read_fully(xz2::read::XzDecoder::new(block), dest),
+        Algorithm::Lzma => xz2::stream::Stream::new_stream_decoder(LZMA_MEMORY_LIMIT, 0)
+            .map_err(|e| e.to_string())
+            .and_then(|stream| read_fully(xz2::read::XzDecoder::new_stream(block, stream), dest)),
         Algorithm::Zstd => ZSTD.with(|cell| {
             // A decompression context costs an allocation and set-up: keep one per thread.
             let mut slot = cell.borrow_mut();
@@ -172,6 +177,11 @@ fn read_fully(mut reader: impl Read, dest: &mut [u8]) -> std::result::Result<usi
             0 => break,
             n => filled += n,
         }
+    }
+    // Read on to the end of the stream: that is when zlib and xz verify their checksums, so a
+    // corrupt block is an error instead of wrong values.
+    if filled == dest.len() && reader.read(&mut [0u8]).map_err(|e| e.to_string())? > 0 {
+        return Err(format!("a stream ending after {filled} bytes, found more"));
     }
     Ok(filled)
 }
@@ -245,6 +255,40 @@ mod tests {
         payload.extend_from_slice(&l4);
         let e = decompress(&block(b"L4", &payload, raw.len()), raw.len(), "test").unwrap_err();
         assert!(e.to_string().contains("checksum"), "{e}");
+    }
+
+    #[test]
+    fn no_bit_flip_in_a_zlib_block_gives_wrong_bytes() {
+        // A small basket's worth: the whole stream, checksum included, fits one read.
+        let raw: Vec<u8> = (0..30i32).flat_map(|i| (i * i).to_be_bytes()).collect();
+        let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zl.write_all(&raw).unwrap();
+        let payload = zl.finish().unwrap();
+        for bit in 0..payload.len() * 8 {
+            let mut flipped = payload.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            let data = block(b"ZL", &flipped, raw.len());
+            if let Ok(out) = decompress(&data, raw.len(), "t") {
+                assert_eq!(out, raw, "bit {bit} flipped went unnoticed");
+            }
+        }
+    }
+
+    #[test]
+    fn lzma_dictionary_size_is_bounded() {
+        let raw = sample();
+        let mut xz = xz2::write::XzEncoder::new(Vec::new(), 6);
+        xz.write_all(&raw).unwrap();
+        let mut stream = xz.finish().unwrap();
+        // The block header follows the 12-byte stream header: size, flags, filter id 0x21
+        // (LZMA2), one property byte (the dictionary size), padding, then its CRC32.
+        assert_eq!(stream[12..16], [0x02, 0x00, 0x21, 0x01]);
+        stream[16] = 40; // a 4 GiB dictionary
+        let mut crc = flate2::Crc::new();
+        crc.update(&stream[12..20]);
+        stream[20..24].copy_from_slice(&crc.sum().to_le_bytes());
+        let e = decompress(&block(b"XZ", &stream, raw.len()), raw.len(), "t").unwrap_err();
+        assert!(e.to_string().contains("lzma"), "{e}");
     }
 
     #[test]

@@ -265,8 +265,47 @@ fn is_string_class(name: &str) -> bool {
     )
 }
 
+/// A basket holds at most 2 GiB, so no entry can be larger.
+const MAX_ENTRY_BYTES: usize = 1 << 31;
+
+/// Bytes of one item of `shape`, unless absurd (dimensions come from leaf titles).
+fn checked_item_bytes(dtype: DType, shape: &[usize]) -> Option<usize> {
+    shape
+        .iter()
+        .try_fold(dtype.size(), |n, &d| n.checked_mul(d))
+        .filter(|&n| n <= MAX_ENTRY_BYTES)
+}
+
 /// Decide how to read branch `index` of `tree`.
 pub fn interpret(
+    tree: &TreeMeta,
+    index: usize,
+    infos: &[StreamerInfo],
+) -> Result<Interpretation, Unsupported> {
+    let interp = interpret_branch(tree, index, infos)?;
+    let sane = match &interp {
+        Interpretation::Fixed { dtype, inner_shape }
+        | Interpretation::Jagged {
+            dtype, inner_shape, ..
+        } => checked_item_bytes(*dtype, inner_shape).is_some(),
+        Interpretation::Record { fields } => fields
+            .iter()
+            .try_fold(0usize, |n, f| {
+                n.checked_add(checked_item_bytes(f.dtype, &f.inner_shape)?)
+            })
+            .is_some_and(|n| n <= MAX_ENTRY_BYTES),
+        Interpretation::Strings { .. } => true,
+    };
+    if !sane {
+        return Err(unsupported(
+            interp.typename(),
+            format!("its dimensions make entries larger than {MAX_ENTRY_BYTES} bytes"),
+        ));
+    }
+    Ok(interp)
+}
+
+fn interpret_branch(
     tree: &TreeMeta,
     index: usize,
     infos: &[StreamerInfo],
@@ -471,5 +510,46 @@ pub fn convert_big_endian(dtype: DType, src: &[u8], dst: &mut [u8]) {
         2 => swap!(2),
         4 => swap!(4),
         _ => swap!(8),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_leaf_tree(class: &str, title: &str) -> TreeMeta {
+        TreeMeta {
+            branches: vec![BranchMeta {
+                leaves: vec![0],
+                ..Default::default()
+            }],
+            leaves: vec![LeafMeta {
+                class: class.into(),
+                name: "x".into(),
+                title: title.into(),
+                branch: Some(0),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn dimensions_come_from_the_leaf_title() {
+        let tree = one_leaf_tree("TLeafD", "x[3][4]");
+        assert_eq!(
+            interpret(&tree, 0, &[]),
+            Ok(Interpretation::Fixed {
+                dtype: DType::F64,
+                inner_shape: vec![3, 4]
+            })
+        );
+    }
+
+    #[test]
+    fn absurd_dimensions_are_refused_not_overflowed() {
+        let tree = one_leaf_tree("TLeafD", "x[4294967296][4294967296]");
+        let refused = interpret(&tree, 0, &[]).unwrap_err();
+        assert!(refused.reason.contains("larger than"), "{refused:?}");
     }
 }

@@ -12,6 +12,9 @@ const CLASS_MASK: u32 = 0x8000_0000;
 /// Reference tags count from the key start plus this offset (TBufferFile's kMapOffset).
 const MAP_OFFSET: u64 = 2;
 const IS_REFERENCED: u32 = 1 << 4;
+/// Objects nest this deep at most (real files: a few levels per level of class splitting). Each
+/// level recurses, so without a limit a hostile object would overflow the stack.
+pub const MAX_NESTING: usize = 64;
 
 /// A version header: the class version and, when a byte count was written, where the object ends.
 #[derive(Clone, Copy, Debug)]
@@ -98,6 +101,8 @@ pub struct PointerReader<T: Clone> {
     key_len: u64,
     classes: HashMap<u64, String>,
     objects: HashMap<u64, T>,
+    /// Objects being read inside one another.
+    depth: usize,
 }
 
 impl<T: Clone> PointerReader<T> {
@@ -106,6 +111,7 @@ impl<T: Clone> PointerReader<T> {
             key_len: key_len as u64,
             classes: HashMap::new(),
             objects: HashMap::new(),
+            depth: 0,
         }
     }
 
@@ -162,7 +168,13 @@ impl<T: Clone> PointerReader<T> {
                 )
             })?
         };
-        let obj = read_body(self, cur, &class, end)?;
+        if self.depth >= MAX_NESTING {
+            return Err(cur.error_at(begin, format!("objects nested at most {MAX_NESTING} deep")));
+        }
+        self.depth += 1;
+        let obj = read_body(self, cur, &class, end);
+        self.depth -= 1;
+        let obj = obj?;
         if let Some(end) = end {
             cur.seek(end)?;
         }
@@ -223,4 +235,47 @@ pub fn read_list<T: Clone>(
         cur.seek(end)?;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MAX_NESTING;
+    use crate::format::streamers::parse_streamer_infos;
+
+    /// A TList holding a TObjArray holding a TObjArray ... `depth` deep, each a new object
+    /// with its byte count (so every level parses) and no other content.
+    fn nested_arrays(depth: usize) -> Vec<u8> {
+        const POINTER: usize = 4 + 4 + 10; // byte count, new-class tag, "TObjArray\0"
+        const ARRAY: usize = 4 + 2 + 10 + 1 + 4 + 4; // header, TObject, fName, size, lower bound
+        let mut out = Vec::new();
+        let byte_count = |n: usize| (0x4000_0000 | n as u32).to_be_bytes();
+        // The TList: version 5, TObject, empty name, one element.
+        let list_len = 2 + 10 + 1 + 4 + depth * (POINTER + ARRAY) + 1;
+        out.extend(byte_count(list_len));
+        out.extend([0, 5, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        out.extend(1i32.to_be_bytes());
+        for level in 0..depth {
+            let below = (depth - level - 1) * (POINTER + ARRAY);
+            out.extend(byte_count(POINTER - 4 + ARRAY + below));
+            out.extend(0xFFFF_FFFFu32.to_be_bytes());
+            out.extend(b"TObjArray\0");
+            out.extend(byte_count(ARRAY - 4 + below));
+            out.extend([0, 3, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+            out.extend(i32::from(level + 1 < depth).to_be_bytes());
+            out.extend(0i32.to_be_bytes());
+        }
+        out.push(0); // the TList element's option string
+        out
+    }
+
+    #[test]
+    fn nesting_is_parsed_to_a_sane_depth() {
+        assert!(parse_streamer_infos(&nested_arrays(MAX_NESTING), 0, "test").is_ok());
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_stack_overflow() {
+        let e = parse_streamer_infos(&nested_arrays(100_000), 0, "test").unwrap_err();
+        assert!(e.to_string().contains("expected"), "{e}");
+    }
 }

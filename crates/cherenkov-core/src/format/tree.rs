@@ -129,10 +129,18 @@ impl TreeMeta {
     /// hand-written files), falls back to the entry boundaries shared by every branch's baskets.
     pub fn cluster_boundaries(&self) -> Vec<u64> {
         let n = self.entries;
+        // Each cluster holds a basket of every branch with data, so the baskets bound the number
+        // of clusters (a corrupt entry count or cluster size could otherwise ask for billions).
+        let max_bounds = self
+            .data_branches()
+            .map(|b| b.num_baskets())
+            .max()
+            .unwrap_or(0)
+            + 2;
         let mut out = vec![0u64];
         let next = |start: u64, size: u64, last_inclusive: u64, out: &mut Vec<u64>| -> u64 {
             let mut s = start;
-            while s <= last_inclusive && s < n && out.len() < 10_000_000 {
+            while s <= last_inclusive && s < n && out.len() < max_bounds {
                 s = (s + size).min(last_inclusive + 1).min(n);
                 out.push(s);
             }
@@ -155,7 +163,7 @@ impl TreeMeta {
                 usable = false;
             }
         }
-        if usable && self.shares_boundaries(&out) {
+        if usable && out.last() == Some(&n) && self.shares_boundaries(&out) {
             return out;
         }
         self.common_basket_boundaries()
@@ -691,4 +699,33 @@ fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {
         kind,
         streamer_type,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absurd_entry_counts_give_few_cluster_boundaries() {
+        let branch = BranchMeta {
+            baskets: vec![BasketLocation {
+                seek: 100,
+                bytes: 10,
+                entry_start: 0,
+                entry_stop: 10,
+            }],
+            ..Default::default()
+        };
+        for branches in [vec![], vec![branch]] {
+            let tree = TreeMeta {
+                entries: 1 << 62,
+                auto_flush: 1,
+                branches,
+                ..Default::default()
+            };
+            let bounds = tree.cluster_boundaries();
+            assert!(bounds.len() <= 3, "{} boundaries", bounds.len());
+            assert_eq!((bounds[0], *bounds.last().unwrap()), (0, tree.entries));
+        }
+    }
 }
