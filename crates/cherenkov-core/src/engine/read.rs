@@ -218,16 +218,50 @@ pub async fn assemble_all(
     start: u64,
     stop: u64,
 ) -> Result<Vec<BranchArray>> {
-    let mut out = Vec::with_capacity(branches.len());
+    // Entry offsets first: rebuilding them may read a count branch (I/O, in order); then the
+    // branches are assembled in parallel.
+    let mut prepared = Vec::with_capacity(branches.len());
     for (&b, interp) in branches.iter().zip(interps) {
         let mine: Vec<(&Planned, &Basket)> = baskets
             .iter()
             .filter(|(p, _)| p.branch == b)
             .copied()
             .collect();
-        out.push(assemble(file, tree, b, interp, &mine, start, stop).await?);
+        let offsets = match &interp {
+            Interpretation::Jagged {
+                dtype,
+                inner_shape,
+                header_bytes,
+                count_branch,
+            } => {
+                let item_bytes = dtype.size() * inner_shape.iter().product::<usize>().max(1);
+                let name = tree.branch_path(b);
+                Some(
+                    basket_offsets(
+                        file,
+                        tree,
+                        &mine,
+                        (start, stop),
+                        *count_branch,
+                        item_bytes,
+                        *header_bytes,
+                        &name,
+                    )
+                    .await?,
+                )
+            }
+            _ => None,
+        };
+        prepared.push((b, interp, mine, offsets));
     }
-    Ok(out)
+    super::cpu_work(|| {
+        prepared
+            .into_par_iter()
+            .map(|(b, interp, mine, offsets)| {
+                assemble(file, tree, b, interp, &mine, offsets, start, stop)
+            })
+            .collect()
+    })
 }
 
 pub fn plan_baskets(tree: &TreeMeta, branches: &[usize], start: u64, stop: u64) -> Vec<Planned> {
@@ -306,12 +340,15 @@ fn local_range(p: &Planned, b: &Basket, start: u64, stop: u64) -> (usize, usize)
     (first, last.max(first))
 }
 
-async fn assemble(
+/// Assemble one branch; `offsets` are the per-basket entry offsets of jagged branches.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
     file: &RootFile,
     tree: &TreeMeta,
     branch: usize,
     interp: Interpretation,
     baskets: &[(&Planned, &Basket)],
+    offsets: Option<Vec<std::borrow::Cow<'_, [u32]>>>,
     start: u64,
     stop: u64,
 ) -> Result<BranchArray> {
@@ -387,20 +424,10 @@ async fn assemble(
             dtype,
             inner_shape,
             header_bytes,
-            count_branch,
+            ..
         } => {
             let item_bytes = dtype.size() * inner_shape.iter().product::<usize>().max(1);
-            let offsets_per_basket = basket_offsets(
-                file,
-                tree,
-                baskets,
-                (start, stop),
-                *count_branch,
-                item_bytes,
-                *header_bytes,
-                &name,
-            )
-            .await?;
+            let offsets_per_basket = offsets.expect("prepared for jagged branches");
             let mut pieces: Vec<&[u8]> = Vec::new();
             let mut out_offsets = Vec::with_capacity(entries as usize + 1);
             out_offsets.push(0i64);
