@@ -238,9 +238,10 @@ class Tree:
         """Yield lazy chunks of whole clusters: ``chunk["Muon_pt"]`` reads a branch on first use.
 
         The engine learns which branches are used: the first branch touched in the first chunk
-        fetches every branch of that chunk in one request (up to 20 MB) and the ones used become
-        the learned set, prefetched for every later chunk; a branch outside it is fetched together
-        with every branch missed before. Pass one `cherenkov.AccessProfile` to the chunks of every
+        fetches every branch of that chunk in one request (up to 64 MB) and the ones used become
+        the learned set, prefetched for every later chunk. The first branch outside it that a chunk
+        touches fetches every unread branch of that chunk in one request (a trigger fired); the
+        ones then used become the miss set, fetched together on later misses. Pass one `cherenkov.AccessProfile` to the chunks of every
         file of a dataset so later files need no training. A chunk's branches can be read only
         while it is the current chunk.
         """

@@ -410,7 +410,7 @@ impl Tree {
     }
 
     /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).
-    #[pyo3(signature = (steps, profile, prefetch=true, learning=true, memory_budget=256 << 20, max_steps_ahead=4, startup_bytes=20 << 20))]
+    #[pyo3(signature = (steps, profile, prefetch=true, learning=true, memory_budget=256 << 20, max_steps_ahead=4, startup_bytes=64 << 20))]
     #[allow(clippy::too_many_arguments)]
     fn chunks(
         &self,

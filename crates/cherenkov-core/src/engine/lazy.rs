@@ -5,9 +5,11 @@
 //!   chunk in one request (if they fit `startup_bytes`), and the branches actually used in that
 //!   chunk become the learned set;
 //! - *prefetch*: later chunks of the learned set are fetched and decompressed ahead of use;
-//! - *miss (trigger) cache*: a branch outside the learned set is fetched in one request together
-//!   with every branch missed before, which is how conditional access ("all branches every 50th
-//!   event") costs one round trip instead of hundreds;
+//! - *miss (trigger) cache*: the first time a chunk touches a branch never missed before, every
+//!   branch of that chunk not read yet is fetched in one request (within `startup_bytes`), and the
+//!   branches then used become the miss set; later, a miss fetches the miss set in one request.
+//!   This is how conditional access ("all branches every 50th event") costs one round trip
+//!   instead of hundreds;
 //! - the learned sets live in an [`AccessProfile`] that the next file of a dataset reuses, so it
 //!   needs no training.
 
@@ -48,7 +50,8 @@ pub struct LazyOptions {
     pub prefetch_enabled: bool,
     /// Learn the used set (and fetch all branches of the first chunk to learn it).
     pub learning: bool,
-    /// The startup read is skipped when all branches of the first chunk exceed this.
+    /// The startup read (and the read of every unread branch when a trigger fires) is skipped when
+    /// those branches of the chunk exceed this.
     pub startup_bytes: u64,
 }
 
@@ -58,7 +61,7 @@ impl Default for LazyOptions {
             prefetch: PrefetchOptions::default(),
             prefetch_enabled: true,
             learning: true,
-            startup_bytes: 20 << 20,
+            startup_bytes: 64 << 20,
         }
     }
 }
@@ -90,6 +93,8 @@ pub struct LazyReader {
     cache: HashMap<usize, BranchArray>,
     used: BTreeSet<usize>,
     training: bool,
+    /// Whether this chunk already had its one read of every unread branch.
+    triggered: bool,
     pipeline: Option<(Vec<usize>, StepReader)>,
     pub stats: LazyStats,
 }
@@ -120,6 +125,7 @@ impl LazyReader {
             cache: HashMap::new(),
             used: BTreeSet::new(),
             training: false,
+            triggered: false,
             pipeline: None,
             stats: LazyStats::default(),
         }
@@ -148,6 +154,7 @@ impl LazyReader {
         }
         self.cache.clear();
         self.used.clear();
+        self.triggered = false;
         if next >= self.steps.len() {
             self.current = Some(self.steps.len());
             self.pipeline = None;
@@ -197,6 +204,13 @@ impl LazyReader {
         };
         let (start, stop) = self.steps[k];
         self.used.insert(b);
+        if !self.training && self.options.learning {
+            let path = self.tree.branch_path(b);
+            let mut state = self.profile.state.lock().unwrap();
+            if !state.learned.contains(&path) && self.cache.contains_key(&b) {
+                state.missed.insert(path); // served by a trigger read: part of the miss set
+            }
+        }
         if let Some(array) = self.take_hit(b) {
             return Ok(array);
         }
@@ -238,14 +252,26 @@ impl LazyReader {
         let mut wanted = vec![b];
         if !self.training && self.options.learning {
             let mut state = self.profile.state.lock().unwrap();
-            state.missed.insert(path);
+            let known = !state.missed.insert(path);
             let others = state.missed.clone();
             drop(state);
-            wanted.extend(
-                self.indices(&others).into_iter().filter(|o| {
+            let unread: Vec<usize> = self
+                .readable
+                .iter()
+                .copied()
+                .filter(|o| *o != b && !self.cache.contains_key(o))
+                .collect();
+            if !known && !self.triggered && self.fits_budget(&unread, start, stop) {
+                // A branch never missed before: the analysis has started on a new set (a trigger
+                // fired). Read every branch of this chunk not read yet, in one request, rather
+                // than one round trip per branch; what it then uses is learned as the miss set.
+                self.triggered = true;
+                wanted.extend(unread);
+            } else {
+                wanted.extend(self.indices(&others).into_iter().filter(|o| {
                     *o != b && !self.cache.contains_key(o) && self.readable.contains(o)
-                }),
-            );
+                }));
+            }
         }
         let (arrays, _) = read_branches(&self.file, &self.tree, &wanted, start, stop).await?;
         let mut arrays = wanted.into_iter().zip(arrays);
@@ -287,7 +313,11 @@ impl LazyReader {
     }
 
     fn fits_startup(&self, start: u64, stop: u64) -> bool {
-        let plan = plan_baskets(&self.tree, &self.readable, start, stop);
+        self.fits_budget(&self.readable, start, stop)
+    }
+
+    fn fits_budget(&self, branches: &[usize], start: u64, stop: u64) -> bool {
+        let plan = plan_baskets(&self.tree, branches, start, stop);
         plan.iter().map(|p| p.stored_bytes()).sum::<u64>() <= self.options.startup_bytes
     }
 }
