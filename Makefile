@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 SHARED ?= $(abspath ../shared)
 export CHERENKOV_SHARED := $(SHARED)
 
-.PHONY: setup demo test test-rust test-python bench-local fmt clean
+.PHONY: setup demo test test-rust test-python bench-local bench fmt clean
 
 setup:
 	@bash scripts/setup.sh
@@ -22,6 +22,9 @@ test-python:
 
 bench-local: setup
 	$(PY) bench/local_read.py
+
+bench: setup
+	bash scripts/setup-bench.sh && $(PY) bench/lab.py
 
 fmt:
 	cargo fmt --all

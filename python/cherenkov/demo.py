@@ -1,5 +1,14 @@
-"""`make demo`: open the real CMS NanoAOD sample, summarize its tree, and read branches with timing,
-side by side with uproot when it is installed."""
+"""`make demo`: a short run of the latency lab.
+
+A glance at the real CMS NanoAOD sample first, then one NanoAOD-like file (written by ROOT 6.40,
+2000 entries, 4 clusters, ROOT's own basket layout) read from nginx on 127.0.0.1 behind toxiproxy at
+a 137 ms round trip, and from the local disk: the fixed set (30 % of the branches by volume, every
+entry) and the trigger pattern (the fixed set for every event, every branch for every 50th event of
+the second half of the file), by cherenkov, cherenkov without prefetch and, when `import ROOT`
+works, ROOT with its default TTreeCache. root:// rows are added once cherenkov reads root://.
+Every run is a fresh process stopped after 20 s; the values read are checked against cherenkov's
+local read. About two to three minutes. The full lab is `make bench` (bench/lab.py).
+"""
 
 from __future__ import annotations
 
@@ -7,77 +16,142 @@ import os
 import sys
 import time
 from pathlib import Path
-from statistics import median
 
 from rich.console import Console
 from rich.table import Table
 
 import cherenkov
-from cherenkov.summary import human_bytes, print_tree
+from cherenkov.summary import human_bytes, tree_overview
 
 SAMPLE = "nanoAOD_2015_CMS_Open_Data_ttbar.root"
-# Written by ROOT 6.40 with the sample's schema: 2000 entries in 4 clusters, ROOT's basket layout.
-TIMING_SAMPLE = "nanolike-root6.40-zstd-4clusters.root"
-BRANCHES = ["Muon_pt", "Muon_eta", "Muon_phi", "Muon_charge", "nMuon", "Jet_pt", "Jet_btagCSVV2", "MET_pt", "run", "event"]
+LAB_FILE = "nanolike-root6.40-zstd-4clusters.root"  # written by ROOT 6.40: 2000 entries, 4 clusters
+RTT_MS = 137
+BUDGET_S = 20
+REPO = Path(__file__).resolve().parents[2]
 
 
 def shared_dir() -> Path:
-    return Path(os.environ.get("CHERENKOV_SHARED", Path(__file__).resolve().parents[3] / "shared"))
+    return Path(os.environ.get("CHERENKOV_SHARED", REPO.parent / "shared"))
 
 
-def timed(fn, repeat: int = 5) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - t0)
-    return median(times), result
+def summary(console: Console, path: Path) -> None:
+    t0 = time.perf_counter()
+    tree = cherenkov.open(path)["Events"]
+    opened = time.perf_counter() - t0
+    arrays = tree.arrays(["nMuon", "Muon_pt", "Muon_eta"], library="np")
+    event = next((i for i, n in enumerate(arrays["nMuon"]) if n > 0), 0)
+    pts = ", ".join(f"{x:.1f}" for x in arrays["Muon_pt"][event])
+    console.print(f"[bold]cherenkov {cherenkov.__version__}[/bold]: opened {path.name} and its {len(tree.branches)}-branch tree "
+                  f"in {1000 * opened:.1f} ms; event {event} has {arrays['nMuon'][event]} muon(s), pt = {pts} GeV")
+    console.print(tree_overview(tree))
+
+
+def load_lab():
+    """bench/lab.py from the source checkout, or None (the lab needs the checkout's servers and tools)."""
+    bench = REPO / "bench"
+    if not (bench / "lab.py").exists():
+        return None
+    sys.path.insert(0, str(bench))
+    import lab  # noqa: PLC0415 - bench/lab.py
+
+    return lab
+
+
+def latency_table(rows: list[dict], rtt: float) -> Table:
+    protocols = [p for p in ("http", "root") if any(r["protocol"] == p for r in rows)]
+    table = Table(title=f"seconds, locally and at a {rtt:g} ms round trip", title_justify="left")
+    for name in ["scenario", "tool", "local"] + [f"{p}://" for p in protocols] + ["requests" + (f" ({' / '.join(protocols)})" if len(protocols) > 1 else "")]:
+        table.add_column(name, justify="left" if name in ("scenario", "tool") else "right")
+    by_key = {(r["tool"], r["scenario"], r["protocol"]): r for r in rows}
+    for scenario in dict.fromkeys(r["scenario"] for r in rows):
+        for tool in dict.fromkeys(r["tool"] for r in rows if r["scenario"] == scenario):
+            remote = [by_key.get((tool, scenario, p)) for p in protocols]
+            counts = [_count(r, "requests") for r in remote]
+            table.add_row(scenario, tool, _seconds(by_key.get((tool, scenario, "file"))), *map(_seconds, remote),
+                          " / ".join(counts) if any(counts) else "")
+        table.add_section()
+    return table
+
+
+def _seconds(r: dict | None) -> str:
+    if r is None:
+        return ""
+    if r["status"] == "ok":
+        mark = "" if r.get("verified", True) else " [red]✗[/red]"
+        return f"{r['seconds']:.2f}{mark}"
+    if r["status"] in ("timeout", "skipped"):
+        done = r.get("done_fraction")
+        return f"[yellow]> {r['budget_seconds']:g}[/yellow]" + (f" ({100 * done:.0f} % done)" if done is not None and done < 1 else "")
+    return "[red]error[/red]"
+
+
+def _count(r: dict | None, key: str) -> str:
+    if r is None:
+        return ""
+    value = r.get(key) if r["status"] == "ok" else (r.get("so_far") or {}).get(key)
+    if value is None:
+        return ""
+    return f"{value:,}" if r["status"] == "ok" else f"≥ {value:,}"
 
 
 def main() -> int:
     console = Console()
-    path = shared_dir() / "testdata" / SAMPLE
-    if not path.exists():
-        console.print(f"[red]The sample {path} is absent; set CHERENKOV_SHARED to the shared folder.[/red]")
+    if not console.is_terminal and console.width < 110:
+        console = Console(width=110)  # piped: room for the table
+    testdata = shared_dir() / "testdata"
+    sample, lab_file = testdata / SAMPLE, testdata / LAB_FILE
+    missing = [p for p in (sample, lab_file) if not p.exists()]
+    if missing:
+        console.print(f"[red]{', '.join(map(str, missing))} absent; set CHERENKOV_SHARED to the shared folder.[/red]")
         return 1
+    summary(console, sample)
+
+    lab = load_lab()
+    if lab is None:
+        console.print("[yellow]The latency demo runs the lab from a source checkout (bench/lab.py, the servers set up by "
+                      "`make setup`); clone the repository and run `make demo` there.[/yellow]")
+        return 0
+    plan = lab.make_plan([lab_file])
+    tree = cherenkov.open(lab_file)["Events"]
+    console.print(
+        f"\n[bold]Latency demo[/bold]: {lab_file.name} ({human_bytes(lab_file.stat().st_size)}, {tree.num_entries:,} entries, "
+        f"{len(tree.cluster_boundaries) - 1} clusters) served by nginx on 127.0.0.1 behind toxiproxy at a {RTT_MS} ms "
+        f"round trip, and from the local disk.\n"
+        f"  fixed:   {len(plan.fixed)} of {len(plan.fixed) + len(plan.others)} branches (30 % of the volume), every entry\n"
+        f"  trigger: the fixed set for every event; every branch for every {plan.trigger_every}th event from entry "
+        f"{plan.trigger_from} on (in chunks of one cluster for cherenkov; ROOT in its event loop)\n"
+        f"Each run is a fresh process, stopped after {BUDGET_S} s.\n"
+    )
+    tools = [t for t in lab.TOOLS if t.key in ("cherenkov", "cherenkov-noprefetch", "root")]
+    config = lab.Config(
+        rtts=[RTT_MS], protocols=["http", "root"], scenarios=["fixed", "trigger"], tools=tools, repeat=1,
+        budget=BUDGET_S, once_over=BUDGET_S, bandwidth=None, local=True, cherenkov_protocols_only=True,
+    )
     t0 = time.perf_counter()
-    f = cherenkov.open(path)
-    tree = f["Events"]
-    console.print(f"[bold]cherenkov {cherenkov.__version__}[/bold]: opened {path.name} ({human_bytes(f.size)}) "
-                  f"and its 947-branch tree in {1000 * (time.perf_counter() - t0):.1f} ms")
-    print_tree(tree, console, limit=12)
+    rows, notes = run(lab, plan, config, console)
+    console.print()
+    console.print(latency_table(rows, RTT_MS))
+    checked = [r for r in rows if r.get("verified") is not None]
+    bad = [r for r in checked if r["verified"] is False]
+    if bad:
+        for r in bad:
+            console.print(f"[red]MISMATCH[/red] {r['tool']}, {r['scenario']}, {r['protocol']}: {'; '.join(r['problems'])}")
+    else:
+        console.print(f"[green]checked[/green]: all {len(checked)} finished runs read the same values as cherenkov's local read "
+                      "(bytes of values, sums and counts of a few branches)")
+    for key in ("root", "cherenkov-root", "ROOT http"):
+        if key in notes:
+            console.print(f"[dim]{key}: {notes[key]}[/dim]")
+    console.print(f"[dim]{time.perf_counter() - t0:.0f} s. The full lab (5 round-trip times, lazy and interactive "
+                  "scenarios, uproot, ROOT without TTreeCache, trace replay): make bench[/dim]")
+    return 0 if not bad else 1
 
-    names = [n for n in BRANCHES if n in tree]
-    arrays = tree.arrays(names, library="ak")
-    console.print(f"\nread {len(names)} branches: {', '.join(names)}")
-    with_muons = next((i for i, n in enumerate(arrays["nMuon"].to_list()) if n > 0), 0)
-    console.print(f"event {with_muons}: " + ", ".join(f"{n}={arrays[n][with_muons].tolist() if hasattr(arrays[n][with_muons], 'tolist') else arrays[n][with_muons]}" for n in names[:5]))
-    timing_path = path.with_name(TIMING_SAMPLE)
-    console.print(timing_table(timing_path if timing_path.exists() else path))
-    return 0
 
+def run(lab, plan, config, console: Console):
+    def log(line: str) -> None:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
-def timing_table(path: Path) -> Table:
-    """All readable branches of `path`, cherenkov and uproot side by side, medians of several runs."""
-    tree = cherenkov.open(path)["Events"]
-    everything = [b.path for b in tree.branches if b.readable]
-    _, (_, stats) = timed(lambda: tree.read(everything), repeat=1)  # also warms the page cache
-    mb = stats["uncompressed_bytes"] / 1e6
-    results = Table(title=f"reading all {len(everything)} branches of {path.name} ({mb:.1f} MB unzipped, page cache warm, medians)", title_justify="left")
-    for col in ("tool", "seconds", "unzipped MB/s"):
-        results.add_column(col, justify="left" if col == "tool" else "right")
-    ours, _ = timed(lambda: tree.arrays(everything, library="np"))
-    results.add_row("cherenkov " + cherenkov.__version__, f"{ours:.3f}", f"{mb / ours:.0f}")
-    try:
-        import uproot
-    except ImportError:
-        results.caption = "uproot is not installed: no side-by-side numbers"
-        return results
-    utree = uproot.open(path, array_cache=None)["Events"]  # no cache: measure reading, not a dict lookup
-    theirs, _ = timed(lambda: utree.arrays(everything, library="np"), repeat=3)
-    results.add_row("uproot " + uproot.__version__, f"{theirs:.3f}", f"{mb / theirs:.0f}")
-    results.caption = f"cherenkov/uproot speed ratio in this run: {theirs / ours:.1f}x"
-    return results
+    return lab.run_matrix(plan, config, log=log)
 
 
 if __name__ == "__main__":
