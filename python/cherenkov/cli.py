@@ -111,9 +111,12 @@ def main(argv: list[str] | None = None) -> int:
     rd.set_defaults(run=cmd_read)
     demo = sub.add_parser("demo", help="the quick-start demo")
     demo.set_defaults(run=lambda _args: __import__("cherenkov.demo").demo.main())
-    bench = sub.add_parser("bench", help="the latency lab (options as bench/lab.py --help)", add_help=False)
-    bench.add_argument("lab_args", nargs=argparse.REMAINDER)
-    bench.set_defaults(run=lambda a: __import__("cherenkov.bench").bench.main(a.lab_args))
+    sub.add_parser("bench", help="the latency lab (its options: cherenkov bench --help)")
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # every other argument belongs to the lab
+        from cherenkov.bench import main as bench
+
+        return bench(argv[1:])
     args = parser.parse_args(argv)
     try:
         return args.run(args)
