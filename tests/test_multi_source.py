@@ -100,3 +100,13 @@ def test_replicas_must_have_the_same_size(testdata, replicas):
     other = urls[1].replace(NAME, "uproot-HZZ.root")
     with pytest.raises(cherenkov.SourceError, match="differ in size"):
         cherenkov.open([urls[0], other])
+
+
+def test_stats_break_down_per_replica(replicas):
+    _, urls = replicas
+    f = cherenkov.open(urls[:2])
+    f["Events"].arrays(["Muon_pt", "Jet_pt"])
+    stats = f.stats()
+    assert [s["name"] for s in stats.per_source] == urls[:2]
+    assert sum(s["bytes"] for s in stats.per_source) >= stats.compressed_bytes
+    assert stats.table().row_count >= 11

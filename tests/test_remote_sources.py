@@ -122,3 +122,20 @@ def test_a_silent_server_times_out(lab, protocol):
         assert time.perf_counter() - t0 < 20
     finally:
         lab.toxiproxy.remove_toxic(proxy, "silence")
+
+
+def test_cli_on_remote_urls_and_wrong_inputs(lab, protocol, capsys):
+    from cherenkov.cli import main as cli
+
+    url = lab.url(protocol, "uproot-HZZ.root")
+    assert cli(["ls", url]) == 0
+    assert "Muon_Px" in capsys.readouterr().out
+    assert cli(["stats", url, "--branches", "Muon_*", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"requests"' in out and '"per_source"' in out
+    bad = url.replace(str(lab.ports[protocol]), "1")  # nothing listens on port 1
+    assert cli(["ls", bad]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("cherenkov: error:") and "127.0.0.1:1" in err and "Traceback" not in err
+    assert cli(["read", url, "--tree", "nope"]) == 1
+    assert "no object named 'nope'" in capsys.readouterr().err

@@ -58,7 +58,7 @@ def cmd_read(args) -> int:
     if tree is None:
         raise cherenkov.NotFoundError(f"{args.url}: say which tree with --tree (the file has {', '.join(trees) or 'none'})")
     start, stop = _parse_entries(args.entries)
-    console = Console(quiet=args.quiet)
+    console = Console(quiet=args.quiet and not args.stats)
     t0 = time.perf_counter()
     selected = tree.resolve(args.branches or None)
     steps = 0
@@ -68,11 +68,12 @@ def cmd_read(args) -> int:
     seconds = time.perf_counter() - t0
     stats = f.stats()
     mb = stats.uncompressed_bytes / 1e6
-    console.print(
-        f"read {len(selected)} branches of {tree.name!r} in {steps} steps: {stats.baskets} baskets, "
-        f"{human_bytes(stats.compressed_bytes)} compressed, {mb:.1f} MB unzipped in {seconds:.3f} s "
-        f"({mb / max(seconds, 1e-9):.0f} MB/s), {stats.requests} requests"
-    )
+    if not args.quiet:
+        console.print(
+            f"read {len(selected)} branches of {tree.name!r} in {steps} steps: {stats.baskets} baskets, "
+            f"{human_bytes(stats.compressed_bytes)} compressed, {mb:.1f} MB unzipped in {seconds:.3f} s "
+            f"({mb / max(seconds, 1e-9):.0f} MB/s), {stats.requests} requests"
+        )
     if args.stats:
         if args.json:
             print(stats.to_json(indent=1))
@@ -111,6 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     rd.set_defaults(run=cmd_read)
     demo = sub.add_parser("demo", help="the quick-start demo")
     demo.set_defaults(run=lambda _args: __import__("cherenkov.demo").demo.main())
+    st = sub.add_parser("stats", help="read branches and print where the time went")
+    st.add_argument("url", help="path or URL of a ROOT file")
+    st.add_argument("--tree", help="tree name (needed when the file has several)")
+    st.add_argument("--branches", nargs="*", help="names or glob patterns (default: all readable)")
+    st.add_argument("--entries", help="entry range A:B")
+    st.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
+    st.add_argument("--json", action="store_true", help="statistics as JSON")
+    st.set_defaults(run=cmd_read, stats=True, quiet=True, plot=None)
     sub.add_parser("bench", help="the latency lab (its options: cherenkov bench --help)")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # every other argument belongs to the lab

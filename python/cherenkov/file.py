@@ -92,7 +92,7 @@ class File(Directory):
         """What reads of this file did so far (see `cherenkov.Stats`)."""
         from cherenkov.stats import Stats
 
-        return Stats.from_core(self._core.stats())
+        return Stats.from_core(self._core.stats(), self._core.replicas())
 
     def trace(self) -> dict | None:
         """The recorded requests, one row per range (numpy columns request, offset, length, sent,

@@ -35,11 +35,17 @@ class Stats:
     round_trips: int = 0
     ranges: int = 0
     bytes_read: int = 0
+    #: Per source (per replica for replica sets): name, requests, bytes, errors, latency, throughput.
+    per_source: tuple[dict, ...] = ()
 
     @classmethod
-    def from_core(cls, d: dict) -> "Stats":
+    def from_core(cls, d: dict, replicas: list[dict] | None = None) -> "Stats":
         d = dict(d)
-        return cls(sources=(d.pop("source"),), **d)
+        name = d.pop("source")
+        per_source = tuple(replicas) if replicas else (
+            {"name": name, "requests": d["requests"], "bytes": d["bytes_read"], "errors": 0},
+        )
+        return cls(sources=(name,), per_source=per_source, **d)
 
     def __add__(self, other: "Stats") -> "Stats":
         out = {}
@@ -63,6 +69,7 @@ class Stats:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["sources"] = list(self.sources)
+        d["per_source"] = list(self.per_source)
         d["extra_bytes"] = self.extra_bytes
         return d
 
@@ -88,6 +95,12 @@ class Stats:
         ]
         for row in rows:
             t.add_row(*row)
+        if len(self.per_source) > 1:
+            for src in self.per_source:
+                detail = f"{src['requests']:,} requests, {src.get('errors', 0)} errors"
+                if "latency_seconds" in src:
+                    detail += f", latency {1000 * src['latency_seconds']:.0f} ms, {src['throughput_bytes_per_second'] / 1e6:.0f} MB/s"
+                t.add_row(f"  {src['name']}", human_bytes(src["bytes"]), detail)
         return t
 
 
