@@ -37,6 +37,8 @@ def test_prefetched_steps_and_cache_counters(testdata):
             chunk["Jet_pt"]
     s = f.stats()
     assert (s.startup_fetches, s.cache_hits, s.cache_misses, s.miss_fetches) == (1, 4, 1, 1)
+    # the startup and trigger reads brought every branch; only two were used
+    assert s.unused_bytes > 0.5 * s.uncompressed_bytes
 
 
 def test_stats_sum_over_files_and_export(testdata):

@@ -31,6 +31,7 @@ class Stats:
     miss_fetches: int = 0
     startup_fetches: int = 0
     learned_fetches: int = 0
+    unused_bytes: int = 0
     requests: int = 0
     round_trips: int = 0
     ranges: int = 0
@@ -92,6 +93,7 @@ class Stats:
             ("blocked on data", f"{self.blocked_seconds:.3f} s", f"{self.prefetched_steps:,} steps prefetched"),
             ("cache", f"{self.cache_hits:,} hits", f"{self.cache_misses:,} misses in {self.miss_fetches:,} fetches; "
              f"{self.startup_fetches} startup, {self.learned_fetches} learned-set fetches"),
+            ("read but unused", human_bytes(self.unused_bytes), "unzipped bytes read ahead and never used"),
         ]
         for row in rows:
             t.add_row(*row)

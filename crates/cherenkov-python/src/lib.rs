@@ -138,6 +138,7 @@ impl RootFile {
         d.set_item("miss_fetches", e.miss_fetches)?;
         d.set_item("startup_fetches", e.startup_fetches)?;
         d.set_item("learned_fetches", e.learned_fetches)?;
+        d.set_item("unused_bytes", e.unused_bytes)?;
         d.set_item("requests", c.requests)?;
         d.set_item("round_trips", c.round_trips)?;
         d.set_item("ranges", c.ranges)?;

@@ -152,6 +152,13 @@ impl LazyReader {
             state.trained = true;
             self.training = false;
         }
+        let unused: usize = self
+            .cache
+            .values()
+            .flat_map(|a| &a.columns)
+            .map(|c| c.content.len)
+            .sum();
+        self.file.stats.record_unused(unused as u64);
         self.cache.clear();
         self.used.clear();
         self.triggered = false;

@@ -21,6 +21,7 @@ pub struct EngineStats {
     miss_fetches: AtomicU64,
     startup_fetches: AtomicU64,
     learned_fetches: AtomicU64,
+    unused_bytes: AtomicU64,
 }
 
 /// A copy of the counters at one moment.
@@ -47,6 +48,8 @@ pub struct StatsSnapshot {
     pub miss_fetches: u64,
     pub startup_fetches: u64,
     pub learned_fetches: u64,
+    /// Bytes of arrays read ahead (startup, trigger, prefetch) and dropped unused.
+    pub unused_bytes: u64,
 }
 
 fn ns(d: Duration) -> u64 {
@@ -94,6 +97,10 @@ impl EngineStats {
         self.learned_fetches.fetch_add(learned_fetches, Relaxed);
     }
 
+    pub fn record_unused(&self, bytes: u64) {
+        self.unused_bytes.fetch_add(bytes, Relaxed);
+    }
+
     pub fn snapshot(&self) -> StatsSnapshot {
         let d = |a: &AtomicU64| Duration::from_nanos(a.load(Relaxed));
         StatsSnapshot {
@@ -111,6 +118,7 @@ impl EngineStats {
             miss_fetches: self.miss_fetches.load(Relaxed),
             startup_fetches: self.startup_fetches.load(Relaxed),
             learned_fetches: self.learned_fetches.load(Relaxed),
+            unused_bytes: self.unused_bytes.load(Relaxed),
         }
     }
 }
