@@ -109,7 +109,9 @@ pub struct SourceOptions {
 /// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
 pub async fn open(url: &str, options: &SourceOptions) -> Result<SharedSource> {
     if options.trace {
-        return Ok(Arc::new(trace::TracingSource::new(open_untraced(url, options).await?)));
+        return Ok(Arc::new(trace::TracingSource::new(
+            open_untraced(url, options).await?,
+        )));
     }
     open_untraced(url, options).await
 }
@@ -142,13 +144,21 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
     if let [url] = urls {
         return open(url, options).await;
     }
-    let plain = SourceOptions { trace: false, ..options.clone() };
+    let plain = SourceOptions {
+        trace: false,
+        ..options.clone()
+    };
     let mut sources = Vec::with_capacity(urls.len());
     for url in urls {
         sources.push(open_untraced(url, &plain).await?);
     }
-    let multi: SharedSource = Arc::new(multi::MultiSource::new(sources, multi::MultiOptions::default()).await?);
-    Ok(if options.trace { Arc::new(trace::TracingSource::new(multi)) } else { multi })
+    let multi: SharedSource =
+        Arc::new(multi::MultiSource::new(sources, multi::MultiOptions::default()).await?);
+    Ok(if options.trace {
+        Arc::new(trace::TracingSource::new(multi))
+    } else {
+        multi
+    })
 }
 
 async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSource> {
