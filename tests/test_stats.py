@@ -23,6 +23,7 @@ def test_counters_add_up_for_a_known_read(testdata):
     assert s.ranges - opened.ranges == s.baskets
     assert s.bytes_read - opened.bytes_read == s.compressed_bytes
     assert s.decompress_cpu_seconds > 0 and s.fetch_seconds >= 0
+    assert s.real_seconds > 0 and s.cpu_seconds > 0
 
 
 def test_prefetched_steps_and_cache_counters(testdata):

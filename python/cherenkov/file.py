@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 from cherenkov import _core
 from cherenkov.tree import Tree
@@ -75,6 +76,7 @@ class File(Directory):
     def __init__(self, path: str | list, **source_options):
         urls = [os.fspath(p) for p in path] if isinstance(path, (list, tuple)) else [path]
         self.path = " | ".join(urls)
+        self._opened = (time.perf_counter(), time.process_time())
         self._core = _core.RootFile.open(urls, **source_options)
         self._keys = None
         super().__init__(self, "")
@@ -92,7 +94,10 @@ class File(Directory):
         """What reads of this file did so far (see `cherenkov.Stats`)."""
         from cherenkov.stats import Stats
 
-        return Stats.from_core(self._core.stats(), self._core.replicas())
+        stats = Stats.from_core(self._core.stats(), self._core.replicas())
+        stats.real_seconds = time.perf_counter() - self._opened[0]
+        stats.cpu_seconds = time.process_time() - self._opened[1]
+        return stats
 
     def trace(self) -> dict | None:
         """The recorded requests, one row per range (numpy columns request, offset, length, sent,

@@ -36,6 +36,9 @@ class Stats:
     round_trips: int = 0
     ranges: int = 0
     bytes_read: int = 0
+    #: Since the file was opened: wall-clock time, and the CPU time of this process (all threads).
+    real_seconds: float = 0.0
+    cpu_seconds: float = 0.0
     #: Per source (per replica for replica sets): name, requests, bytes, errors, latency, throughput.
     per_source: tuple[dict, ...] = ()
 
@@ -83,6 +86,7 @@ class Stats:
         t.add_column(justify="right")
         t.add_column(style="dim")
         rows = [
+            ("real time", f"{self.real_seconds:.3f} s", f"{self.cpu_seconds:.3f} s CPU (this process, since opening)"),
             ("read calls", f"{self.read_calls:,}", "arrays() calls, prefetched steps and cache fills"),
             ("baskets", f"{self.baskets:,}", ""),
             ("requests", f"{self.requests:,}", f"{self.round_trips:,} round trips, {self.ranges:,} ranges"),
