@@ -158,14 +158,6 @@ def test_all_executors_give_the_same_result_over_local_files(dataset, sequential
     assert_identical(results["dask"], results["in-process"])
 
 
-def protocol_supported(protocol: str) -> bool:
-    try:
-        cherenkov.open(f"{protocol}://127.0.0.1:1/none.root", timeout=1, retries=0)
-    except ValueError as e:
-        return "unsupported URL scheme" not in str(e)
-    except cherenkov.CherenkovError:
-        return True
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -181,8 +173,6 @@ def lab(data_dir):
 
 @pytest.mark.parametrize("protocol", ["http", "root"])
 def test_all_executors_give_the_same_result_through_the_lab_proxy(lab, protocol, sequential):
-    if not protocol_supported(protocol):
-        pytest.skip(f"{protocol}:// is not available in this build of cherenkov yet")
     remote = make_dataset(lambda name: lab.url(protocol, name))
     local_result = None
     for executor in ["in-process", LocalProcesses(2), Dask(workers=2, processes=False)]:

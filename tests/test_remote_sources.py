@@ -22,14 +22,6 @@ pytestmark = [
 PROTOCOLS = ["http", "root"]
 
 
-def protocol_supported(protocol: str) -> bool:
-    try:
-        cherenkov.open(f"{protocol}://127.0.0.1:1/none.root", timeout=1, retries=0)
-    except ValueError as e:
-        return "unsupported URL scheme" not in str(e)
-    except cherenkov.CherenkovError:
-        return True
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +32,6 @@ def lab(testdata):
 
 @pytest.fixture(params=PROTOCOLS)
 def protocol(request):
-    if not protocol_supported(request.param):
-        pytest.skip(f"{request.param}:// is not available in this build")
     return request.param
 
 

@@ -9,6 +9,8 @@
 //! with the case's name if one case runs too long or the process grows past 2 GiB; a counting
 //! allocator reports the largest single allocation each case asked for.
 
+mod support;
+
 use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::read::{read_branches, BranchArray};
 use cherenkov_core::engine::runtime;
@@ -21,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+use support::shared_testdata as testdata;
 
 /// Cases per run; set CHERENKOV_MUTANTS to run more (or fewer).
 const CASES: usize = 4000;
@@ -344,22 +347,6 @@ fn field_offsets(path: &Path, bytes: &[u8]) -> Vec<usize> {
     fields.sort_unstable();
     fields.dedup();
     fields
-}
-
-fn testdata() -> Option<PathBuf> {
-    let dir = std::env::var_os("CHERENKOV_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
-        .join("testdata");
-    if dir.is_dir() {
-        Some(dir.canonicalize().unwrap())
-    } else {
-        eprintln!(
-            "SKIPPED: {} is absent (set CHERENKOV_SHARED to the shared folder)",
-            dir.display()
-        );
-        None
-    }
 }
 
 fn seeds(dir: &Path) -> Vec<Seed> {

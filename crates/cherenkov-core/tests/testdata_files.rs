@@ -6,23 +6,9 @@ use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::read::read_branches;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::Error;
-use std::path::PathBuf;
+mod support;
 
-fn testdata() -> Option<PathBuf> {
-    let dir = std::env::var_os("CHERENKOV_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
-        .join("testdata");
-    if dir.is_dir() {
-        Some(dir.canonicalize().unwrap())
-    } else {
-        eprintln!(
-            "SKIPPED: {} is absent (set CHERENKOV_SHARED to the shared folder)",
-            dir.display()
-        );
-        None
-    }
-}
+use support::shared_testdata as testdata;
 
 #[test]
 fn every_tree_in_testdata_reads_or_refuses_by_name() {
