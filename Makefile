@@ -1,4 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Both run the idempotent setup first.
+# Recipes source scripts/env.sh, which is bash.
+SHELL  := /bin/bash
 VENV   := .venv
 PY     := $(VENV)/bin/python
 SHARED ?= $(abspath ../shared)
