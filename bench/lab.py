@@ -172,14 +172,20 @@ def run_child(spec: dict, env: dict, budget: float) -> dict:
         proc = subprocess.Popen([sys.executable, str(BENCH / "lab_tools.py"), json.dumps(spec)],
                                 stdout=out, stderr=err, text=True, env=environment, cwd=str(BENCH))
         launched, killed = time.time(), False
-        while proc.poll() is None:
-            time.sleep(0.1)
-            done, started = _read_progress(progress)
-            late = started is not None and time.time() - started > budget + 2
-            if late or time.time() - launched > budget + 60:
-                proc.kill()
-                proc.wait()
-                killed = True
+        try:
+            while proc.poll() is None:
+                time.sleep(0.1)
+                done, started = _read_progress(progress)
+                late = started is not None and time.time() - started > budget + 2
+                if late or time.time() - launched > budget + 60:
+                    proc.kill()
+                    proc.wait()
+                    killed = True
+        except BaseException:  # interrupted: take the measurement process down too
+            proc.kill()
+            proc.wait()
+            progress.unlink(missing_ok=True)
+            raise
         done, _ = _read_progress(progress)
         progress.unlink(missing_ok=True)
         if killed:
@@ -303,9 +309,19 @@ def versions() -> dict:
     return {"cherenkov": cherenkov.__version__, "uproot": uproot.__version__, "root": have_root()}
 
 
+def extension_build() -> str:
+    """Size and modification time of the compiled cherenkov extension: if it changes during a run
+    (rebuilt by `make setup`), the results mix two builds, and the report says so."""
+    import cherenkov._core as core
+
+    st = Path(core.__file__).stat()
+    return f"{st.st_size} bytes, built {time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(st.st_mtime))} UTC"
+
+
 def run_matrix(plan: Plan, config: Config, log=print) -> tuple[list[dict], dict]:
     """Every (rtt, repetition, scenario, protocol, tool), interleaved; returns rows and notes."""
     vers = versions()
+    build = extension_build()
     tools = [t for t in config.tools if t.tool != "root" or vers["root"]]
     notes = {}
     if not vers["root"]:
@@ -381,6 +397,11 @@ def run_matrix(plan: Plan, config: Config, log=print) -> tuple[list[dict], dict]
                             given_up.add((label, scenario, protocol))
     rows = summarize(runs, plan)
     notes.update(method_notes(plan, config, vers))
+    notes["cherenkov build"] = build
+    if extension_build() != build:
+        notes["WARNING"] = (f"the cherenkov extension was rebuilt during this run (was {build}, now {extension_build()}): "
+                            "the results mix two builds; run the lab again")
+        log("WARNING: " + notes["WARNING"])
     return rows, notes
 
 
