@@ -28,9 +28,12 @@ pub struct RootFile {
     pub size: u64,
     pub header: FileHeader,
     pub keys: Vec<Key>,
-    pub streamers: Vec<StreamerInfo>,
-    /// Why the streamer infos could not be read, if they could not: only some branches need them.
-    pub streamer_error: Option<Error>,
+    /// The streamer infos, read when first needed: only members of split objects need them, and
+    /// ROOT often writes them far from the end (with the first cycle of a tree), where the
+    /// speculative read misses them. An unreadable record counts as none (the branches that
+    /// need it are then refused by name); the reason is kept in `streamer_error`.
+    streamers: tokio::sync::OnceCell<Vec<StreamerInfo>>,
+    pub streamer_error: std::sync::OnceLock<Error>,
     /// What reads of this file did.
     pub stats: super::stats::EngineStats,
     /// Requests the source had made before opening (an HTTP size probe, for example).
@@ -64,15 +67,28 @@ impl RootFile {
                 format!("a ROOT file of at least {FILE_HEADER_LEN} bytes, found {size} bytes"),
             ));
         }
+        // Sources that read the head and tail while opening (HTTP) spare the speculative read.
+        let opening = source.opening_reads();
         let head = ByteRange::new(0, size.min(HEAD_READ));
         let tail_len = (size / TAIL_READ_FRACTION)
             .clamp(TAIL_READ_MIN, TAIL_READ_MAX)
             .min(size - head.len);
-        let mut first = vec![head];
-        if tail_len > 0 {
-            first.push(ByteRange::new(size - tail_len, tail_len));
+        let mut speculative = vec![head];
+        if tail_len > 0 && opening.is_empty() {
+            speculative.push(ByteRange::new(size - tail_len, tail_len));
         }
-        let got = source.read_ranges(&first).await?;
+        let mut file = RootFile {
+            source,
+            size,
+            header: FileHeader::default(),
+            keys: Vec::new(),
+            streamers: Default::default(),
+            streamer_error: Default::default(),
+            requests_before_open,
+            stats: Default::default(),
+            metadata: Mutex::new(opening),
+        };
+        let got = file.read_metadata(&speculative).await?;
         let header = FileHeader::parse(&got[0])?;
         // As ROOT checks: a file shorter than its header's fEND was cut short.
         if header.end > size {
@@ -84,17 +100,7 @@ impl RootFile {
                 ),
             ));
         }
-        let mut file = RootFile {
-            source,
-            size,
-            header,
-            keys: Vec::new(),
-            streamers: Vec::new(),
-            streamer_error: None,
-            requests_before_open,
-            stats: Default::default(),
-            metadata: Mutex::new(first.into_iter().zip(got).collect()),
-        };
+        file.header = header;
         let top = file.header.top_directory_offset();
         let record_len = (DIRECTORY_RECORD_LEN as u64).min(size.saturating_sub(top));
         check_inside(top, record_len, size, "the top directory record")?;
@@ -109,28 +115,51 @@ impl RootFile {
             size,
             "the top directory's keys list",
         )?;
-        let mut wanted = vec![ByteRange::new(record.seek_keys, record.keys_bytes as u64)];
-        let info_range = ByteRange::new(file.header.seek_info, file.header.info_bytes as u64);
-        // A file may have no streamer infos (fSeekInfo 0), but must not point past its end.
-        let has_streamers = file.header.seek_info > 0;
-        if has_streamers {
+        // Streamer infos are read when needed, but a header pointing them past the end is corrupt.
+        if file.header.seek_info > 0 {
             check_inside(
-                info_range.offset,
-                info_range.len,
+                file.header.seek_info,
+                file.header.info_bytes as u64,
                 size,
                 "the streamer infos",
             )?;
-            wanted.push(info_range);
         }
-        let got = file.read_metadata(&wanted).await?;
-        file.keys = parse_keys_list(&got[0], record.seek_keys)?;
-        if has_streamers {
-            match read_streamers(&got[1], file.header.seek_info) {
-                Ok(s) => file.streamers = s,
-                Err(e) => file.streamer_error = Some(e.in_file(file.name())),
-            }
-        }
+        let keys_range = ByteRange::new(record.seek_keys, record.keys_bytes as u64);
+        let raw_keys = file.read_metadata(&[keys_range]).await?.remove(0);
+        file.keys = parse_keys_list(&raw_keys, record.seek_keys)?;
         Ok(file)
+    }
+
+    /// The streamer infos, read on first call (an empty list if the file has none or they cannot
+    /// be read; see `streamer_error`).
+    pub async fn streamers(&self) -> &[StreamerInfo] {
+        self.streamers
+            .get_or_init(|| async {
+                match self.read_streamers().await {
+                    Ok(infos) => infos,
+                    Err(e) => {
+                        let _ = self.streamer_error.set(e.in_file(self.name()));
+                        Vec::new()
+                    }
+                }
+            })
+            .await
+    }
+
+    /// The streamer infos if they were read already (see `streamers`), else none.
+    pub fn streamers_read(&self) -> &[StreamerInfo] {
+        self.streamers.get().map_or(&[], Vec::as_slice)
+    }
+
+    async fn read_streamers(&self) -> Result<Vec<StreamerInfo>> {
+        if self.header.seek_info == 0 {
+            return Ok(Vec::new());
+        }
+        let range = ByteRange::new(self.header.seek_info, self.header.info_bytes as u64);
+        let raw = self.read_metadata(&[range]).await?.remove(0);
+        let key = Key::parse(&mut Cursor::new(&raw, "file", range.offset))?;
+        let data = object_bytes(&raw, &key)?;
+        parse_streamer_infos(&data, key.keylen as usize, &key.describe())
     }
 
     /// Read metadata ranges, serving what earlier reads hold and fetching the rest in one request.
@@ -288,14 +317,13 @@ impl RootFile {
             ));
         }
         let data = self.read_object(&key).await?;
-        parse_tree(&data, key.keylen as usize, &key.describe()).map_err(|e| e.in_file(self.name()))
+        let tree = parse_tree(&data, key.keylen as usize, &key.describe())
+            .map_err(|e| e.in_file(self.name()))?;
+        if tree.needs_streamers() {
+            self.streamers().await;
+        }
+        Ok(tree)
     }
-}
-
-fn read_streamers(raw: &[u8], seek: u64) -> Result<Vec<StreamerInfo>> {
-    let key = Key::parse(&mut Cursor::new(raw, "file", seek))?;
-    let data = object_bytes(raw, &key)?;
-    parse_streamer_infos(&data, key.keylen as usize, &key.describe())
 }
 
 /// The object data of a key, given the key's stored bytes (header included).

@@ -8,7 +8,7 @@ pub const FILE_HEADER_LEN: usize = 100;
 /// Bytes enough for a key header (long names need more; `Key::parse` says so).
 pub const KEY_HEADER_MAX: usize = 512;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct FileHeader {
     pub version: i32,
     pub begin: u64,

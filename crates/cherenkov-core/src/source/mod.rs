@@ -81,6 +81,11 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn limits(&self) -> SourceLimits;
     /// Counters since the source was opened.
     fn counters(&self) -> SourceCounters;
+    /// Bytes the source read while opening (HTTP learns the size with a read of the file's head
+    /// and tail), so that the first reads of a file need no request of their own.
+    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
+        Vec::new()
+    }
     /// The requests made so far, when this source records them (see `trace::TracingSource`).
     fn trace(&self) -> Option<Vec<trace::TraceEvent>> {
         None
@@ -136,6 +141,9 @@ impl ByteSource for SourceRef {
     }
     fn counters(&self) -> SourceCounters {
         self.0.counters()
+    }
+    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
+        self.0.opening_reads()
     }
 }
 

@@ -81,6 +81,9 @@ impl ByteSource for TracingSource {
     fn counters(&self) -> SourceCounters {
         self.inner.counters()
     }
+    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
+        self.inner.opening_reads()
+    }
     fn trace(&self) -> Option<Vec<TraceEvent>> {
         Some(self.events())
     }

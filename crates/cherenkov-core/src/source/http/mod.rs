@@ -51,6 +51,11 @@ pub struct HttpOptions {
     /// Largest whole-file answer (a 200 to a range request) that is used; a larger one is dropped
     /// and the ranges are asked one by one instead. Default 64 MiB.
     pub max_full_body_bytes: u64,
+    /// The first request, which learns the size, also reads this many bytes from the start and
+    /// from the end of the file, where ROOT keeps what opening needs. Defaults 64 KiB and 1 MiB;
+    /// a tail of 0 makes it a plain one-range probe.
+    pub open_head_bytes: u64,
+    pub open_tail_bytes: u64,
 }
 
 impl Default for HttpOptions {
@@ -63,6 +68,8 @@ impl Default for HttpOptions {
             retries: 3,
             max_redirects: 10,
             max_full_body_bytes: 64 << 20,
+            open_head_bytes: 64 << 10,
+            open_tail_bytes: 1 << 20,
         }
     }
 }
@@ -91,6 +98,8 @@ pub struct HttpSource {
     size: u64,
     /// Set when the server ignores `Range:` altogether and the file was small enough to keep.
     whole_file: Option<Bytes>,
+    /// What the first request read besides the size (see `probe`).
+    opening: Vec<(ByteRange, Bytes)>,
     /// Bounds the requests in flight to `options.connections`.
     in_flight: Semaphore,
     /// Cleared once the server answers a multi-range request with something else than multipart.
@@ -143,6 +152,9 @@ struct Probe {
     target: Url,
     size: u64,
     whole_file: Option<Bytes>,
+    /// Bytes of the file it brought (head and tail), for [`ByteSource::opening_reads`].
+    opening: Vec<(ByteRange, Bytes)>,
+    multirange_works: bool,
 }
 
 impl HttpSource {
@@ -177,7 +189,7 @@ impl HttpSource {
             options.retries,
             |_| true,
             || {},
-            || probe_size(&client, &target, &options),
+            || probe(&client, &target, &options),
         )
         .await
         .map_err(|f| Error::io(url, format!("cannot learn the file size: {}", f.message())))?;
@@ -187,14 +199,15 @@ impl HttpSource {
             client,
             size: probe.size,
             whole_file: probe.whole_file.clone(),
+            opening: probe.opening.clone(),
             in_flight: Semaphore::new(options.connections),
-            multirange_works: AtomicBool::new(true),
+            multirange_works: AtomicBool::new(probe.multirange_works),
             header_budget: AtomicUsize::new(options.max_header_bytes),
             options,
             requests: AtomicU64::new(1),
             round_trips: AtomicU64::new(1),
             ranges: AtomicU64::new(1),
-            bytes: AtomicU64::new(probe.whole_file.as_ref().map_or(0, |f| f.len() as u64)),
+            bytes: AtomicU64::new(probe.opening.iter().map(|(r, _)| r.len).sum()),
         })
     }
 
@@ -544,6 +557,10 @@ impl ByteSource for HttpSource {
         }
     }
 
+    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
+        self.opening.clone()
+    }
+
     fn counters(&self) -> SourceCounters {
         SourceCounters {
             requests: self.requests.load(Ordering::Relaxed),
@@ -554,28 +571,162 @@ impl ByteSource for HttpSource {
     }
 }
 
-/// The first request: `Range: bytes=0-0`, answered by `Content-Range: bytes 0-0/SIZE` (or a 200
-/// with the whole file from servers without range support, or 416 for an empty file).
-async fn probe_size(
+/// The first request asks for the file's head and tail (`Range: bytes=0-H,-T`), where most file
+/// formats keep their metadata (ROOT: header, keys, streamer infos, trees): its answer gives the
+/// size (`Content-Range: bytes a-b/SIZE`) and the bytes to open the file, in one round trip.
+/// Servers answering otherwise get a plain single-range probe (see `probe_head`).
+async fn probe(
     client: &reqwest::Client,
     url: &Url,
     options: &HttpOptions,
 ) -> Result<Probe, Failure> {
-    let request = client.get(url.clone()).header(RANGE, "bytes=0-0");
+    let (head, tail) = (options.open_head_bytes.max(1), options.open_tail_bytes);
+    if tail == 0 {
+        return probe_head(client, url, options, head).await;
+    }
+    let request = client
+        .get(url.clone())
+        .header(RANGE, format!("bytes=0-{},-{tail}", head - 1));
+    let response = send(request, options.request_timeout).await?;
+    reject_encoded(&response)?;
+    let target = response.url().clone();
+    let limit = head + tail + 3 * PART_OVERHEAD;
+    match response.status() {
+        StatusCode::PARTIAL_CONTENT => {
+            let content_type = header_str(&response, CONTENT_TYPE).unwrap_or_default();
+            let parts = match boundary_from_content_type(&content_type) {
+                Some(boundary) => {
+                    let body = read_body(response, limit, options.request_timeout).await?;
+                    parse_byteranges(&body, &boundary, 2).map_err(|e| {
+                        Failure::Unusable(format!(
+                            "malformed multipart answer to the first request: {e:?}"
+                        ))
+                    })?
+                }
+                None => {
+                    let Some(ContentRange::Bytes { range, total }) = content_range(&response)
+                    else {
+                        return Err(Failure::Unusable(
+                            "206 answer without a valid Content-Range".into(),
+                        ));
+                    };
+                    if range.len > head + tail {
+                        return Err(Failure::Unusable(format!(
+                            "server sent {} bytes, more than the {} asked",
+                            range.len,
+                            head + tail
+                        )));
+                    }
+                    let data = read_body(response, range.len, options.request_timeout).await?;
+                    if data.len() as u64 != range.len {
+                        return Err(Failure::CutShort(format!(
+                            "answer has {} bytes, its Content-Range announces {}",
+                            data.len(),
+                            range.len
+                        )));
+                    }
+                    vec![Part { range, total, data }]
+                }
+            };
+            let size = match parts
+                .iter()
+                .map(|p| p.total)
+                .collect::<Option<Vec<u64>>>()
+                .as_deref()
+            {
+                Some([first, rest @ ..]) if rest.iter().all(|t| t == first) => *first,
+                _ => {
+                    return Err(Failure::Unusable(
+                        "206 answer without one file size in its Content-Range headers".into(),
+                    ))
+                }
+            };
+            Ok(Probe {
+                target,
+                size,
+                whole_file: None,
+                opening: parts.into_iter().map(|p| (p.range, p.data)).collect(),
+                multirange_works: true,
+            })
+        }
+        // A file smaller than what was asked comes whole (nginx does so): keep it.
+        StatusCode::OK
+            if response
+                .content_length()
+                .is_some_and(|len| len <= head + tail) =>
+        {
+            let data = read_body(response, head + tail, options.request_timeout).await?;
+            let size = data.len() as u64;
+            Ok(Probe {
+                target,
+                size,
+                whole_file: Some(data.clone()),
+                opening: vec![(ByteRange::new(0, size), data)],
+                multirange_works: true,
+            })
+        }
+        StatusCode::RANGE_NOT_SATISFIABLE
+            if matches!(
+                content_range(&response),
+                Some(ContentRange::Unsatisfied { total: 0 })
+            ) =>
+        {
+            Ok(Probe {
+                target,
+                size: 0,
+                whole_file: None,
+                opening: Vec::new(),
+                multirange_works: true,
+            })
+        }
+        StatusCode::NOT_FOUND
+        | StatusCode::FORBIDDEN
+        | StatusCode::UNAUTHORIZED
+        | StatusCode::GONE => Err(status_failure(response.status(), 1)),
+        // A whole large file (ranges ignored, or not several at once), a 416 or 400 to the suffix
+        // range: drop it and ask as plainly as possible.
+        _ => {
+            drop(response);
+            let mut probe = probe_head(client, url, options, head).await?;
+            probe.multirange_works = false;
+            Ok(probe)
+        }
+    }
+}
+
+/// A single-range probe: `Range: bytes=0-(head-1)`, answered by `Content-Range: bytes
+/// 0-N/SIZE` (or a 200 with the whole file from servers without range support, or 416 for an
+/// empty file).
+async fn probe_head(
+    client: &reqwest::Client,
+    url: &Url,
+    options: &HttpOptions,
+    head: u64,
+) -> Result<Probe, Failure> {
+    let request = client
+        .get(url.clone())
+        .header(RANGE, format!("bytes=0-{}", head - 1));
     let response = send(request, options.request_timeout).await?;
     reject_encoded(&response)?;
     let target = response.url().clone();
     match response.status() {
         StatusCode::PARTIAL_CONTENT => match content_range(&response) {
             Some(ContentRange::Bytes {
-                total: Some(size), ..
-            }) => {
-                // Read the one byte so that the connection can be reused; its loss costs nothing.
-                let _ = read_body(response, PART_OVERHEAD * 4, options.request_timeout).await;
+                range,
+                total: Some(size),
+            }) if range.offset == 0 && range.len <= head => {
+                let data = read_body(response, range.len, options.request_timeout).await?;
+                let opening = if data.len() as u64 == range.len {
+                    vec![(range, data)]
+                } else {
+                    Vec::new()
+                };
                 Ok(Probe {
                     target,
                     size,
                     whole_file: None,
+                    opening,
+                    multirange_works: true,
                 })
             }
             _ => Err(Failure::Fatal(
@@ -605,7 +756,9 @@ async fn probe_size(
             Ok(Probe {
                 target,
                 size,
-                whole_file: Some(data),
+                whole_file: Some(data.clone()),
+                opening: vec![(ByteRange::new(0, size), data)],
+                multirange_works: true,
             })
         }
         StatusCode::RANGE_NOT_SATISFIABLE => match content_range(&response) {
@@ -613,6 +766,8 @@ async fn probe_size(
                 target,
                 size: 0,
                 whole_file: None,
+                opening: Vec::new(),
+                multirange_works: true,
             }),
             _ => Err(Failure::Fatal(
                 "server answered 416 Range Not Satisfiable to bytes=0-0".into(),
