@@ -103,8 +103,17 @@ impl Connection {
     /// Connect to `address` (`host:port`), shake hands, log in and authenticate, all within
     /// `timeout`. Then a request fails after `timeout` with no answer and no byte received on the
     /// connection (a large answer arriving slowly, or one queued behind others, is not cut short).
-    pub async fn connect(address: &str, timeout: Duration) -> Result<Connection, ConnError> {
-        match tokio::time::timeout(timeout, Self::connect_and_login(address, timeout)).await {
+    ///
+    /// `early` requests (an open, for example) go out in the same write as the login, saving a
+    /// round trip; their answers are awaited with [`Connection::wait`]. `None` instead of them
+    /// when the server wanted authentication first: send them again then.
+    pub async fn connect(
+        address: &str,
+        timeout: Duration,
+        early: &[Request],
+    ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
+        match tokio::time::timeout(timeout, Self::connect_and_login(address, timeout, early)).await
+        {
             Ok(result) => result,
             Err(_) => Err(ConnError::Timeout(format!(
                 "no answer from {address} within {} while connecting and logging in",
@@ -113,17 +122,40 @@ impl Connection {
         }
     }
 
-    async fn connect_and_login(address: &str, timeout: Duration) -> Result<Connection, ConnError> {
+    async fn connect_and_login(
+        address: &str,
+        timeout: Duration,
+        early: &[Request],
+    ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
         let lost =
             |e: std::io::Error| ConnError::Lost(format!("connection to {address} failed: {e}"));
         let mut stream = TcpStream::connect(address).await.map_err(lost)?;
         stream.set_nodelay(true).map_err(lost)?;
 
-        // Handshake, kXR_protocol and kXR_login in one write: one round trip instead of two.
+        // Handshake, kXR_protocol, kXR_login and the early requests in one write: one round trip.
+        // Servers known to want authentication get no early requests (they would be refused).
+        let early = if asks_for_authentication(address) {
+            &[]
+        } else {
+            early
+        };
         let user = user_name();
+        let shared = Arc::new(Shared::default());
+        shared.lock().next_id = AUTH_STREAM;
         let mut hello = proto::CLIENT_HANDSHAKE.to_vec();
         hello.extend(proto::protocol_request().encode(1));
         hello.extend(proto::login_request(std::process::id(), &user).encode(2));
+        let mut waiting = Vec::with_capacity(early.len());
+        for request in early {
+            let (reply, answer) = oneshot::channel();
+            let stream_id = shared.register(reply, SMALL_BODY_MAX)?;
+            hello.extend(request.encode(stream_id));
+            waiting.push(Waiting {
+                stream_id,
+                answer,
+                name: request.name(),
+            });
+        }
         stream.write_all(&hello).await.map_err(lost)?;
 
         let (head, body) = read_small_frame(&mut stream, address).await?;
@@ -155,6 +187,7 @@ impl Connection {
         let protocols = proto::parse_login(&body).ok_or_else(|| {
             ConnError::Protocol(format!("{address} sent a malformed kXR_login answer"))
         })?;
+        let mut early_answers = Some(waiting);
         if !protocols.is_empty() {
             if !protocols.iter().any(|p| p == "unix") {
                 return Err(ConnError::Refused(format!(
@@ -162,20 +195,26 @@ impl Connection {
                     protocols.join(" or ")
                 )));
             }
+            remember_authentication(address);
             stream
-                .write_all(&proto::unix_auth_request(&user, &user).encode(3))
+                .write_all(&proto::unix_auth_request(&user, &user).encode(AUTH_STREAM))
                 .await
                 .map_err(lost)?;
-            expect_ok(
-                read_small_frame(&mut stream, address).await?,
-                3,
-                "kXR_auth (unix)",
-                address,
-            )?;
+            // The early requests' answers (refusals: they came before authentication) come first.
+            let mut frame = read_small_frame(&mut stream, address).await?;
+            for _ in 0..MAX_FRAMES_BEFORE_AUTH {
+                if frame.0.stream_id == AUTH_STREAM {
+                    break;
+                }
+                frame = read_small_frame(&mut stream, address).await?;
+            }
+            expect_ok(frame, AUTH_STREAM, "kXR_auth (unix)", address)?;
+            for w in early_answers.take().unwrap_or_default() {
+                shared.lock().pending.remove(&w.stream_id);
+            }
         }
 
         let (read_half, write_half) = stream.into_split();
-        let shared = Arc::new(Shared::default());
         let heard = Heard {
             inner: read_half,
             shared: shared.clone(),
@@ -192,14 +231,15 @@ impl Connection {
             shared.clone(),
             address.to_string(),
         ));
-        Ok(Connection {
+        let conn = Connection {
             address: address.to_string(),
             timeout,
             shared,
             outgoing,
             writer,
             reader,
-        })
+        };
+        Ok((conn, early_answers))
     }
 
     pub fn address(&self) -> &str {
@@ -223,16 +263,27 @@ impl Connection {
     /// If the caller gives up waiting, the stream id stays reserved until the server answers it:
     /// a late answer is then dropped, never taken for the answer to a later request.
     pub async fn send(&self, request: &Request, max_len: usize) -> Result<Reply, ConnError> {
-        let (reply_tx, reply_rx) = oneshot::channel();
-        let stream_id = self.shared.register(reply_tx, max_len)?;
+        let (reply, answer) = oneshot::channel();
+        let stream_id = self.shared.register(reply, max_len)?;
         if self.outgoing.send(request.encode(stream_id)).is_err() {
             let reason = format!("connection to {} closed", self.address);
             self.shared
                 .finish(stream_id, Err(ConnError::Lost(reason.clone())));
             return Err(ConnError::Lost(reason));
         }
+        self.wait(Waiting {
+            stream_id,
+            answer,
+            name: request.name(),
+        })
+        .await
+    }
+
+    /// The answer to a request already sent; a timeout after `timeout` without a byte from the
+    /// server.
+    pub async fn wait(&self, waiting: Waiting) -> Result<Reply, ConnError> {
         let answer = async {
-            reply_rx.await.unwrap_or_else(|_| {
+            waiting.answer.await.unwrap_or_else(|_| {
                 Err(ConnError::Lost(format!(
                     "connection to {} closed",
                     self.address
@@ -260,7 +311,7 @@ impl Connection {
                     let reason = format!(
                         "no answer from {} to {} within {}",
                         self.address,
-                        request.name(),
+                        waiting.name,
                         seconds(self.timeout)
                     );
                     self.close(&reason);
@@ -268,6 +319,37 @@ impl Connection {
                 }
             }
         }
+    }
+}
+
+/// A request sent, its answer still to come.
+pub struct Waiting {
+    stream_id: u16,
+    answer: oneshot::Receiver<Result<Reply, ConnError>>,
+    name: &'static str,
+}
+
+/// Stream id of `kXR_auth` during login (1 and 2 are `kXR_protocol` and `kXR_login`); early
+/// requests take the ids after it.
+const AUTH_STREAM: u16 = 3;
+/// Answers to early requests read (and dropped) before the authentication answer, at most.
+const MAX_FRAMES_BEFORE_AUTH: usize = 16;
+
+/// Servers (`host:port`) that asked for authentication: they get no early requests.
+static AUTHENTICATING: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn asks_for_authentication(address: &str) -> bool {
+    AUTHENTICATING
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .any(|a| a == address)
+}
+
+fn remember_authentication(address: &str) {
+    let mut known = AUTHENTICATING.lock().unwrap_or_else(|e| e.into_inner());
+    if known.len() < 1024 && !known.iter().any(|a| a == address) {
+        known.push(address.to_string());
     }
 }
 

@@ -18,7 +18,7 @@ mod connection;
 mod protocol;
 mod url;
 
-use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
+use self::connection::{ConnError, Connection, Reply, Waiting, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
 use super::{split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits};
@@ -289,17 +289,23 @@ async fn open_session(start: Endpoint, options: &XrootdOptions) -> Result<Sessio
     let mut redirects = 0;
     let mut waited = Duration::ZERO;
     'connect: loop {
-        let conn = Connection::connect(&endpoint.address(), options.request_timeout).await?;
+        // The open and the query of the server's limits (needed before the first read anyway)
+        // travel with the login: connecting and opening take one round trip after TCP's own.
+        let requests = [
+            proto::open_request(&endpoint.path),
+            proto::query_config_request(&CONFIG_KEYS),
+        ];
+        let (conn, early) =
+            Connection::connect(&endpoint.address(), options.request_timeout, &requests).await?;
+        let mut early = early.and_then(|answers| <[Waiting; 2]>::try_from(answers).ok());
         loop {
-            // One round trip for both: the limits are needed before the first read anyway.
-            let (open_request, config_request) = (
-                proto::open_request(&endpoint.path),
-                proto::query_config_request(&CONFIG_KEYS),
-            );
-            let (open, config) = tokio::join!(
-                conn.send(&open_request, SMALL_BODY_MAX),
-                conn.send(&config_request, SMALL_BODY_MAX),
-            );
+            let (open, config) = match early.take() {
+                Some([open, config]) => tokio::join!(conn.wait(open), conn.wait(config)),
+                None => tokio::join!(
+                    conn.send(&requests[0], SMALL_BODY_MAX),
+                    conn.send(&requests[1], SMALL_BODY_MAX),
+                ),
+            };
             match open? {
                 Reply::Ok(body) => {
                     let (handle, size) = proto::parse_open(&body).ok_or_else(|| {
