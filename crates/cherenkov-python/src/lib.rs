@@ -242,9 +242,8 @@ impl RootFile {
         self.inner.header.compress
     }
     #[getter]
-    fn streamer_classes(&self) -> Vec<(String, i32)> {
-        self.inner
-            .streamers
+    fn streamer_classes(&self, py: Python<'_>) -> Vec<(String, i32)> {
+        py.detach(|| runtime().block_on(self.inner.streamers()))
             .iter()
             .map(|s| (s.class_name.clone(), s.class_version))
             .collect()
@@ -332,7 +331,7 @@ impl Tree {
                 "basket_seeks",
                 b.baskets.iter().map(|l| l.seek).collect::<Vec<_>>(),
             )?;
-            match interpret(&self.meta, i, &self.file.streamers) {
+            match interpret(&self.meta, i, self.file.streamers_read()) {
                 Ok(interp) => {
                     d.set_item("typename", interp.typename())?;
                     d.set_item("kind", kind(&interp))?;

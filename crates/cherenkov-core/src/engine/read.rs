@@ -103,7 +103,7 @@ pub fn interpretations(
     branches
         .iter()
         .map(|&b| {
-            interpret(tree, b, &file.streamers).map_err(|u| Error::UnsupportedBranch {
+            interpret(tree, b, file.streamers_read()).map_err(|u| Error::UnsupportedBranch {
                 file: file.name().to_string(),
                 branch: tree.branch_path(b),
                 typename: u.typename,
@@ -572,7 +572,7 @@ async fn basket_offsets<'a>(
         })?;
         // A count branch that is itself jagged would recurse (forever, if it counts itself).
         if !matches!(
-            interpret(tree, cb, &file.streamers),
+            interpret(tree, cb, file.streamers_read()),
             Ok(Interpretation::Fixed { .. })
         ) {
             return Err(bad(format!(

@@ -124,6 +124,14 @@ pub struct TreeMeta {
 }
 
 impl TreeMeta {
+    /// Whether interpreting some branch takes the file's streamer infos: members of split
+    /// objects (element id 0 or more) do.
+    pub fn needs_streamers(&self) -> bool {
+        self.branches
+            .iter()
+            .any(|b| b.element.as_ref().is_some_and(|e| e.id >= 0))
+    }
+
     /// Cluster boundaries `[0, b1, ..., entries]`: entry ranges whose baskets align across branches.
     /// Follows TTree's cluster iterator (ranges, then fAutoFlush); without either (old or
     /// hand-written files), falls back to the entry boundaries shared by every branch's baskets.
