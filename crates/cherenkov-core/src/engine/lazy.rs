@@ -3,7 +3,8 @@
 //!
 //! - *startup*: the first branch touched in the first chunk fetches every readable branch of that
 //!   chunk in one request (if they fit `startup_bytes`), and the branches actually used in that
-//!   chunk become the learned set;
+//!   chunk become the learned set. As in TTreeCache, what such a read brings is held compressed
+//!   and only the baskets of branches used are decompressed;
 //! - *prefetch*: later chunks of the learned set are fetched and decompressed ahead of use;
 //! - *miss (trigger) cache*: the first time a chunk touches a branch never missed before, every
 //!   branch of that chunk not read yet is fetched in one request (within `startup_bytes`), and the
@@ -15,7 +16,10 @@
 
 use super::file::RootFile;
 use super::prefetch::{PrefetchOptions, StepReader};
-use super::read::{interpretations, plan_baskets, read_branches, BranchArray};
+use super::read::{
+    fetch_baskets, interpretations, plan_baskets, read_branches, read_branches_with, BranchArray,
+    HeldBaskets,
+};
 use crate::error::{Error, Result};
 use crate::format::tree::TreeMeta;
 use std::collections::{BTreeSet, HashMap};
@@ -91,6 +95,9 @@ pub struct LazyReader {
     /// Index of the current chunk in `steps` (None before the first `advance`).
     current: Option<usize>,
     cache: HashMap<usize, BranchArray>,
+    /// Compressed baskets of this chunk from a startup or trigger read, and their branches.
+    held: HeldBaskets,
+    held_branches: BTreeSet<usize>,
     used: BTreeSet<usize>,
     training: bool,
     /// Whether this chunk already had its one read of every unread branch.
@@ -123,6 +130,8 @@ impl LazyReader {
             by_path,
             current: None,
             cache: HashMap::new(),
+            held: HeldBaskets::new(),
+            held_branches: BTreeSet::new(),
             used: BTreeSet::new(),
             training: false,
             triggered: false,
@@ -158,8 +167,16 @@ impl LazyReader {
             .flat_map(|a| &a.columns)
             .map(|c| c.content.len)
             .sum();
-        self.file.stats.record_unused(unused as u64);
+        let (start, stop) = self.current.map_or((0, 0), |k| self.steps[k]);
+        let held_unused: Vec<usize> = self.held_branches.iter().copied().collect();
+        let held_unused: u64 = plan_baskets(&self.tree, &held_unused, start, stop)
+            .iter()
+            .map(|p| p.stored_bytes())
+            .sum();
+        self.file.stats.record_unused(unused as u64 + held_unused);
         self.cache.clear();
+        self.held.clear();
+        self.held_branches.clear();
         self.used.clear();
         self.triggered = false;
         if next >= self.steps.len() {
@@ -214,21 +231,21 @@ impl LazyReader {
         if !self.training && self.options.learning {
             let path = self.tree.branch_path(b);
             let mut state = self.profile.state.lock().unwrap();
-            if !state.learned.contains(&path) && self.cache.contains_key(&b) {
+            if !state.learned.contains(&path) && self.has(b) {
                 state.missed.insert(path); // served by a trigger read: part of the miss set
             }
         }
-        if let Some(array) = self.take_hit(b) {
+        if let Some(array) = self.take_hit(b, start, stop).await? {
             return Ok(array);
         }
         if self.training && self.stats.startup_fetches == 0 && self.fits_startup(start, stop) {
             let all = self.readable.clone();
-            self.fill(&all, start, stop).await?;
+            self.hold(&all, start, stop).await?;
             self.count(LazyStats {
                 startup_fetches: 1,
                 ..Default::default()
             });
-            if let Some(array) = self.take_hit(b) {
+            if let Some(array) = self.take_hit(b, start, stop).await? {
                 return Ok(array);
             }
         }
@@ -246,7 +263,7 @@ impl LazyReader {
                 learned_fetches: 1,
                 ..Default::default()
             });
-            if let Some(array) = self.take_hit(b) {
+            if let Some(array) = self.take_hit(b, start, stop).await? {
                 return Ok(array);
             }
         }
@@ -266,19 +283,21 @@ impl LazyReader {
                 .readable
                 .iter()
                 .copied()
-                .filter(|o| *o != b && !self.cache.contains_key(o))
+                .filter(|o| !self.has(*o))
                 .collect();
             if !known && !self.triggered && self.fits_budget(&unread, start, stop) {
                 // A branch never missed before: the analysis has started on a new set (a trigger
                 // fired). Read every branch of this chunk not read yet, in one request, rather
                 // than one round trip per branch; what it then uses is learned as the miss set.
                 self.triggered = true;
-                wanted.extend(unread);
-            } else {
-                wanted.extend(self.indices(&others).into_iter().filter(|o| {
-                    *o != b && !self.cache.contains_key(o) && self.readable.contains(o)
-                }));
+                self.hold(&unread, start, stop).await?;
+                return self.decode_held(b, start, stop).await;
             }
+            wanted.extend(
+                self.indices(&others)
+                    .into_iter()
+                    .filter(|o| *o != b && !self.has(*o) && self.readable.contains(o)),
+            );
         }
         let (arrays, _) = read_branches(&self.file, &self.tree, &wanted, start, stop).await?;
         let mut arrays = wanted.into_iter().zip(arrays);
@@ -287,13 +306,39 @@ impl LazyReader {
         Ok(first)
     }
 
-    fn take_hit(&mut self, b: usize) -> Option<BranchArray> {
-        let array = self.cache.remove(&b)?;
+    /// Whether branch `b` of this chunk is in memory (decoded, or held compressed).
+    fn has(&self, b: usize) -> bool {
+        self.cache.contains_key(&b) || self.held_branches.contains(&b)
+    }
+
+    /// Branch `b` from memory, decompressed now if it was held.
+    async fn take_hit(&mut self, b: usize, start: u64, stop: u64) -> Result<Option<BranchArray>> {
+        let array = match self.cache.remove(&b) {
+            Some(array) => array,
+            None if self.held_branches.contains(&b) => self.decode_held(b, start, stop).await?,
+            None => return Ok(None),
+        };
         self.count(LazyStats {
             hits: 1,
             ..Default::default()
         });
-        Some(array)
+        Ok(Some(array))
+    }
+
+    /// Decompress held branch `b` (no request: its baskets are held).
+    async fn decode_held(&mut self, b: usize, start: u64, stop: u64) -> Result<BranchArray> {
+        self.held_branches.remove(&b);
+        let (mut arrays, _) =
+            read_branches_with(&self.file, &self.tree, &[b], start, stop, &self.held).await?;
+        Ok(arrays.remove(0))
+    }
+
+    /// Read the compressed baskets of `branches` in this chunk, in one request, and hold them.
+    async fn hold(&mut self, branches: &[usize], start: u64, stop: u64) -> Result<()> {
+        let plan = plan_baskets(&self.tree, branches, start, stop);
+        self.held.extend(fetch_baskets(&self.file, &plan).await?);
+        self.held_branches.extend(branches.iter().copied());
+        Ok(())
     }
 
     /// Read `branches` of the current chunk into the cache, in one request.

@@ -226,7 +226,8 @@ async fn owned_baskets(shared: &Shared, k: usize) -> Result<Decoded> {
         .ok_or_else(|| Error::InvalidArgument(format!("baskets of step {k} were freed early")))?;
     cell.get_or_try_init(|| async {
         let plan = &shared.owned[k];
-        let (baskets, _) = fetch_and_decode(&shared.file, &shared.tree, plan).await?;
+        let (baskets, _) =
+            fetch_and_decode(&shared.file, &shared.tree, plan, &Default::default()).await?;
         Ok::<_, Error>(Arc::new(
             plan.iter()
                 .copied()

@@ -7,7 +7,9 @@ use crate::format::basket::{decode_basket, Basket};
 use crate::format::interpretation::{convert_big_endian, interpret, DType, Interpretation};
 use crate::format::tree::{BasketLocation, TreeMeta};
 use crate::source::ByteRange;
+use bytes::Bytes;
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Bytes in 8-byte words, so numpy can view them as any element type without copying.
@@ -123,6 +125,10 @@ pub fn check_entry_range(tree: &TreeMeta, start: u64, stop: u64) -> Result<()> {
     Ok(())
 }
 
+/// Compressed baskets already in memory, by file offset: read together in one request, and
+/// decompressed only if a branch of theirs is used (see `lazy.rs`).
+pub type HeldBaskets = HashMap<u64, Bytes>;
+
 /// Read `branches` (indices into `tree.branches`) over entries `[start, stop)`.
 pub async fn read_branches(
     file: &RootFile,
@@ -131,11 +137,23 @@ pub async fn read_branches(
     start: u64,
     stop: u64,
 ) -> Result<(Vec<BranchArray>, ReadStats)> {
+    read_branches_with(file, tree, branches, start, stop, &HeldBaskets::new()).await
+}
+
+/// As `read_branches`, taking the baskets found in `held` from there.
+pub async fn read_branches_with(
+    file: &RootFile,
+    tree: &TreeMeta,
+    branches: &[usize],
+    start: u64,
+    stop: u64,
+    held: &HeldBaskets,
+) -> Result<(Vec<BranchArray>, ReadStats)> {
     check_entry_range(tree, start, stop)?;
     let interps = interpretations(file, tree, branches)?;
     file.stats.record_read_call();
     let plan = plan_baskets(tree, branches, start, stop);
-    let (decoded, mut stats) = fetch_and_decode(file, tree, &plan).await?;
+    let (decoded, mut stats) = fetch_and_decode(file, tree, &plan, held).await?;
     let t = Instant::now();
     let pairs: Vec<(&Planned, &Basket)> = plan.iter().zip(&decoded).collect();
     let arrays = assemble_all(file, tree, branches, interps, &pairs, start, stop).await?;
@@ -143,13 +161,22 @@ pub async fn read_branches(
     Ok((arrays, stats))
 }
 
-/// Fetch the planned baskets in one request and decompress them in parallel, in plan order.
-pub async fn fetch_and_decode(
-    file: &RootFile,
-    tree: &TreeMeta,
-    plan: &[Planned],
-) -> Result<(Vec<Basket>, ReadStats)> {
-    let mut stats = ReadStats::default();
+/// The planned baskets' bytes (those stored on disk), in one request, keyed by offset.
+pub async fn fetch_baskets(file: &RootFile, plan: &[Planned]) -> Result<HeldBaskets> {
+    let ranges = disk_ranges(file, plan)?;
+    let raw = fetch_ranges(file, &ranges).await?;
+    file.stats.record_fetch(
+        0,
+        ranges.iter().map(|r| r.len).sum(),
+        0,
+        Duration::ZERO,
+        Duration::ZERO,
+        Duration::ZERO,
+    );
+    Ok(ranges.iter().map(|r| r.offset).zip(raw).collect())
+}
+
+fn disk_ranges(file: &RootFile, plan: &[Planned]) -> Result<Vec<ByteRange>> {
     let ranges: Vec<ByteRange> = plan
         .iter()
         .filter_map(|p| match p.source {
@@ -161,14 +188,39 @@ pub async fn fetch_and_decode(
         crate::format::directory::check_inside(r.offset, r.len, file.size, "a basket")
             .map_err(|e| e.in_file(file.name()))?;
     }
+    Ok(ranges)
+}
+
+async fn fetch_ranges(file: &RootFile, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+    if ranges.is_empty() {
+        return Ok(Vec::new());
+    }
+    file.source.read_ranges(ranges).await
+}
+
+/// Fetch the planned baskets not `held` in one request and decompress them all in parallel, in
+/// plan order.
+pub async fn fetch_and_decode(
+    file: &RootFile,
+    tree: &TreeMeta,
+    plan: &[Planned],
+    held: &HeldBaskets,
+) -> Result<(Vec<Basket>, ReadStats)> {
+    let mut stats = ReadStats::default();
+    let ranges = disk_ranges(file, plan)?;
+    let is_held = |r: &ByteRange| held.get(&r.offset).is_some_and(|b| b.len() as u64 == r.len);
+    let missing: Vec<ByteRange> = ranges.iter().copied().filter(|r| !is_held(r)).collect();
     let t0 = Instant::now();
-    let raw = if ranges.is_empty() {
-        Vec::new()
-    } else {
-        file.source.read_ranges(&ranges).await?
-    };
+    let mut fetched = fetch_ranges(file, &missing).await?.into_iter();
+    let raw: Vec<Bytes> = ranges
+        .iter()
+        .map(|r| match held.get(&r.offset).filter(|_| is_held(r)) {
+            Some(bytes) => bytes.clone(),
+            None => fetched.next().unwrap_or_default(),
+        })
+        .collect();
     stats.fetch_time = t0.elapsed();
-    stats.compressed_bytes = ranges.iter().map(|r| r.len).sum();
+    stats.compressed_bytes = missing.iter().map(|r| r.len).sum();
 
     let t1 = Instant::now();
     let mut raw_iter = raw.into_iter();
