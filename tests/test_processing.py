@@ -256,7 +256,7 @@ def test_progress_callback_sees_partial_results(dataset, capsys):
     partial_events = [p["events"] if p else 0 for _, _, p in updates]
     assert any(0 < n < 6000 for n in partial_events) and partial_events[-1] == 6000
     assert_identical(updates[-1][2], result["nano"])
-    assert capsys.readouterr().out == ""  # no bar: stdout is not a terminal here
+    assert capsys.readouterr().out == ""  # bars go to stderr, never into the output
 
 
 # ---- merging and splitting, without files ------------------------------------------------------------

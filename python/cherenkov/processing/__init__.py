@@ -131,7 +131,7 @@ def process(
     target_seconds: float = 5.0,
     retries: int = 2,
     skip_bad_files: bool = False,
-    progress: bool = True,
+    progress: bool | None = None,
     callback: Callable[[ProgressUpdate], None] | None = None,
     open_options: dict | None = None,
     return_report: bool = False,
@@ -155,7 +155,7 @@ def process(
         that dies counts as a failure of its packet, which is retried and counted once.
     skip_bad_files: if a file cannot be opened or read (after retries), go on without the rest of it
         and list it in `Report.bad_files`; otherwise raise `ProcessingError` naming it.
-    progress: a progress bar per dataset (entries/s, MB/s, ETA) when stdout is a terminal.
+    progress: a progress bar per dataset (entries/s, MB/s, ETA); None (default): when stderr is a terminal.
     callback: called with a `ProgressUpdate` after every finished packet; `update.partial()` gives
         the results merged so far.
     open_options: keyword arguments for `cherenkov.open` (connections, timeout, retries).

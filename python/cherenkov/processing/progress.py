@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from cherenkov.progress import Bars, wants_bars
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Feedback:
         self.callback = callback
         self.partial = partial
         self.start = time.perf_counter()
-        self.bar = _Bar(totals) if show and sys.stdout.isatty() else None
+        self.bar = Bars(totals) if wants_bars(show) else None
 
     def packet_done(self, dataset: str, entries: int, nbytes: int) -> None:
         self.done[dataset] += entries
@@ -75,28 +76,8 @@ class Feedback:
         """Entries of a skipped bad file: they leave the total."""
         self.totals[dataset] -= entries
         if self.bar is not None:
-            self.bar.progress.update(self.bar.tasks[dataset], total=self.totals[dataset])
+            self.bar.set_total(dataset, self.totals[dataset])
 
     def close(self) -> None:
         if self.bar is not None:
-            self.bar.progress.stop()
-
-
-class _Bar:
-    def __init__(self, totals: dict[str, int]):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rates]}"),
-            TextColumn("ETA"),
-            TimeRemainingColumn(),
-        )
-        self.tasks = {name: self.progress.add_task(name, total=total, rates="") for name, total in totals.items()}
-        self.progress.start()
-
-    def update(self, dataset: str, done: int, nbytes: int, elapsed: float) -> None:
-        rates = f"{done / elapsed:,.0f} entries/s  {nbytes / 1e6 / elapsed:.1f} MB/s" if elapsed > 0 else ""
-        self.progress.update(self.tasks[dataset], completed=done, rates=rates)
+            self.bar.close()
