@@ -52,10 +52,12 @@ class Stats:
         return cls(sources=(name,), per_source=per_source, **d)
 
     def __add__(self, other: "Stats") -> "Stats":
+        """Counters add up; times since opening do not (files read together overlap): the sum keeps
+        the longest."""
         out = {}
         for f in fields(self):
             a, b = getattr(self, f.name), getattr(other, f.name)
-            out[f.name] = a + b
+            out[f.name] = max(a, b) if f.name in ("real_seconds", "cpu_seconds") else a + b
         return Stats(**out)
 
     @staticmethod
