@@ -157,6 +157,31 @@ struct Probe {
     multirange_works: bool,
 }
 
+impl Probe {
+    /// A server that answers ranges: the size, and what the answer brought of the file.
+    fn ranged(target: Url, size: u64, opening: Vec<(ByteRange, Bytes)>) -> Probe {
+        Probe {
+            target,
+            size,
+            whole_file: None,
+            opening,
+            multirange_works: true,
+        }
+    }
+
+    /// The whole file came (it is small, or the server ignores ranges): kept, reads need no request.
+    fn whole(target: Url, data: Bytes) -> Probe {
+        let size = data.len() as u64;
+        Probe {
+            target,
+            size,
+            whole_file: Some(data.clone()),
+            opening: vec![(ByteRange::new(0, size), data)],
+            multirange_works: true,
+        }
+    }
+}
+
 impl HttpSource {
     /// Open `url` (http or https): learn the file's size with a one-byte range request, following
     /// at most `options.max_redirects` redirects; later requests go to the final URL.
@@ -584,12 +609,13 @@ async fn probe(
     if tail == 0 {
         return probe_head(client, url, options, head).await;
     }
-    let request = client
-        .get(url.clone())
-        .header(RANGE, format!("bytes=0-{},-{tail}", head - 1));
-    let response = send(request, options.request_timeout).await?;
-    reject_encoded(&response)?;
-    let target = response.url().clone();
+    let (response, target) = send_probe(
+        client,
+        url,
+        options,
+        format!("bytes=0-{},-{tail}", head - 1),
+    )
+    .await?;
     let limit = head + tail + 3 * PART_OVERHEAD;
     match response.status() {
         StatusCode::PARTIAL_CONTENT => {
@@ -641,13 +667,8 @@ async fn probe(
                     ))
                 }
             };
-            Ok(Probe {
-                target,
-                size,
-                whole_file: None,
-                opening: parts.into_iter().map(|p| (p.range, p.data)).collect(),
-                multirange_works: true,
-            })
+            let opening = parts.into_iter().map(|p| (p.range, p.data)).collect();
+            Ok(Probe::ranged(target, size, opening))
         }
         // A file smaller than what was asked comes whole (nginx does so): keep it.
         StatusCode::OK
@@ -655,15 +676,15 @@ async fn probe(
                 .content_length()
                 .is_some_and(|len| len <= head + tail) =>
         {
-            let data = read_body(response, head + tail, options.request_timeout).await?;
-            let size = data.len() as u64;
-            Ok(Probe {
-                target,
-                size,
-                whole_file: Some(data.clone()),
-                opening: vec![(ByteRange::new(0, size), data)],
-                multirange_works: true,
-            })
+            let announced = response.content_length().unwrap_or_default();
+            let data = read_body(response, announced, options.request_timeout).await?;
+            if data.len() as u64 != announced {
+                return Err(Failure::CutShort(format!(
+                    "whole-file answer has {} of {announced} bytes",
+                    data.len()
+                )));
+            }
+            Ok(Probe::whole(target, data))
         }
         StatusCode::RANGE_NOT_SATISFIABLE
             if matches!(
@@ -671,13 +692,7 @@ async fn probe(
                 Some(ContentRange::Unsatisfied { total: 0 })
             ) =>
         {
-            Ok(Probe {
-                target,
-                size: 0,
-                whole_file: None,
-                opening: Vec::new(),
-                multirange_works: true,
-            })
+            Ok(Probe::ranged(target, 0, Vec::new()))
         }
         StatusCode::NOT_FOUND
         | StatusCode::FORBIDDEN
@@ -694,6 +709,23 @@ async fn probe(
     }
 }
 
+/// Send a first request with this `Range:`; the answer and the URL it came from (after redirects).
+async fn send_probe(
+    client: &reqwest::Client,
+    url: &Url,
+    options: &HttpOptions,
+    range: String,
+) -> Result<(Response, Url), Failure> {
+    let response = send(
+        client.get(url.clone()).header(RANGE, range),
+        options.request_timeout,
+    )
+    .await?;
+    reject_encoded(&response)?;
+    let target = response.url().clone();
+    Ok((response, target))
+}
+
 /// A single-range probe: `Range: bytes=0-(head-1)`, answered by `Content-Range: bytes
 /// 0-N/SIZE` (or a 200 with the whole file from servers without range support, or 416 for an
 /// empty file).
@@ -703,12 +735,8 @@ async fn probe_head(
     options: &HttpOptions,
     head: u64,
 ) -> Result<Probe, Failure> {
-    let request = client
-        .get(url.clone())
-        .header(RANGE, format!("bytes=0-{}", head - 1));
-    let response = send(request, options.request_timeout).await?;
-    reject_encoded(&response)?;
-    let target = response.url().clone();
+    let (response, target) =
+        send_probe(client, url, options, format!("bytes=0-{}", head - 1)).await?;
     match response.status() {
         StatusCode::PARTIAL_CONTENT => match content_range(&response) {
             Some(ContentRange::Bytes {
@@ -721,13 +749,7 @@ async fn probe_head(
                 } else {
                     Vec::new()
                 };
-                Ok(Probe {
-                    target,
-                    size,
-                    whole_file: None,
-                    opening,
-                    multirange_works: true,
-                })
+                Ok(Probe::ranged(target, size, opening))
             }
             _ => Err(Failure::Fatal(
                 "206 answer without the file size in Content-Range".into(),
@@ -753,22 +775,12 @@ async fn probe_head(
                     data.len()
                 )));
             }
-            Ok(Probe {
-                target,
-                size,
-                whole_file: Some(data.clone()),
-                opening: vec![(ByteRange::new(0, size), data)],
-                multirange_works: true,
-            })
+            Ok(Probe::whole(target, data))
         }
         StatusCode::RANGE_NOT_SATISFIABLE => match content_range(&response) {
-            Some(ContentRange::Unsatisfied { total: 0 }) => Ok(Probe {
-                target,
-                size: 0,
-                whole_file: None,
-                opening: Vec::new(),
-                multirange_works: true,
-            }),
+            Some(ContentRange::Unsatisfied { total: 0 }) => {
+                Ok(Probe::ranged(target, 0, Vec::new()))
+            }
             _ => Err(Failure::Fatal(
                 "server answered 416 Range Not Satisfiable to bytes=0-0".into(),
             )),
