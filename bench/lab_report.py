@@ -110,8 +110,9 @@ def latency_cost_table(rows: list[dict], rtt: float) -> list[str]:
                    f"{r['seconds'] / local['seconds']:.1f}x | {extra:.2f} | {extra / (rtt / 1000):.1f} | {trips:g} |")
     out.append("")
     out.append("Round trips made: the source's sequential waits plus connecting (TCP; XRootD's login, which carries "
-               "the open); prefetched ones overlap with decompression and use. No reader pays less than 2 RTTs over "
-               "HTTP or 3 over XRootD before its first data arrives.\n")
+               "the open). A remote read costs less than its round trips times the RTT because decompression and use "
+               "go on while later data travels. No reader has its first data in less than 2 RTTs over HTTP (TCP, one "
+               "request) or 3 over XRootD (TCP, login with open, one read).\n")
     return out if len(out) > 5 else []
 
 
