@@ -488,6 +488,8 @@ def method_notes(plan: Plan, config: Config, vers: dict) -> dict:
         "the fixed set, then, if a trigger event is in the chunk, every other branch, keeping the trigger events' values",
         "lazy": "cherenkov: lazy chunks, one AccessProfile shared by the two files; uproot: TBranch.array per column "
         "and chunk; ROOT: every branch active, TBranch::GetEntry of the fixed set, a new TTreeCache per file",
+        "latency": "toxiproxy's latency toxic delays the data each way by half the RTT; it does not delay TCP's "
+        "handshake (a real WAN adds one RTT per new connection, for every tool)",
         "clock": "from before opening the file to the last value in memory; each measurement in a fresh process "
         "(peak RSS = that process's VmHWM, imports included)",
         "method": f"medians of {config.repeat} interleaved repetitions; a measurement whose first run took over "
