@@ -16,6 +16,7 @@ def open(  # noqa: A001 - mirrors uproot.open
     timeout: float | None = None,
     retries: int | None = None,
     trace: bool = False,
+    discover: bool = True,
 ) -> "File":
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file (same size, checked): reads are then
@@ -26,9 +27,10 @@ def open(  # noqa: A001 - mirrors uproot.open
     XRootD (2) or requests in flight for HTTP (8); ``timeout``, seconds a request may wait for the
     server (XRootD 60, HTTP 30); ``retries``, retries of a failed read before it is reported (3).
     ``trace=True`` records every request (offset, length, send and answer times): see
-    `File.trace()` and `cherenkov.plots`.
+    `File.trace()` and `cherenkov.plots`. ``discover`` (root:// only): a redirector's data servers
+    holding the file (``kXR_locate``) are read as replicas; False reads from the one it redirects to.
     """
-    return File(path if isinstance(path, (list, tuple)) else os.fspath(path), connections=connections, timeout=timeout, retries=retries, trace=trace)
+    return File(path if isinstance(path, (list, tuple)) else os.fspath(path), connections=connections, timeout=timeout, retries=retries, trace=trace, discover=discover)
 
 
 class Directory:

@@ -68,7 +68,7 @@ struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true))]
     fn open(
         py: Python<'_>,
         urls: Vec<String>,
@@ -76,6 +76,7 @@ impl RootFile {
         timeout: Option<f64>,
         retries: Option<u32>,
         trace: bool,
+        discover: bool,
     ) -> PyResult<Self> {
         let timeout = match timeout {
             Some(t) if !(t.is_finite() && t > 0.0) => {
@@ -95,6 +96,7 @@ impl RootFile {
             timeout,
             retries,
             trace,
+            discover: Some(discover),
         };
         let inner = py
             .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))

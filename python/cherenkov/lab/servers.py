@@ -93,6 +93,68 @@ class XrootdServer(_Process):
         return f"root://127.0.0.1:{port or self.port}//{name}"
 
 
+class Cmsd(_Process):
+    """The cluster management daemon beside an xrootd (same configuration file): a manager's cmsd
+    listens for its data servers' cmsds, which report the files they hold."""
+
+    def __init__(self, server: XrootdServer, listen_port: int | None = None):
+        self.workdir = Path(tempfile.mkdtemp(prefix="cherenkov-cmsd-"))
+        os.chmod(self.workdir, 0o777)  # cmsd runs as nobody too
+        self.log = self.workdir / "cmsd.log"
+        args = [_require("cmsd"), "-c", str(server.workdir / "xrootd.cfg"), "-l", str(self.log), "-n", f"ck{server.port}"]
+        if os.geteuid() == 0:
+            args[1:1] = ["-R", "nobody"]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if listen_port is not None:
+            wait_for_port(listen_port, self.proc, "cmsd", self.log)
+
+
+class XrootdFederation:
+    """A redirector (xrootd + cmsd, `all.role manager`) and `servers` data servers (xrootd + cmsd,
+    `all.role server`) exporting the same folder, all on 127.0.0.1. Clients open
+    `url(name)` on the redirector, which redirects them to a data server and answers `kXR_locate`
+    with all of them. `kill(i)` kills data server i (its xrootd) to simulate a failure.
+
+    The data servers are reached directly, not through toxiproxy: the redirector hands out the
+    addresses they register with, so a proxy in front would be bypassed. Tests of slow or lossy
+    replicas give the replicas' URLs through proxies explicitly instead (`cherenkov.open([...])`)."""
+
+    def __init__(self, data_dir: str | os.PathLike, servers: int = 2):
+        self.data_dir = Path(data_dir).resolve()
+        self.count = servers
+
+    def __enter__(self) -> "XrootdFederation":
+        self.parts: list[_Process] = []
+        cms_port = free_port()
+        common = f"all.manager 127.0.0.1:{cms_port}\ncms.delay startup 1\n"
+        try:
+            self.manager = self._start(XrootdServer(self.data_dir, extra_config="all.role manager\n" + common))
+            self._start(Cmsd(self.manager, listen_port=cms_port))
+            self.servers = []
+            for _ in range(self.count):
+                server = self._start(XrootdServer(self.data_dir, extra_config="all.role server\n" + common))
+                self._start(Cmsd(server))
+                self.servers.append(server)
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _start(self, part):
+        self.parts.append(part)
+        return part
+
+    def url(self, name: str) -> str:
+        return self.manager.url(name)
+
+    def kill(self, i: int) -> None:
+        self.servers[i].stop()
+
+    def __exit__(self, *exc) -> None:
+        for part in reversed(self.parts):
+            part.__exit__(*exc)
+
+
 class NginxServer(_Process):
     """nginx serving `data_dir` over HTTP with multi-range answers (`max_ranges`)."""
 

@@ -109,6 +109,9 @@ pub struct SourceOptions {
     pub retries: Option<u32>,
     /// Record every request (offsets, lengths, times) for plots and replay.
     pub trace: bool,
+    /// `root://` only: ask the server where the file is (`kXR_locate`, with the open) and read
+    /// from every data server a redirector names, as replicas. Default true.
+    pub discover: Option<bool>,
 }
 
 /// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
@@ -190,14 +193,49 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSourc
                 connections: options.connections.unwrap_or(defaults.connections),
                 request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
                 retries: options.retries.unwrap_or(defaults.retries),
+                discover: options.discover.unwrap_or(defaults.discover),
                 ..defaults
             };
-            Ok(Arc::new(xrootd::XrootdSource::open(url, xrootd_options).await?))
+            open_xrootd(url, xrootd_options).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
             "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, file:// or a path)"
         ))),
     }
+}
+
+/// A `root://` file; when the server (a redirector) names several data servers holding it, all
+/// of them as replicas of one source. A data server that does not open, or holds a file of
+/// another size, is left out.
+async fn open_xrootd(url: &str, options: xrootd::XrootdOptions) -> Result<SharedSource> {
+    let first = xrootd::XrootdSource::open(url, options.clone()).await?;
+    if first.other_replicas().is_empty() {
+        return Ok(Arc::new(first));
+    }
+    let located = xrootd::XrootdOptions {
+        discover: false,
+        ..options
+    };
+    let others = futures_util::future::join_all(
+        first
+            .other_replicas()
+            .iter()
+            .map(|u| xrootd::XrootdSource::open(u, located.clone())),
+    )
+    .await;
+    let size = first.size().await?;
+    let mut sources: Vec<SharedSource> = vec![Arc::new(first)];
+    for other in others.into_iter().flatten() {
+        if other.size().await? == size {
+            sources.push(Arc::new(other));
+        }
+    }
+    if sources.len() == 1 {
+        return Ok(sources.remove(0));
+    }
+    Ok(Arc::new(
+        multi::MultiSource::new(sources, multi::MultiOptions::default()).await?,
+    ))
 }
 
 /// Default gap below which two ranges are merged into one read: a gap costs bandwidth, an extra

@@ -18,13 +18,14 @@ mod connection;
 mod protocol;
 mod url;
 
-use self::connection::{ConnError, Connection, Reply, Waiting, SMALL_BODY_MAX};
+use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
 use super::{split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures_util::future::join_all;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -50,6 +51,10 @@ pub struct XrootdOptions {
     /// At most this many bytes per `kXR_readv` element, below what the server allows. Default: no
     /// cap.
     pub readv_ior_max: Option<u64>,
+    /// Ask the first server for the file's locations (`kXR_locate`, sent with the open: no extra
+    /// round trip); a redirector answers with its data servers, which
+    /// [`XrootdSource::other_replicas`] lists. Default true.
+    pub discover: bool,
 }
 
 impl Default for XrootdOptions {
@@ -61,6 +66,7 @@ impl Default for XrootdOptions {
             max_redirects: 8,
             readv_iov_max: None,
             readv_ior_max: None,
+            discover: true,
         }
     }
 }
@@ -100,6 +106,8 @@ struct Inner {
     size: u64,
     limits: SourceLimits,
     slots: Vec<Slot>,
+    /// Other data servers holding the file, as `root://` URLs (see `XrootdOptions::discover`).
+    other_replicas: Vec<String>,
     requests: AtomicU64,
     round_trips: AtomicU64,
     ranges: AtomicU64,
@@ -121,6 +129,8 @@ struct Session {
     endpoint: Endpoint,
     /// What the server said about readv: (`readv_iov_max`, `readv_ior_max`).
     readv_limits: (usize, u64),
+    /// Data servers (`host:port`) the first server located the file on.
+    located: Vec<String>,
 }
 
 /// Why an attempt failed, which decides whether to try again.
@@ -170,10 +180,8 @@ impl XrootdSource {
                 "{url}: XrootdOptions::connections must be at least 1"
             )));
         }
-        let opened = futures_util::future::join_all(
-            (0..options.connections).map(|_| open_with_retries(&origin, &options)),
-        )
-        .await;
+        let opened =
+            join_all((0..options.connections).map(|_| open_with_retries(&origin, &options))).await;
         let first = opened.iter().find_map(|s| s.as_ref().ok()).cloned();
         let Some(first) = first else {
             let failure = opened.into_iter().find_map(|s| s.err());
@@ -203,6 +211,13 @@ impl XrootdSource {
                 in_flight: AtomicUsize::new(0),
             })
             .collect();
+        let in_use = first.endpoint.address();
+        let other_replicas = first
+            .located
+            .iter()
+            .filter(|address| **address != in_use)
+            .map(|address| format!("root://{address}/{}", origin.path))
+            .collect();
         Ok(XrootdSource {
             inner: Arc::new(Inner {
                 url: url.to_string(),
@@ -211,12 +226,19 @@ impl XrootdSource {
                 size: first.size,
                 limits,
                 slots,
+                other_replicas,
                 requests: AtomicU64::new(0),
                 round_trips: AtomicU64::new(0),
                 ranges: AtomicU64::new(0),
                 bytes: AtomicU64::new(0),
             }),
         })
+    }
+
+    /// Data servers other than this source's that hold the file, as `root://` URLs: what a
+    /// redirector answered to `kXR_locate` (empty for a plain data server).
+    pub fn other_replicas(&self) -> &[String] {
+        &self.inner.other_replicas
     }
 
     /// The file's size as the server sees it now (`kXR_stat` on the open file).
@@ -288,24 +310,32 @@ async fn open_session(start: Endpoint, options: &XrootdOptions) -> Result<Sessio
     let mut endpoint = start;
     let mut redirects = 0;
     let mut waited = Duration::ZERO;
+    let mut located = Vec::new();
     'connect: loop {
         // The open and the query of the server's limits (needed before the first read anyway)
         // travel with the login: connecting and opening take one round trip after TCP's own.
-        let requests = [
+        // So does the first server's kXR_locate: a redirector answers it with its data servers.
+        let mut requests = vec![
             proto::open_request(&endpoint.path),
             proto::query_config_request(&CONFIG_KEYS),
         ];
-        let (conn, early) =
+        if options.discover && redirects == 0 {
+            requests.push(proto::locate_request(&endpoint.path));
+        }
+        let (conn, mut early) =
             Connection::connect(&endpoint.address(), options.request_timeout, &requests).await?;
-        let mut early = early.and_then(|answers| <[Waiting; 2]>::try_from(answers).ok());
         loop {
-            let (open, config) = match early.take() {
-                Some([open, config]) => tokio::join!(conn.wait(open), conn.wait(config)),
-                None => tokio::join!(
-                    conn.send(&requests[0], SMALL_BODY_MAX),
-                    conn.send(&requests[1], SMALL_BODY_MAX),
-                ),
+            let answers = match early.take() {
+                Some(waiting) => join_all(waiting.into_iter().map(|w| conn.wait(w))).await,
+                None => join_all(requests.iter().map(|r| conn.send(r, SMALL_BODY_MAX))).await,
             };
+            let mut answers = answers.into_iter();
+            let mut next = || {
+                answers
+                    .next()
+                    .unwrap_or_else(|| Err(ConnError::Lost("no answer".into())))
+            };
+            let (open, config, locate) = (next(), next(), next());
             match open? {
                 Reply::Ok(body) => {
                     let (handle, size) = proto::parse_open(&body).ok_or_else(|| {
@@ -335,9 +365,15 @@ async fn open_session(start: Endpoint, options: &XrootdOptions) -> Result<Sessio
                         size,
                         endpoint,
                         readv_limits: (iov_max, ior_max),
+                        located,
                     });
                 }
                 Reply::Redirect(r) => {
+                    // Only a redirector's locations are other replicas: a data server that
+                    // opens the file itself names its own address, which may bypass a proxy.
+                    if let Ok(Reply::Ok(body)) = locate {
+                        located = proto::parse_locate(&body);
+                    }
                     redirects += 1;
                     endpoint = follow_redirect(&endpoint, &r, redirects, options.max_redirects)?;
                     continue 'connect;

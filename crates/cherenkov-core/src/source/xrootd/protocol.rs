@@ -30,6 +30,7 @@ pub const KXR_OPEN: u16 = 3010;
 pub const KXR_READ: u16 = 3013;
 pub const KXR_STAT: u16 = 3017;
 pub const KXR_READV: u16 = 3025;
+pub const KXR_LOCATE: u16 = 3027;
 
 // Response statuses.
 pub const KXR_OK: u16 = 0;
@@ -106,6 +107,7 @@ impl Request {
             KXR_READ => "kXR_read",
             KXR_STAT => "kXR_stat",
             KXR_READV => "kXR_readv",
+            KXR_LOCATE => "kXR_locate",
             _ => "request",
         }
     }
@@ -182,6 +184,45 @@ pub fn open_request(path: &str) -> Request {
         .put(&(KXR_OPEN_READ | KXR_RETSTAT).to_be_bytes())
         .done();
     Request::new(KXR_OPEN, params, path.as_bytes().to_vec())
+}
+
+/// `kXR_locate`: which servers hold `path` (a redirector answers for its data servers).
+pub fn locate_request(path: &str) -> Request {
+    Request::new(KXR_LOCATE, Params::new().done(), path.as_bytes().to_vec())
+}
+
+/// Most locations taken from one `kXR_locate` answer.
+pub const MAX_LOCATIONS: usize = 64;
+
+/// The data servers (`host:port`) of a `kXR_locate` answer: space-separated entries such as
+/// `Sr[::127.0.0.1]:1094`, a node type (`S` server, `s` server still checking; `M`/`m` managers,
+/// left out: they would redirect again) and an access mode (`r`, `w`) before the address.
+/// IPv4 addresses that come as `[::a.b.c.d]` or `[::ffff:a.b.c.d]` lose their IPv6 dress.
+pub fn parse_locate(body: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(body);
+    text.split(|c: char| c.is_ascii_whitespace() || c == '\0')
+        .filter_map(|entry| {
+            let mut chars = entry.chars();
+            let (kind, access) = (chars.next()?, chars.next()?);
+            let address = chars.as_str();
+            let plausible = matches!(kind, 'S' | 's')
+                && matches!(access, 'r' | 'w')
+                && address.rsplit_once(':').is_some_and(|(host, port)| {
+                    !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+                });
+            plausible.then(|| {
+                let (host, port) = address.rsplit_once(':').unwrap_or_default();
+                let host = host
+                    .strip_prefix("[::ffff:")
+                    .or_else(|| host.strip_prefix("[::"))
+                    .and_then(|h| h.strip_suffix(']'))
+                    .filter(|h| h.parse::<std::net::Ipv4Addr>().is_ok())
+                    .unwrap_or(host);
+                format!("{host}:{port}")
+            })
+        })
+        .take(MAX_LOCATIONS)
+        .collect()
 }
 
 /// `kXR_stat` of an open file.
@@ -480,6 +521,18 @@ pub fn join(mut pieces: Vec<Bytes>) -> Bytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn locate_answers_give_data_servers_only() {
+        let body = b"Sr[::127.0.0.1]:31101 Sw[::ffff:10.0.0.2]:1094 Mr[::127.0.0.1]:1213 sr[2001:db8::1]:1095 Srnoport Sx1.2.3.4:5 Sr:7\0";
+        assert_eq!(
+            parse_locate(body),
+            ["127.0.0.1:31101", "10.0.0.2:1094", "[2001:db8::1]:1095"]
+        );
+        assert!(parse_locate(&[0xff; 300]).is_empty());
+        let many = "Srh:1 ".repeat(1000);
+        assert_eq!(parse_locate(many.as_bytes()).len(), MAX_LOCATIONS);
+    }
 
     fn element(handle: FileHandle, offset: u64, data: &[u8]) -> Vec<u8> {
         let mut v = handle.to_vec();
