@@ -110,7 +110,8 @@ pub struct SourceOptions {
     /// Record every request (offsets, lengths, times) for plots and replay.
     pub trace: bool,
     /// `root://` only: ask the server where the file is (`kXR_locate`, with the open) and read
-    /// from every data server a redirector names, as replicas. Default true.
+    /// from every data server a redirector names, as replicas (see `xrootd::open_discovering`).
+    /// Default true; a list of replica URLs is read as given.
     pub discover: Option<bool>,
 }
 
@@ -157,6 +158,7 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
     }
     let plain = SourceOptions {
         trace: false,
+        discover: Some(false),
         ..options.clone()
     };
     let mut sources = Vec::with_capacity(urls.len());
@@ -196,46 +198,12 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSourc
                 discover: options.discover.unwrap_or(defaults.discover),
                 ..defaults
             };
-            open_xrootd(url, xrootd_options).await
+            xrootd::open_discovering(url, xrootd_options).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
             "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, file:// or a path)"
         ))),
     }
-}
-
-/// A `root://` file; when the server (a redirector) names several data servers holding it, all
-/// of them as replicas of one source. A data server that does not open, or holds a file of
-/// another size, is left out.
-async fn open_xrootd(url: &str, options: xrootd::XrootdOptions) -> Result<SharedSource> {
-    let first = xrootd::XrootdSource::open(url, options.clone()).await?;
-    if first.other_replicas().is_empty() {
-        return Ok(Arc::new(first));
-    }
-    let located = xrootd::XrootdOptions {
-        discover: false,
-        ..options
-    };
-    let others = futures_util::future::join_all(
-        first
-            .other_replicas()
-            .iter()
-            .map(|u| xrootd::XrootdSource::open(u, located.clone())),
-    )
-    .await;
-    let size = first.size().await?;
-    let mut sources: Vec<SharedSource> = vec![Arc::new(first)];
-    for other in others.into_iter().flatten() {
-        if other.size().await? == size {
-            sources.push(Arc::new(other));
-        }
-    }
-    if sources.len() == 1 {
-        return Ok(sources.remove(0));
-    }
-    Ok(Arc::new(
-        multi::MultiSource::new(sources, multi::MultiOptions::default()).await?,
-    ))
 }
 
 /// Default gap below which two ranges are merged into one read: a gap costs bandwidth, an extra

@@ -10,15 +10,18 @@
 //! - a part slower than `hedge_factor` times its expected time is also sent to another replica,
 //!   and the first answer wins;
 //! - a failed part goes to another replica at once; the failing replica is disabled for
-//!   `disable_for` (doubling on repeated failures); the read fails only when no replica can serve
-//!   it, with an error that lists what each one answered.
+//!   `disable_for` (doubling on repeated failures);
+//! - when every replica has failed a part, a [`ReplicaFinder`] (if any) is asked for one more (an
+//!   XRootD redirector, asked again with `tried=` naming the servers in use), at most `find_more`
+//!   times; the read fails only when no replica can serve it, with an error that lists what each
+//!   one answered.
 
 use super::{ByteRange, ByteSource, SharedSource, SourceCounters, SourceLimits};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -27,6 +30,8 @@ pub struct MultiOptions {
     pub hedge_factor: f64,
     pub probe_fraction: f64,
     pub disable_for: Duration,
+    /// Replicas a [`ReplicaFinder`] may add over the source's life.
+    pub find_more: usize,
 }
 
 impl Default for MultiOptions {
@@ -36,6 +41,7 @@ impl Default for MultiOptions {
             hedge_factor: 4.0,
             probe_fraction: 0.02,
             disable_for: Duration::from_secs(10),
+            find_more: 2,
         }
     }
 }
@@ -77,6 +83,13 @@ impl Quality {
     }
 }
 
+/// Finds one more replica of the file when every known one has failed.
+#[async_trait]
+pub trait ReplicaFinder: Send + Sync + std::fmt::Debug {
+    /// A source on a server none of the replicas so far uses (the finder keeps track of them).
+    async fn find(&self) -> Result<SharedSource>;
+}
+
 /// Per-replica counters and state, for statistics and plots.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplicaReport {
@@ -97,6 +110,35 @@ struct Replica {
     state: Mutex<ReplicaState>,
 }
 
+impl Replica {
+    fn new(source: SharedSource) -> Replica {
+        let prior = Quality {
+            latency: PRIOR_LATENCY,
+            throughput: PRIOR_THROUGHPUT,
+            samples: 0,
+        };
+        Replica {
+            state: Mutex::new(ReplicaState {
+                quality: prior,
+                disabled_until: None,
+                failures_in_row: 0,
+                report: ReplicaReport {
+                    name: source.name().to_string(),
+                    requests: 0,
+                    bytes: 0,
+                    errors: 0,
+                    hedges_won: 0,
+                    probes: 0,
+                    quality: prior,
+                    disabled: false,
+                    last_error: None,
+                },
+            }),
+            source,
+        }
+    }
+}
+
 #[derive(Debug)]
 struct ReplicaState {
     quality: Quality,
@@ -109,8 +151,13 @@ struct ReplicaState {
 pub struct MultiSource {
     name: String,
     size: u64,
-    replicas: Vec<Replica>,
+    /// Only ever appended to (by the finder): an index names the same replica for good.
+    replicas: RwLock<Vec<Arc<Replica>>>,
     options: MultiOptions,
+    finder: Option<Arc<dyn ReplicaFinder>>,
+    /// Held while the finder runs: parts that fail together wait for one new replica.
+    finding: tokio::sync::Mutex<()>,
+    finds: AtomicUsize,
     requests: AtomicU64,
     ranges: AtomicU64,
     bytes: AtomicU64,
@@ -148,39 +195,16 @@ impl MultiSource {
         }
         let replicas = sources
             .into_iter()
-            .map(|source| Replica {
-                state: Mutex::new(ReplicaState {
-                    quality: Quality {
-                        latency: PRIOR_LATENCY,
-                        throughput: PRIOR_THROUGHPUT,
-                        samples: 0,
-                    },
-                    disabled_until: None,
-                    failures_in_row: 0,
-                    report: ReplicaReport {
-                        name: source.name().to_string(),
-                        requests: 0,
-                        bytes: 0,
-                        errors: 0,
-                        hedges_won: 0,
-                        probes: 0,
-                        quality: Quality {
-                            latency: PRIOR_LATENCY,
-                            throughput: PRIOR_THROUGHPUT,
-                            samples: 0,
-                        },
-                        disabled: false,
-                        last_error: None,
-                    },
-                }),
-                source,
-            })
+            .map(|source| Arc::new(Replica::new(source)))
             .collect();
         Ok(MultiSource {
             name,
             size: sizes[0],
-            replicas,
+            replicas: RwLock::new(replicas),
             options,
+            finder: None,
+            finding: tokio::sync::Mutex::new(()),
+            finds: AtomicUsize::new(0),
             requests: AtomicU64::new(0),
             ranges: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -188,8 +212,22 @@ impl MultiSource {
         })
     }
 
+    /// Ask `finder` for one more replica when every known one has failed a read.
+    pub fn with_finder(mut self, finder: Arc<dyn ReplicaFinder>) -> Self {
+        self.finder = Some(finder);
+        self
+    }
+
+    fn replica(&self, i: usize) -> Arc<Replica> {
+        self.replicas.read().unwrap()[i].clone()
+    }
+
+    fn all(&self) -> Vec<Arc<Replica>> {
+        self.replicas.read().unwrap().clone()
+    }
+
     pub fn reports(&self) -> Vec<ReplicaReport> {
-        self.replicas
+        self.all()
             .iter()
             .map(|r| {
                 let st = r.state.lock().unwrap();
@@ -203,7 +241,7 @@ impl MultiSource {
     }
 
     fn usable(&self, i: usize) -> bool {
-        self.replicas[i]
+        self.replica(i)
             .state
             .lock()
             .unwrap()
@@ -212,14 +250,13 @@ impl MultiSource {
     }
 
     fn quality(&self, i: usize) -> Quality {
-        self.replicas[i].state.lock().unwrap().quality
+        self.replica(i).state.lock().unwrap().quality
     }
 
     /// Usable replicas, fastest first for a request of `bytes`.
     fn ranked(&self, bytes: u64) -> Vec<usize> {
-        let mut usable: Vec<usize> = (0..self.replicas.len())
-            .filter(|&i| self.usable(i))
-            .collect();
+        let count = self.replicas.read().unwrap().len();
+        let mut usable: Vec<usize> = (0..count).filter(|&i| self.usable(i)).collect();
         usable.sort_by(|&a, &b| {
             self.quality(a)
                 .expected(bytes)
@@ -229,7 +266,8 @@ impl MultiSource {
     }
 
     fn record_success(&self, i: usize, bytes: u64, seconds: f64, probe: bool) {
-        let mut st = self.replicas[i].state.lock().unwrap();
+        let replica = self.replica(i);
+        let mut st = replica.state.lock().unwrap();
         st.quality.update(bytes, seconds);
         st.failures_in_row = 0;
         st.disabled_until = None;
@@ -239,7 +277,8 @@ impl MultiSource {
     }
 
     fn record_failure(&self, i: usize, error: &Error) {
-        let mut st = self.replicas[i].state.lock().unwrap();
+        let replica = self.replica(i);
+        let mut st = replica.state.lock().unwrap();
         st.failures_in_row += 1;
         let backoff = self.options.disable_for * 2u32.saturating_pow(st.failures_in_row.min(6) - 1);
         st.disabled_until = Some(Instant::now() + backoff);
@@ -251,7 +290,8 @@ impl MultiSource {
     async fn read_from(&self, i: usize, ranges: &[ByteRange], probe: bool) -> Result<Vec<Bytes>> {
         let bytes: u64 = ranges.iter().map(|r| r.len).sum();
         let t = Instant::now();
-        match self.replicas[i].source.read_ranges(ranges).await {
+        let source = self.replica(i).source.clone();
+        match source.read_ranges(ranges).await {
             Ok(out) => {
                 self.record_success(i, bytes, t.elapsed().as_secs_f64(), probe);
                 Ok(out)
@@ -267,6 +307,7 @@ impl MultiSource {
     async fn read_part(&self, preferred: usize, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
         let bytes: u64 = ranges.iter().map(|r| r.len).sum();
         let mut tried: Vec<(usize, Error)> = Vec::new();
+        let mut finder_error = None;
         let mut next = Some(preferred);
         while let Some(i) = next {
             let expected = Duration::from_secs_f64(
@@ -286,13 +327,13 @@ impl MultiSource {
                         _ = tokio::time::sleep(expected) => {
                             // Slow: what it has taken so far is a lower bound on its time, and
                             // must count even if its answer is then abandoned.
-                            self.replicas[i].state.lock().unwrap().quality.update(bytes, expected.as_secs_f64());
+                            self.replica(i).state.lock().unwrap().quality.update(bytes, expected.as_secs_f64());
                             // Race a copy on the backup; the first good answer wins.
                             let second = self.read_from(j, ranges, false);
                             tokio::pin!(second);
                             tokio::select! {
-                                r = &mut first => match r { Ok(v) => Ok(v), Err(e) => { tried.push((i, e)); second.await.map(|v| { self.replicas[j].state.lock().unwrap().report.hedges_won += 1; v }).map_err(|e| (j, e)) } },
-                                r = &mut second => match r { Ok(v) => { self.replicas[j].state.lock().unwrap().report.hedges_won += 1; Ok(v) }, Err(e) => { tried.push((j, e)); first.await.map_err(|e| (i, e)) } },
+                                r = &mut first => match r { Ok(v) => Ok(v), Err(e) => { tried.push((i, e)); second.await.map(|v| { self.replica(j).state.lock().unwrap().report.hedges_won += 1; v }).map_err(|e| (j, e)) } },
+                                r = &mut second => match r { Ok(v) => { self.replica(j).state.lock().unwrap().report.hedges_won += 1; Ok(v) }, Err(e) => { tried.push((j, e)); first.await.map_err(|e| (i, e)) } },
                             }
                         }
                     }
@@ -307,12 +348,20 @@ impl MultiSource {
                 .ranked(bytes)
                 .into_iter()
                 .find(|&j| !tried.iter().any(|(t, _)| *t == j));
+            if next.is_none() {
+                let tried: Vec<usize> = tried.iter().map(|(t, _)| *t).collect();
+                match self.find_replica(&tried).await {
+                    Ok(found) => next = found,
+                    Err(e) => finder_error = Some(e),
+                }
+            }
         }
-        let listing = tried
+        let mut listing = tried
             .iter()
-            .map(|(i, e)| format!("{}: {e}", self.replicas[*i].source.name()))
-            .collect::<Vec<_>>()
-            .join("; ");
+            .map(|(i, e)| format!("{}: {e}", self.replica(*i).source.name()))
+            .collect::<Vec<_>>();
+        listing.extend(finder_error.map(|e| format!("finding another replica: {e}")));
+        let listing = listing.join("; ");
         Err(Error::io(
             &self.name,
             format!(
@@ -320,6 +369,37 @@ impl MultiSource {
                 ranges.len()
             ),
         ))
+    }
+
+    /// A replica not in `tried`: one another read found meanwhile, or a new one from the finder
+    /// (within `find_more`). `None` when there is no finder or it may find no more.
+    async fn find_replica(&self, tried: &[usize]) -> Result<Option<usize>> {
+        let Some(finder) = &self.finder else {
+            return Ok(None);
+        };
+        let _one_at_a_time = self.finding.lock().await;
+        let count = self.replicas.read().unwrap().len();
+        if let Some(i) = (0..count).find(|i| !tried.contains(i) && self.usable(*i)) {
+            return Ok(Some(i));
+        }
+        if self.finds.load(Relaxed) >= self.options.find_more {
+            return Ok(None);
+        }
+        self.finds.fetch_add(1, Relaxed);
+        let source = finder.find().await?;
+        let size = source.size().await?;
+        if size != self.size {
+            return Err(Error::io(
+                source.name(),
+                format!(
+                    "the replica found has {size} bytes, the others {}",
+                    self.size
+                ),
+            ));
+        }
+        let mut replicas = self.replicas.write().unwrap();
+        replicas.push(Arc::new(Replica::new(source)));
+        Ok(Some(replicas.len() - 1))
     }
 
     /// Split ranges (in offset order) into contiguous parts sized by each replica's speed.
@@ -371,7 +451,7 @@ impl ByteSource for MultiSource {
         let total: u64 = ranges.iter().map(|r| r.len).sum();
         let ranked = self.ranked(total);
         let ranked = if ranked.is_empty() {
-            (0..self.replicas.len()).collect()
+            (0..self.replicas.read().unwrap().len()).collect()
         } else {
             ranked
         };
@@ -402,7 +482,7 @@ impl ByteSource for MultiSource {
 
     fn limits(&self) -> SourceLimits {
         // The tightest of the replicas: a part may go to any of them.
-        self.replicas
+        self.all()
             .iter()
             .map(|r| r.source.limits())
             .fold(SourceLimits::UNLIMITED, |a, b| SourceLimits {

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod federation;
 pub mod nginx;
 pub mod toxiproxy;
 pub mod xrootd;

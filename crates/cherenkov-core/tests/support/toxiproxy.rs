@@ -58,6 +58,15 @@ impl Toxiproxy {
         panic!("toxiproxy could not create proxy {name}");
     }
 
+    /// Create a proxy `name` listening on `listen` to `upstream` (both `host:port`, IPv6 hosts in
+    /// brackets); panics if toxiproxy refuses (the address is taken, say).
+    pub fn proxy_at(&self, name: &str, listen: &str, upstream: &str) {
+        let body = format!(
+            r#"{{"name":"{name}","listen":"{listen}","upstream":"{upstream}","enabled":true}}"#
+        );
+        self.api("POST", "/proxies", &body);
+    }
+
     /// Add a toxic, e.g. `("lag", "latency", "downstream", r#"{"latency":50}"#)`.
     pub fn add_toxic(&self, proxy: &str, name: &str, kind: &str, stream: &str, attributes: &str) {
         let body = format!(

@@ -31,7 +31,7 @@ pub fn xrootd_binary() -> Option<PathBuf> {
     found
 }
 
-fn running_as_root() -> bool {
+pub fn running_as_root() -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self")
         .map(|m| m.uid() == 0)

@@ -15,8 +15,11 @@
 //! `kXR_error` becomes an error naming the URL, the ranges and the server's message.
 
 mod connection;
+mod locate;
 mod protocol;
 mod url;
+
+pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinder};
 
 use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
@@ -108,6 +111,10 @@ struct Inner {
     slots: Vec<Slot>,
     /// Other data servers holding the file, as `root://` URLs (see `XrootdOptions::discover`).
     other_replicas: Vec<String>,
+    /// The server the file was opened on, after the redirects of the open.
+    server: Endpoint,
+    /// Every data server (`host:port`) the first server's kXR_locate answer named.
+    located: Vec<String>,
     requests: AtomicU64,
     round_trips: AtomicU64,
     ranges: AtomicU64,
@@ -212,10 +219,13 @@ impl XrootdSource {
             })
             .collect();
         let in_use = first.endpoint.address();
+        // A server that opened the file itself is a data server: its kXR_locate answer names
+        // itself (by address, so `root://localhost` would list `127.0.0.1` as another replica).
+        let redirected = in_use != origin.address();
         let other_replicas = first
             .located
             .iter()
-            .filter(|address| **address != in_use)
+            .filter(|address| redirected && **address != in_use)
             .map(|address| format!("root://{address}/{}", origin.path))
             .collect();
         Ok(XrootdSource {
@@ -227,6 +237,8 @@ impl XrootdSource {
                 limits,
                 slots,
                 other_replicas,
+                server: first.endpoint.clone(),
+                located: first.located.clone(),
                 requests: AtomicU64::new(0),
                 round_trips: AtomicU64::new(0),
                 ranges: AtomicU64::new(0),
@@ -239,6 +251,17 @@ impl XrootdSource {
     /// redirector answered to `kXR_locate` (empty for a plain data server).
     pub fn other_replicas(&self) -> &[String] {
         &self.inner.other_replicas
+    }
+
+    /// `host:port` of the server the file was opened on: the data server a redirector sent the
+    /// open to, or the URL's own server.
+    pub fn server_address(&self) -> String {
+        self.inner.server.address()
+    }
+
+    /// True when the URL's server sent the open elsewhere: it is a redirector.
+    pub fn was_redirected(&self) -> bool {
+        self.inner.server.address() != self.inner.origin.address()
     }
 
     /// The file's size as the server sees it now (`kXR_stat` on the open file).

@@ -24,8 +24,13 @@ impl Endpoint {
         }
     }
 
-    /// The same file on another server (a redirect): `opaque` CGI from the server is added.
+    /// The same file on another server (a redirect): `opaque` CGI from the server is added. An
+    /// IPv6 host may come in brackets (`[::1]`, as cmsd writes it); they are dropped here.
     pub fn redirected(&self, host: &str, port: u16, opaque: Option<&str>) -> Endpoint {
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
         let mut path = self.path.clone();
         if let Some(cgi) = opaque {
             path.push(if path.contains('?') { '&' } else { '?' });
@@ -144,5 +149,10 @@ mod tests {
             "/f?y=2"
         );
         assert_eq!(ep("a", 1, "/f").redirected("b", 2, None).path, "/f");
+        let v6 = ep("a", 1, "/f").redirected("[::1]", 3, None);
+        assert_eq!(
+            (v6.host.as_str(), v6.address()),
+            ("::1", "[::1]:3".to_string())
+        );
     }
 }
