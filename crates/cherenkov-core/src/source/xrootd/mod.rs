@@ -271,18 +271,7 @@ impl XrootdSource {
         loop {
             let attempt = async {
                 let session = inner.session(0).await?;
-                match session
-                    .conn
-                    .send(&proto::stat_request(session.handle), SMALL_BODY_MAX)
-                    .await?
-                {
-                    Reply::Ok(body) => proto::parse_stat(&body)
-                        .ok_or_else(|| Failure::Fatal("malformed kXR_stat answer".into())),
-                    Reply::Error { code, message } => Err(Failure::Server { code, message }),
-                    other => Err(Failure::Fatal(format!(
-                        "unexpected answer to kXR_stat: {other:?}"
-                    ))),
-                }
+                stat_open_file(&session.conn, session.handle).await
             };
             match attempt.await {
                 Ok(size) => return Ok(size),
@@ -410,7 +399,7 @@ async fn open_session(start: Endpoint, options: &XrootdOptions) -> Result<Sessio
     }
 }
 
-/// The size of an open file whose open answer carried no stat information (old servers).
+/// The size of an open file (`kXR_stat` on its handle).
 async fn stat_open_file(conn: &Connection, handle: FileHandle) -> Result<u64, Failure> {
     match conn
         .send(&proto::stat_request(handle), SMALL_BODY_MAX)
