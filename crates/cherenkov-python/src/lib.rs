@@ -595,8 +595,28 @@ fn branch_to_py(py: Python<'_>, a: BranchArray) -> PyResult<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+/// The data servers (`host:port`) that a `root://` URL's server names for its file
+/// (`kXR_locate`): a redirector names its data servers, a data server itself.
+#[pyfunction]
+#[pyo3(signature = (url, timeout=None))]
+fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec<String>> {
+    let mut options = cherenkov_core::source::xrootd::XrootdOptions::default();
+    match timeout {
+        Some(t) if !(t.is_finite() && t > 0.0) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "timeout must be a positive number of seconds",
+            ))
+        }
+        Some(t) => options.request_timeout = std::time::Duration::from_secs_f64(t),
+        None => {}
+    }
+    py.detach(|| runtime().block_on(cherenkov_core::source::xrootd::locate(&url, &options)))
+        .map_err(to_py)
+}
+
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_class::<RootFile>()?;
     m.add_class::<Tree>()?;
     m.add_class::<StepIterator>()?;

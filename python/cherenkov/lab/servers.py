@@ -7,9 +7,11 @@ all interfaces by design; the lab only ever connects to it through 127.0.0.1.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -93,66 +95,206 @@ class XrootdServer(_Process):
         return f"root://127.0.0.1:{port or self.port}//{name}"
 
 
-class Cmsd(_Process):
-    """The cluster management daemon beside an xrootd (same configuration file): a manager's cmsd
-    listens for its data servers' cmsds, which report the files they hold."""
+class _Daemon(_Process):
+    """An xrootd or cmsd of a federation: `config` in the federation's folder, run as `name`."""
 
-    def __init__(self, server: XrootdServer, listen_port: int | None = None):
-        self.workdir = Path(tempfile.mkdtemp(prefix="cherenkov-cmsd-"))
-        os.chmod(self.workdir, 0o777)  # cmsd runs as nobody too
-        self.log = self.workdir / "cmsd.log"
-        args = [_require("cmsd"), "-c", str(server.workdir / "xrootd.cfg"), "-l", str(self.log), "-n", f"ck{server.port}"]
+    def __init__(self, program: str, workdir: Path, name: str, config: str, args: tuple = (), port: int | None = None):
+        self.workdir = workdir / name  # its admin path: the xrootd and cmsd of a server share it
+        self.workdir.mkdir(exist_ok=True)
+        os.chmod(self.workdir, 0o777)  # they run as nobody
+        self.log = self.workdir / name / f"{program}.log"  # where they write with -l and -n
+        config_file = workdir / f"{name}.cfg"
+        config_file.write_text(f"{config}all.adminpath {self.workdir}\nall.pidpath {self.workdir}\n")
+        command = [_require(program), *args, "-c", str(config_file), "-l", str(self.workdir / f"{program}.log"), "-n", name]
         if os.geteuid() == 0:
-            args[1:1] = ["-R", "nobody"]
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        if listen_port is not None:
-            wait_for_port(listen_port, self.proc, "cmsd", self.log)
+            command[1:1] = ["-R", "nobody"]  # xrootd and cmsd refuse to run as root
+        self.proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if port is not None:
+            wait_for_port(port, self.proc, f"{program} {name}", self.log)
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def __exit__(self, *exc) -> None:
+        self.signal(signal.SIGCONT)  # a frozen process is killed like any other
+        self.stop()  # the folder is the federation's
+
+
+class FederatedServer:
+    """One data server of an `XrootdFederation`: its xrootd and cmsd, and its proxy if any."""
+
+    def __init__(self, port: int, proxy: str | None):
+        self.port = port
+        self.proxy = proxy
+        self.daemons: list[_Daemon] = []
+
+    @property
+    def address(self) -> str:
+        """`host:port` the redirector names this server by: its proxy's, when proxied."""
+        return f"[::1]:{self.port}" if self.proxy else f"127.0.0.1:{self.port}"
+
+    def url(self, name: str) -> str:
+        return f"root://{self.address}//{name}"
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def _free_port_on_both() -> int:
+    """A port free on 127.0.0.1 and on [::1] (a proxied data server's proxy takes the second)."""
+    while True:
+        port = free_port()
+        try:
+            with socket.socket(socket.AF_INET6) as s:
+                s.bind(("::1", port))
+            return port
+        except OSError:
+            continue
 
 
 class XrootdFederation:
-    """A redirector (xrootd + cmsd, `all.role manager`) and `servers` data servers (xrootd + cmsd,
-    `all.role server`) exporting the same folder, all on 127.0.0.1. Clients open
-    `url(name)` on the redirector, which redirects them to a data server and answers `kXR_locate`
-    with all of them. `kill(i)` kills data server i (its xrootd) to simulate a failure.
+    """A redirector (xrootd + cmsd, `all.role manager`) and `servers` data servers (xrootd + cmsd
+    each, `all.role server`) serving the same folder, on free ports. Clients open `url(name)` on the
+    redirector, which redirects them to a data server and answers `kXR_locate` with all of them.
+    `kill(i)` kills data server i, `freeze(i)` stops its xrootd (SIGSTOP: it stays registered but
+    answers nothing), `thaw(i)` resumes it.
 
-    The data servers are reached directly, not through toxiproxy: the redirector hands out the
-    addresses they register with, so a proxy in front would be bypassed. Tests of slow or lossy
-    replicas give the replicas' URLs through proxies explicitly instead (`cherenkov.open([...])`)."""
+    The redirector names each data server by the address its cmsd logged in from and the port its
+    xrootd listens on. With `proxied=True` each data server sits behind its own toxiproxy proxy
+    (`self.toxiproxy`, proxy `server.proxy`) and the redirector names the proxy: the xrootd listens
+    on 127.0.0.1:PORT only (`-I v4`), the proxy on [::1]:PORT, and the cmsd logs in over [::1]. A
+    redirector names only servers of the address family a client came in on (cherenkov's login does
+    not claim both), so clients then reach the redirector over [::1] too: `url()` does.
 
-    def __init__(self, data_dir: str | os.PathLike, servers: int = 2):
+    Data servers start one after the other, each once the previous one has registered (`kXR_locate`
+    names it): a second or so each. `XrootdFederation.missing(proxied)` says what is not installed.
+    """
+
+    START_TIMEOUT = 40.0
+
+    def __init__(self, data_dir: str | os.PathLike, servers: int = 2, proxied: bool = False):
         self.data_dir = Path(data_dir).resolve()
         self.count = servers
+        self.proxied = proxied
+
+    @staticmethod
+    def missing(proxied: bool = False) -> str | None:
+        """Why a federation cannot start here, or None."""
+        for binary in ("xrootd", "cmsd") + (("toxiproxy-server",) if proxied else ()):
+            if shutil.which(binary) is None and not (TOOLS / binary).exists():
+                return f"{binary} is not installed: run `make setup`"
+        if proxied and not _ipv6_loopback():
+            return "no IPv6 loopback (::1), which proxied data servers need"
+        return None
 
     def __enter__(self) -> "XrootdFederation":
-        self.parts: list[_Process] = []
-        cms_port = free_port()
-        common = f"all.manager 127.0.0.1:{cms_port}\ncms.delay startup 1\n"
+        self.workdir = Path(tempfile.mkdtemp(prefix="cherenkov-federation-"))
+        os.chmod(self.workdir, 0o777)
+        self.daemons: list[_Daemon] = []
+        self.servers: list[FederatedServer] = []
+        self.toxiproxy = None
+        self.loopback = "[::1]" if self.proxied else "127.0.0.1"
         try:
-            self.manager = self._start(XrootdServer(self.data_dir, extra_config="all.role manager\n" + common))
-            self._start(Cmsd(self.manager, listen_port=cms_port))
-            self.servers = []
-            for _ in range(self.count):
-                server = self._start(XrootdServer(self.data_dir, extra_config="all.role server\n" + common))
-                self._start(Cmsd(server))
-                self.servers.append(server)
+            if self.proxied:
+                self.toxiproxy = Toxiproxy().__enter__()
+            cms_port, self.port = free_port(), free_port()
+            # Its kXR_wait answers last a second (not 5 to 90): at startup, while it looks a file up,
+            # while it has no data server.
+            manager = (
+                f"all.role manager\nall.manager 127.0.0.1:{cms_port}\nxrd.port {self.port} if exec xrootd\n"
+                "cms.delay startup 1 lookup 1 service 1 suspend 1\nall.export /\n"
+            )
+            self._start("cmsd", "manager", manager, port=cms_port)
+            self._start("xrootd", "manager", manager, port=self.port)
+            for i in range(self.count):
+                self._start_server(i, cms_port)
+                self._wait_until_registered(i + 1)
         except BaseException:
             self.__exit__(None, None, None)
             raise
         return self
 
-    def _start(self, part):
-        self.parts.append(part)
-        return part
+    def _start(self, program, name, config, args=(), port=None) -> _Daemon:
+        daemon = _Daemon(program, self.workdir, name, config, args, port)
+        self.daemons.append(daemon)
+        return daemon
+
+    def _start_server(self, i: int, cms_port: int) -> None:
+        port = _free_port_on_both()
+        name = f"server{i}"
+        # xrootd itself (IPv4 only when proxied) reads the manager's address too.
+        config = (
+            f"all.role server\nif exec cmsd\nall.manager {self.loopback}:{cms_port}\nelse\n"
+            f"all.manager 127.0.0.1:{cms_port}\nfi\nxrd.port {port} if exec xrootd\n"
+            f"all.export /\noss.localroot {self.data_dir}\n"
+        )
+        server = FederatedServer(port, name if self.proxied else None)
+        # cmsd first: xrootd logs in to it at start, and would try again only ten seconds later.
+        server.daemons.append(self._start("cmsd", name, config))
+        admin_socket = self.workdir / name / name / ".olb" / "olbd.admin"
+        deadline = time.monotonic() + self.START_TIMEOUT
+        while not admin_socket.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"cmsd {name} did not start:\n{self.logs()}")
+            time.sleep(0.02)
+        args = ("-I", "v4") if self.proxied else ()
+        server.daemons.append(self._start("xrootd", name, config, args, port=port))
+        if self.toxiproxy is not None:
+            self.toxiproxy.proxy(name, port, listen_port=port, listen_host="[::1]")
+        self.servers.append(server)
+
+    def _wait_until_registered(self, count: int) -> None:
+        """Poll kXR_locate, another file each time (the redirector keeps what it found for a file,
+        and a server registered since may be missing from it for a while)."""
+        from cherenkov._core import locate
+
+        files = sorted(p.name for p in self.data_dir.iterdir() if p.is_file())
+        deadline = time.monotonic() + self.START_TIMEOUT
+        for name in itertools.cycle(files):
+            try:
+                if len(locate(self.url(name), timeout=2.0)) >= count:
+                    return
+            except Exception as e:  # noqa: BLE001 - only the last one matters, in the message below
+                last = e
+            else:
+                last = None
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the redirector did not name {count} data servers ({last}):\n{self.logs()}")
+            time.sleep(0.2)
 
     def url(self, name: str) -> str:
-        return self.manager.url(name)
+        return f"root://{self.loopback}:{self.port}//{name}"
+
+    def index(self, url_or_address: str) -> int:
+        """Index of the data server a replica's URL (or `host:port`) names."""
+        return next(i for i, s in enumerate(self.servers) if s.address in url_or_address)
 
     def kill(self, i: int) -> None:
-        self.servers[i].stop()
+        for daemon in self.servers[i].daemons:
+            daemon.stop()
+
+    def freeze(self, i: int) -> None:
+        self.servers[i].daemons[1].signal(signal.SIGSTOP)
+
+    def thaw(self, i: int) -> None:
+        self.servers[i].daemons[1].signal(signal.SIGCONT)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {log}\n{log.read_text()[-3000:]}" for log in sorted(self.workdir.glob("*/*/*.log")))
 
     def __exit__(self, *exc) -> None:
-        for part in reversed(self.parts):
-            part.__exit__(*exc)
+        for daemon in reversed(getattr(self, "daemons", [])):
+            daemon.__exit__(*exc)
+        if getattr(self, "toxiproxy", None) is not None:
+            self.toxiproxy.__exit__(*exc)
+        shutil.rmtree(self.workdir, ignore_errors=True)
 
 
 class NginxServer(_Process):
@@ -202,10 +344,11 @@ class Toxiproxy(_Process):
             text = resp.read()
         return json.loads(text) if text else None
 
-    def proxy(self, name: str, upstream_port: int, listen_port: int | None = None) -> int:
-        """Create a proxy to 127.0.0.1:upstream_port; returns the port it listens on."""
+    def proxy(self, name: str, upstream_port: int, listen_port: int | None = None, listen_host: str = "127.0.0.1") -> int:
+        """Create a proxy to 127.0.0.1:upstream_port; returns the port it listens on (on
+        `listen_host`: an IPv6 address in brackets)."""
         listen_port = listen_port or free_port()
-        self.api("POST", "/proxies", {"name": name, "listen": f"127.0.0.1:{listen_port}", "upstream": f"127.0.0.1:{upstream_port}", "enabled": True})
+        self.api("POST", "/proxies", {"name": name, "listen": f"{listen_host}:{listen_port}", "upstream": f"127.0.0.1:{upstream_port}", "enabled": True})
         return listen_port
 
     def toxic(self, proxy: str, name: str, kind: str, stream: str = "downstream", **attributes) -> None:

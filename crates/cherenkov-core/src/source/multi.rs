@@ -3,8 +3,9 @@
 //! - each replica has a *quality*: recent-weighted estimates of its latency and throughput from
 //!   real requests; its expected time for a request of `b` bytes is `latency + b / throughput`;
 //! - up to `max_active` replicas (default 2) share each vectored request, split into contiguous
-//!   parts in proportion to their speed, so every server sees sequential reads; the best replicas
-//!   are chosen per request, so a better inactive one replaces a worse active one;
+//!   parts sized so that they finish together, so every server sees sequential reads (a replica
+//!   whose latency alone exceeds that time gets no part); the best replicas are chosen per
+//!   request, so a better inactive one replaces a worse active one;
 //! - inactive replicas are probed now and then with a copy of one small range (bounded by
 //!   `probe_fraction` of the bytes read), so their quality stays known;
 //! - a part slower than `hedge_factor` times its expected time is also sent to another replica,
@@ -51,6 +52,11 @@ const EWMA_WEIGHT: f64 = 0.3;
 /// Before any sample: assume a fast, nearby server (so new replicas get tried).
 const PRIOR_LATENCY: f64 = 0.01;
 const PRIOR_THROUGHPUT: f64 = 100e6;
+/// Requests smaller than this measure only latency.
+const LATENCY_SAMPLE: u64 = 64 * 1024;
+/// The smallest request that measures a replica's throughput for the first time: smaller ones
+/// mostly measure the wait.
+const FIRST_THROUGHPUT_SAMPLE: u64 = 1 << 20;
 /// No hedge before this long: very fast requests vary too much to judge.
 const MIN_HEDGE_DELAY: Duration = Duration::from_millis(50);
 
@@ -61,6 +67,8 @@ pub struct Quality {
     /// Bytes per second.
     pub throughput: f64,
     pub samples: u64,
+    /// Of which throughput samples (the others measured latency).
+    pub throughput_samples: u64,
 }
 
 impl Quality {
@@ -68,16 +76,52 @@ impl Quality {
         self.latency + bytes as f64 / self.throughput
     }
 
-    /// Split one observation (`bytes` in `seconds`) between latency and throughput: small requests
-    /// measure latency, large ones throughput (after taking the known latency off).
-    fn update(&mut self, bytes: u64, seconds: f64) {
-        let w = if self.samples == 0 { 1.0 } else { EWMA_WEIGHT };
+    /// Whether a request of `bytes` has been measured enough to expect its time.
+    fn knows(&self, bytes: u64) -> bool {
+        if bytes < LATENCY_SAMPLE {
+            self.samples > self.throughput_samples
+        } else {
+            self.throughput_samples > 0
+        }
+    }
+
+    /// A request still unanswered after `seconds`: a lower bound on its time, which raises the
+    /// estimate if it was lower but is no sample (its end is not known).
+    fn at_least(&mut self, bytes: u64, seconds: f64) {
         let transfer = bytes as f64 / self.throughput;
-        if transfer < self.latency || bytes < 64 * 1024 {
-            self.latency = (1.0 - w) * self.latency + w * (seconds - transfer).max(1e-6);
+        if bytes < LATENCY_SAMPLE || transfer < self.latency {
+            self.latency = self.latency.max(seconds - transfer);
         } else {
             let rate = bytes as f64 / (seconds - self.latency).max(seconds * 0.1).max(1e-6);
+            self.throughput = self.throughput.min(rate);
+        }
+    }
+
+    /// Split one observation (`bytes` in `seconds`) between latency and throughput: small requests
+    /// measure latency, large ones throughput (after taking the known latency off). The first
+    /// sample of each kind replaces the prior. Until a large request (1 MiB) has
+    /// measured the throughput, the prior's (fast) throughput cannot tell a request that mostly
+    /// waited from one that mostly transferred: size alone decides then.
+    fn update(&mut self, bytes: u64, seconds: f64) {
+        let transfer = bytes as f64 / self.throughput;
+        let waited_mostly = if self.throughput_samples > 0 {
+            transfer < self.latency
+        } else {
+            bytes < FIRST_THROUGHPUT_SAMPLE
+        };
+        if bytes < LATENCY_SAMPLE || waited_mostly {
+            let first = self.samples == self.throughput_samples;
+            let w = if first { 1.0 } else { EWMA_WEIGHT };
+            self.latency = (1.0 - w) * self.latency + w * (seconds - transfer).max(1e-6);
+        } else {
+            let w = if self.throughput_samples == 0 {
+                1.0
+            } else {
+                EWMA_WEIGHT
+            };
+            let rate = bytes as f64 / (seconds - self.latency).max(seconds * 0.1).max(1e-6);
             self.throughput = (1.0 - w) * self.throughput + w * rate;
+            self.throughput_samples += 1;
         }
         self.samples += 1;
     }
@@ -111,11 +155,44 @@ struct Replica {
 }
 
 impl Replica {
+    /// Read `ranges`, timing it for the quality estimate; a failure disables the replica for
+    /// `disable_for`, doubled for each failure in a row.
+    async fn read_timed(
+        &self,
+        ranges: &[ByteRange],
+        probe: bool,
+        disable_for: Duration,
+    ) -> Result<Vec<Bytes>> {
+        let bytes: u64 = ranges.iter().map(|r| r.len).sum();
+        let t = Instant::now();
+        let answer = self.source.read_ranges(ranges).await;
+        let mut st = self.state.lock().unwrap();
+        match &answer {
+            Ok(_) => {
+                st.quality.update(bytes, t.elapsed().as_secs_f64());
+                st.failures_in_row = 0;
+                st.disabled_until = None;
+                st.report.requests += 1;
+                st.report.bytes += bytes;
+                st.report.probes += probe as u64;
+            }
+            Err(e) => {
+                st.failures_in_row += 1;
+                let backoff = disable_for * 2u32.saturating_pow(st.failures_in_row.min(6) - 1);
+                st.disabled_until = Some(Instant::now() + backoff);
+                st.report.errors += 1;
+                st.report.last_error = Some(e.to_string());
+            }
+        }
+        answer
+    }
+
     fn new(source: SharedSource) -> Replica {
         let prior = Quality {
             latency: PRIOR_LATENCY,
             throughput: PRIOR_THROUGHPUT,
             samples: 0,
+            throughput_samples: 0,
         };
         Replica {
             state: Mutex::new(ReplicaState {
@@ -265,42 +342,11 @@ impl MultiSource {
         usable
     }
 
-    fn record_success(&self, i: usize, bytes: u64, seconds: f64, probe: bool) {
-        let replica = self.replica(i);
-        let mut st = replica.state.lock().unwrap();
-        st.quality.update(bytes, seconds);
-        st.failures_in_row = 0;
-        st.disabled_until = None;
-        st.report.requests += 1;
-        st.report.bytes += bytes;
-        st.report.probes += probe as u64;
-    }
-
-    fn record_failure(&self, i: usize, error: &Error) {
-        let replica = self.replica(i);
-        let mut st = replica.state.lock().unwrap();
-        st.failures_in_row += 1;
-        let backoff = self.options.disable_for * 2u32.saturating_pow(st.failures_in_row.min(6) - 1);
-        st.disabled_until = Some(Instant::now() + backoff);
-        st.report.errors += 1;
-        st.report.last_error = Some(error.to_string());
-    }
-
     /// Read `ranges` from replica `i`, timing it for the quality estimate.
     async fn read_from(&self, i: usize, ranges: &[ByteRange], probe: bool) -> Result<Vec<Bytes>> {
-        let bytes: u64 = ranges.iter().map(|r| r.len).sum();
-        let t = Instant::now();
-        let source = self.replica(i).source.clone();
-        match source.read_ranges(ranges).await {
-            Ok(out) => {
-                self.record_success(i, bytes, t.elapsed().as_secs_f64(), probe);
-                Ok(out)
-            }
-            Err(e) => {
-                self.record_failure(i, &e);
-                Err(e)
-            }
-        }
+        self.replica(i)
+            .read_timed(ranges, probe, self.options.disable_for)
+            .await
     }
 
     /// One part on the best replica, hedged on the next if it is slow, failing over on errors.
@@ -314,10 +360,14 @@ impl MultiSource {
                 self.quality(i).expected(bytes) * self.options.hedge_factor,
             )
             .max(MIN_HEDGE_DELAY);
+            // A part is hedged only when its time can be expected: a large part on a replica
+            // whose throughput has not been measured yet is not slow, only unknown (and a copy
+            // would take the bandwidth of the backup's own part).
             let backup = self
                 .ranked(bytes)
                 .into_iter()
-                .find(|&j| j != i && !tried.iter().any(|(t, _)| *t == j));
+                .find(|&j| j != i && !tried.iter().any(|(t, _)| *t == j))
+                .filter(|_| self.quality(i).knows(bytes));
             let first = self.read_from(i, ranges, false);
             let outcome = match backup {
                 Some(j) => {
@@ -327,7 +377,7 @@ impl MultiSource {
                         _ = tokio::time::sleep(expected) => {
                             // Slow: what it has taken so far is a lower bound on its time, and
                             // must count even if its answer is then abandoned.
-                            self.replica(i).state.lock().unwrap().quality.update(bytes, expected.as_secs_f64());
+                            self.replica(i).state.lock().unwrap().quality.at_least(bytes, expected.as_secs_f64());
                             // Race a copy on the backup; the first good answer wins.
                             let second = self.read_from(j, ranges, false);
                             tokio::pin!(second);
@@ -386,53 +436,94 @@ impl MultiSource {
             return Ok(None);
         }
         self.finds.fetch_add(1, Relaxed);
-        let source = finder.find().await?;
+        self.add_replica(finder.find().await?).await.map(Some)
+    }
+
+    /// Add one more replica, which must have the same size; returns its index.
+    pub async fn add_replica(&self, source: SharedSource) -> Result<usize> {
         let size = source.size().await?;
         if size != self.size {
             return Err(Error::io(
                 source.name(),
-                format!(
-                    "the replica found has {size} bytes, the others {}",
-                    self.size
-                ),
+                format!("this replica has {size} bytes, the others {}", self.size),
             ));
         }
         let mut replicas = self.replicas.write().unwrap();
         replicas.push(Arc::new(Replica::new(source)));
-        Ok(Some(replicas.len() - 1))
+        Ok(replicas.len() - 1)
     }
 
-    /// Split ranges (in offset order) into contiguous parts sized by each replica's speed.
+    pub fn replica_count(&self) -> usize {
+        self.replicas.read().unwrap().len()
+    }
+
+    /// Split ranges (in offset order) into contiguous parts, sized so that the replicas finish
+    /// together (see [`finish_together`]): a replica too slow to help gets no part.
     fn split(&self, ranges: &[ByteRange], actives: &[usize]) -> Vec<(usize, Vec<usize>)> {
         let total: u64 = ranges.iter().map(|r| r.len).sum();
-        let speeds: Vec<f64> = actives
+        let mut qualities: Vec<Quality> = actives.iter().map(|&i| self.quality(i)).collect();
+        // A replica whose throughput is unmeasured is taken to be as fast as the measured ones:
+        // the prior (a fast nearby server) would give it most of the bytes of a large read.
+        let measured: Vec<f64> = qualities
             .iter()
-            .map(|&i| 1.0 / self.quality(i).expected(total / actives.len() as u64))
+            .filter(|q| q.throughput_samples > 0)
+            .map(|q| q.throughput)
             .collect();
-        let sum: f64 = speeds.iter().sum();
+        if !measured.is_empty() {
+            let typical = measured.iter().sum::<f64>() / measured.len() as f64;
+            for q in qualities.iter_mut().filter(|q| q.throughput_samples == 0) {
+                q.throughput = typical;
+            }
+        }
+        let shares = finish_together(total as f64, &qualities);
+        // Smallest share first, the largest last: it takes what rounding to whole ranges leaves.
+        let mut by_share: Vec<usize> = (0..actives.len()).filter(|&n| shares[n] > 0.0).collect();
+        by_share.sort_by(|&a, &b| shares[a].total_cmp(&shares[b]));
         let mut order: Vec<usize> = (0..ranges.len()).collect();
         order.sort_by_key(|&k| ranges[k].offset);
         let mut parts = Vec::new();
         let mut at = 0;
-        for (n, (&replica, speed)) in actives.iter().zip(&speeds).enumerate() {
-            let share = if n + 1 == actives.len() {
-                u64::MAX
-            } else {
-                (total as f64 * speed / sum) as u64
-            };
-            let mut taken = 0u64;
+        for (n, &a) in by_share.iter().enumerate() {
+            let last = n + 1 == by_share.len();
+            let mut taken = 0.0;
             let mut part = Vec::new();
-            while at < order.len() && (taken < share || part.is_empty() && n + 1 == actives.len()) {
-                taken += ranges[order[at]].len;
+            // A range goes to this replica if most of it fits in the share.
+            while at < order.len()
+                && (last || taken + ranges[order[at]].len as f64 / 2.0 <= shares[a])
+            {
+                taken += ranges[order[at]].len as f64;
                 part.push(order[at]);
                 at += 1;
             }
             if !part.is_empty() {
-                parts.push((replica, part));
+                parts.push((actives[a], part));
             }
         }
         parts
     }
+}
+
+/// Bytes for each replica so that they all finish at the same time `t` (`latency + bytes /
+/// throughput = t`), adding up to `total`: the replicas start in order of latency, and one whose
+/// latency alone reaches `t` gets nothing (a replica ten times farther away than the others only
+/// slows a read it would share).
+fn finish_together(total: f64, q: &[Quality]) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..q.len()).collect();
+    order.sort_by(|&a, &b| q[a].latency.total_cmp(&q[b].latency));
+    let mut shares = vec![0.0; q.len()];
+    for k in 1..=order.len() {
+        let used = &order[..k];
+        let rate: f64 = used.iter().map(|&i| q[i].throughput).sum();
+        let head_start: f64 = used.iter().map(|&i| q[i].latency * q[i].throughput).sum();
+        let t = (total + head_start) / rate;
+        if order.get(k).is_none_or(|&next| t <= q[next].latency) {
+            for &i in used {
+                shares[i] = ((t - q[i].latency) * q[i].throughput).max(0.0);
+            }
+            break;
+        }
+    }
+    shares
 }
 
 #[async_trait]
@@ -465,8 +556,10 @@ impl ByteSource for MultiSource {
             let part: Vec<ByteRange> = idx.iter().map(|&k| ranges[k]).collect();
             async move { self.read_part(*replica, &part).await }
         });
-        let probe = self.maybe_probe(ranges, &ranked, &actives);
-        let (results, _) = tokio::join!(futures_util::future::try_join_all(reads), probe);
+        // A replica left without a part is probed like an inactive one.
+        let used: Vec<usize> = parts.iter().map(|(replica, _)| *replica).collect();
+        self.maybe_probe(ranges, &ranked, &used);
+        let results = futures_util::future::try_join_all(reads).await;
         let mut out: Vec<Option<Bytes>> = vec![None; ranges.len()];
         for ((_, idx), buffers) in parts.iter().zip(results?) {
             for (&k, b) in idx.iter().zip(buffers) {
@@ -509,7 +602,8 @@ impl ByteSource for MultiSource {
 
 impl MultiSource {
     /// Copy the smallest range of this request to one inactive replica, within the probe budget.
-    async fn maybe_probe(&self, ranges: &[ByteRange], ranked: &[usize], actives: &[usize]) {
+    /// The probe runs on its own: a far replica's answer must not delay the read.
+    fn maybe_probe(&self, ranges: &[ByteRange], ranked: &[usize], actives: &[usize]) {
         let Some(&inactive) = ranked.iter().find(|i| !actives.contains(i)) else {
             return;
         };
@@ -523,9 +617,11 @@ impl MultiSource {
             return;
         }
         self.probe_bytes.fetch_add(small.len, Relaxed);
-        let _ = self
-            .read_from(inactive, std::slice::from_ref(small), true)
-            .await;
+        let replica = self.replica(inactive);
+        let (range, disable_for) = (*small, self.options.disable_for);
+        tokio::spawn(async move {
+            let _ = replica.read_timed(&[range], true, disable_for).await;
+        });
     }
 }
 
@@ -539,6 +635,7 @@ mod tests {
             latency: PRIOR_LATENCY,
             throughput: PRIOR_THROUGHPUT,
             samples: 0,
+            throughput_samples: 0,
         };
         q.update(1000, 0.1);
         assert!((q.latency - 0.1).abs() < 0.01, "{q:?}");
@@ -547,5 +644,50 @@ mod tests {
         }
         assert!((q.throughput - 50e6).abs() / 50e6 < 0.1, "{q:?}");
         assert!(q.expected(1000) < q.expected(10_000_000));
+    }
+
+    #[test]
+    fn a_slow_link_is_not_taken_for_a_far_one() {
+        // 4 MB/s and 10 ms away: requests of 160 kB and 2 MB take 50 ms and 510 ms.
+        let mut q = Quality {
+            latency: PRIOR_LATENCY,
+            throughput: PRIOR_THROUGHPUT,
+            samples: 0,
+            throughput_samples: 0,
+        };
+        for _ in 0..5 {
+            q.update(160_000, 0.05);
+            q.update(2_000_000, 0.51);
+            q.update(200, 0.01);
+        }
+        assert!(q.latency < 0.02, "{q:?}");
+        assert!((q.throughput - 4e6).abs() / 4e6 < 0.3, "{q:?}");
+    }
+
+    #[test]
+    fn parts_are_sized_to_finish_together() {
+        let q = |latency, throughput| Quality {
+            latency,
+            throughput,
+            samples: 1,
+            throughput_samples: 1,
+        };
+        // Equal replicas: halves.
+        let shares = finish_together(1e6, &[q(0.01, 1e6), q(0.01, 1e6)]);
+        assert!((shares[0] - 5e5).abs() < 1.0 && (shares[1] - 5e5).abs() < 1.0);
+        // Twice the throughput: twice the bytes (same latency).
+        let shares = finish_together(3e6, &[q(0.01, 1e6), q(0.01, 2e6)]);
+        assert!((shares[1] / shares[0] - 2.0).abs() < 1e-9, "{shares:?}");
+        // Ten times the latency, and the fast one is done before the slow one would start.
+        let shares = finish_together(1e6, &[q(0.1, 1e8), q(0.01, 1e8)]);
+        assert_eq!(shares, [0.0, 1e6]);
+        // A big read is worth sharing even with the far one; both end at the same time.
+        let shares = finish_together(1e8, &[q(0.1, 1e8), q(0.01, 1e8)]);
+        let ends = [0.1 + shares[0] / 1e8, 0.01 + shares[1] / 1e8];
+        assert!(
+            shares[0] > 0.0 && (ends[0] - ends[1]).abs() < 1e-9,
+            "{shares:?}"
+        );
+        assert!((shares.iter().sum::<f64>() - 1e8).abs() < 1.0);
     }
 }

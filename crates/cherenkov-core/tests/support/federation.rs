@@ -101,8 +101,8 @@ pub struct Federation {
     /// `127.0.0.1`, or `[::1]` when proxied.
     loopback: &'static str,
     manager: Vec<Daemon>,
-    /// A file of the served directory, located to see which servers have registered.
-    probe: String,
+    /// The files of the served directory, located to see which servers have registered.
+    probes: Vec<String>,
     /// Configurations and logs.
     dir: TempDir,
 }
@@ -149,10 +149,7 @@ impl Federation {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         files.sort();
-        let probe = files
-            .into_iter()
-            .next()
-            .expect("a federation serves at least one file");
+        assert!(!files.is_empty(), "a federation serves at least one file");
         let dir = TempDir::new("federation");
         let cms_port = free_port();
         let manager_port = free_port();
@@ -162,7 +159,7 @@ impl Federation {
             manager_port,
             loopback: if proxied { "[::1]" } else { "127.0.0.1" },
             manager: Vec::new(),
-            probe,
+            probes: files,
             dir,
         };
         // The manager serves no data. Its kXR_wait answers last a second (not 5 to 90): at
@@ -282,8 +279,8 @@ impl Federation {
         }
     }
 
-    /// Poll `kXR_locate` (of the first file served) until the redirector names every data
-    /// server started so far: a second or so.
+    /// Poll `kXR_locate` until the redirector names every data server started so far: a second
+    /// or so.
     async fn wait_until_registered(&self) {
         // A locate sent before the first data server registered is told to wait on and on (for
         // some ten seconds) even once it has: give up early and ask anew.
@@ -292,8 +289,10 @@ impl Federation {
             ..XrootdOptions::default()
         };
         let deadline = Instant::now() + REGISTER_TIMEOUT;
-        loop {
-            let answer = locate(&self.url(&self.probe), &options).await;
+        // Another file each time: the redirector keeps what it found for a file, and a server
+        // that registers later may be missing from it for a while.
+        for probe in self.probes.iter().cycle() {
+            let answer = locate(&self.url(probe), &options).await;
             if answer
                 .as_ref()
                 .is_ok_and(|found| found.len() >= self.servers.len())

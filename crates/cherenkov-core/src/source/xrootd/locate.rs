@@ -2,10 +2,11 @@
 //!
 //! - [`open_discovering`]: `root://redirector//file` opens on the data server the redirector picks;
 //!   the `kXR_locate` that traveled with the open names the other data servers holding the file,
-//!   and each is opened directly and read as a replica of one [`MultiSource`]. A URL of a data
-//!   server opens plainly, with no request more than without discovery.
-//! - [`locate`]: `kXR_locate` on a connection of its own, for when the early answer was a
-//!   `kXR_wait` (the redirector had not looked the file up yet) and for tools and tests.
+//!   and each is opened directly and read as a replica of one [`MultiSource`], which grows when
+//!   the redirector names more later. A URL of a data server opens plainly, with no request more
+//!   than without discovery.
+//! - [`locate`]: `kXR_locate` on a connection of its own: a second look, once the redirector has
+//!   heard from all its data servers, and for tools and tests.
 //! - [`open_excluding`] and [`RedirectorFinder`]: the open sent again through the redirector with
 //!   `tried=host,...`, so that it picks a data server other than those in use (as XrdCl does after
 //!   a failure). cmsd matches `tried` hosts by IP address, not port.
@@ -20,16 +21,12 @@ use crate::source::{ByteSource, SharedSource};
 use async_trait::async_trait;
 use futures_util::future::join_all;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 /// Most data servers read as replicas of one file (the first included); more would only cost
 /// connections: two share the reads, the others are probed now and then.
 pub const MAX_REPLICAS: usize = 4;
-
-/// How long data servers get to answer a redirector that looks a file up for the first time,
-/// after the first one has (measured on one machine: a few milliseconds).
-const LATE_ANSWERS: Duration = Duration::from_millis(50);
 
 /// Longest wait for a host name to resolve when comparing servers.
 const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -131,13 +128,20 @@ pub fn with_tried(url: &str, in_use: &[String]) -> String {
     format!("{base}?{}", pairs.join("&"))
 }
 
-/// Open a `root://` URL; when it names a redirector (the open was redirected) and discovery is on,
-/// the data servers holding the file (at most [`MAX_REPLICAS`], the redirector's pick first) are
-/// opened directly and read as replicas of one source, which asks the redirector for another
-/// (`tried=`) when all of them fail. A data server that does not open, or holds a file of another
-/// size, is left out; with a single data server the source is the one opened through the
-/// redirector, a plain [`XrootdSource`]. Opening a redirector's file so costs the redirected open,
-/// then one more open (two round trips, the replicas' in parallel).
+/// Open a `root://` URL. When it names a redirector (the open was redirected) and discovery is on,
+/// the file is read as a replica set ([`MultiSource`]) that grows:
+/// - the data servers the `kXR_locate` sent with the open names (the redirector's pick first, at
+///   most [`MAX_REPLICAS`]) are opened directly, in parallel: one open more than a plain open
+///   through the redirector. (Each connection of a source opened through the redirector may have
+///   been sent to another server, and a replica must be one server);
+/// - a redirector that looks a file up for the first time answers that `kXR_locate` before every
+///   data server has told it (or not at all: `kXR_wait`), so it is asked again
+///   [`TOP_UP_AFTER`] later, in the background, and the new data servers are added;
+/// - when every replica fails a read, the redirector is asked for one more: first by
+///   `kXR_locate`, then by an open with `tried=` naming the servers in use.
+///
+/// A data server that does not open, or holds a file of another size, is left out. A URL of a data
+/// server opens plainly, with no request more than without discovery.
 pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<SharedSource> {
     let first = XrootdSource::open(url, options.clone()).await?;
     if !options.discover || !first.was_redirected() {
@@ -148,42 +152,13 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
         discover: false,
         ..options
     };
-    let mut located = first.inner.located.clone();
-    if located.is_empty() {
-        // The redirector answered the kXR_locate sent with the open with kXR_wait: it had not
-        // looked the file up yet. The open made it look, so asked again it answers at once, but
-        // maybe before every data server has: a second answer a moment later may name more.
-        located = locate(url, &plain).await.unwrap_or_default();
-        if located.len() < 2 {
-            tokio::time::sleep(LATE_ANSWERS).await;
-            located = locate(url, &plain).await.unwrap_or(located);
-        }
-    }
-    // The server the redirector picked comes first: it knows its servers' load.
     let in_use = first.server_address();
     let mut servers = vec![in_use.clone()];
-    servers.extend(distinct_servers(&in_use, &located, MAX_REPLICAS - 1).await);
-    if servers.len() == 1 {
-        return Ok(Arc::new(first));
-    }
-    // Every replica is opened on its data server directly: each connection of a source opened
-    // through the redirector may have been sent to another server, and a replica must be one.
+    servers.extend(distinct_servers(&servers, &first.inner.located, MAX_REPLICAS - 1).await);
     let path = &first.inner.origin.path;
     let mut urls = vec![direct_url(&first)];
-    urls.extend(
-        servers[1..]
-            .iter()
-            .map(|address| format!("root://{address}/{path}")),
-    );
+    urls.extend(servers[1..].iter().map(|a| format!("root://{a}/{path}")));
     let opened = join_all(urls.iter().map(|u| XrootdSource::open(u, plain.clone()))).await;
-    eprintln!(
-        "DEBUG early={:?} located={located:?} urls={urls:?} errors={:?}",
-        first.inner.located,
-        opened
-            .iter()
-            .filter_map(|o| o.as_ref().err())
-            .collect::<Vec<_>>()
-    );
     let mut servers = Vec::new();
     let mut sources: Vec<SharedSource> = Vec::new();
     for source in opened.into_iter().flatten() {
@@ -192,15 +167,40 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
             sources.push(Arc::new(source));
         }
     }
-    if sources.len() < 2 {
-        return Ok(Arc::new(first));
+    if sources.is_empty() {
+        // The data server does not let us in without the redirector: read through it.
+        servers = vec![in_use];
+        sources = vec![Arc::new(first)];
     }
-    let finder = RedirectorFinder::new(url, plain, servers);
-    Ok(Arc::new(
+    let finder = Arc::new(RedirectorFinder::new(url, plain, servers));
+    let replicas = Arc::new(
         MultiSource::new(sources, MultiOptions::default())
             .await?
-            .with_finder(Arc::new(finder)),
-    ))
+            .with_finder(finder.clone()),
+    );
+    tokio::spawn(top_up(Arc::downgrade(&replicas), finder));
+    Ok(replicas)
+}
+
+/// How long after the open the redirector is asked again for the file's data servers: it has
+/// heard from them all by then (they answer its query within milliseconds; it waits 5 s at most).
+pub const TOP_UP_AFTER: Duration = Duration::from_secs(1);
+
+/// Add the data servers the redirector names [`TOP_UP_AFTER`] the open and did not name then.
+async fn top_up(replicas: Weak<MultiSource>, finder: Arc<RedirectorFinder>) {
+    tokio::time::sleep(TOP_UP_AFTER).await;
+    let Some(count) = replicas.upgrade().map(|r| r.replica_count()) else {
+        return;
+    };
+    for source in finder
+        .open_located(MAX_REPLICAS.saturating_sub(count))
+        .await
+    {
+        let Some(replicas) = replicas.upgrade() else {
+            return;
+        };
+        let _ = replicas.add_replica(Arc::new(source)).await;
+    }
 }
 
 /// The file on the data server `source` was opened on, as a `root://` URL that bypasses the
@@ -210,14 +210,17 @@ fn direct_url(source: &XrootdSource) -> String {
     format!("root://{}/{}", server.address(), server.path)
 }
 
-/// Finds one more replica through the redirector: the open is sent again with `tried=` naming
-/// every server in use (see [`open_excluding`]), and a server already in use is refused.
+/// Finds more replicas through the redirector: the data servers its `kXR_locate` names that no
+/// replica uses yet; failing that, the server it picks for an open with `tried=` naming those in
+/// use (see [`open_excluding`]). A server already in use is refused.
 #[derive(Debug)]
 pub struct RedirectorFinder {
     url: String,
     options: XrootdOptions,
     /// `host:port` of the servers in use, found ones included.
     servers: Mutex<Vec<String>>,
+    /// Held while looking: two looks at once could both pick the same new server.
+    looking: tokio::sync::Mutex<()>,
 }
 
 impl RedirectorFinder {
@@ -227,18 +230,58 @@ impl RedirectorFinder {
             url: url.to_string(),
             options,
             servers: Mutex::new(servers),
+            looking: tokio::sync::Mutex::new(()),
         }
+    }
+
+    fn in_use(&self) -> Vec<String> {
+        self.servers.lock().unwrap().clone()
+    }
+
+    /// The data servers the redirector names now and no replica uses, opened directly (at most
+    /// `limit`); they count as in use from then on.
+    pub async fn open_located(&self, limit: usize) -> Vec<XrootdSource> {
+        let _one_look_at_a_time = self.looking.lock().await;
+        self.open_located_now(limit).await
+    }
+
+    async fn open_located_now(&self, limit: usize) -> Vec<XrootdSource> {
+        let Ok(located) = locate(&self.url, &self.options).await else {
+            return Vec::new();
+        };
+        let Ok(endpoint) = parse_url(&self.url) else {
+            return Vec::new();
+        };
+        let new = distinct_servers(&self.in_use(), &located, limit).await;
+        let urls: Vec<String> = new
+            .iter()
+            .map(|a| format!("root://{a}/{}", endpoint.path))
+            .collect();
+        let opened = join_all(
+            urls.iter()
+                .map(|u| XrootdSource::open(u, self.options.clone())),
+        );
+        let opened: Vec<XrootdSource> = opened.await.into_iter().flatten().collect();
+        let mut servers = self.servers.lock().unwrap();
+        servers.extend(opened.iter().map(|s| s.server_address()));
+        opened
     }
 }
 
 #[async_trait]
 impl ReplicaFinder for RedirectorFinder {
     async fn find(&self) -> Result<SharedSource> {
-        let in_use = self.servers.lock().unwrap().clone();
+        let _one_look_at_a_time = self.looking.lock().await;
+        if let Some(source) = self.open_located_now(1).await.pop() {
+            return Ok(Arc::new(source));
+        }
+        let in_use = self.in_use();
         let source = open_excluding(&self.url, &in_use, self.options.clone()).await?;
         let server = source.server_address();
-        // Whatever `in_use` still has once `server` is taken out: all of it if `server` is new.
-        if distinct_servers(&server, &in_use, in_use.len()).await.len() < in_use.len() {
+        if distinct_servers(&in_use, std::slice::from_ref(&server), 1)
+            .await
+            .is_empty()
+        {
             return Err(Error::io(
                 source.name(),
                 format!("the redirector sent the open to {server}, a server already in use"),
@@ -249,12 +292,15 @@ impl ReplicaFinder for RedirectorFinder {
     }
 }
 
-/// The servers of `candidates` (`host:port`) other than `in_use` and other than one another, once
-/// names are resolved (a redirect may name a server by host name, `kXR_locate` by address); at most
-/// `limit`, in their order.
-async fn distinct_servers(in_use: &str, candidates: &[String], limit: usize) -> Vec<String> {
-    let mut seen = resolve(in_use).await;
-    let mut names = vec![in_use.to_string()];
+/// The servers of `candidates` (`host:port`) other than those `in_use` and other than one
+/// another, once names are resolved (a redirect may name a server by host name, `kXR_locate` by
+/// address); at most `limit`, in their order.
+async fn distinct_servers(in_use: &[String], candidates: &[String], limit: usize) -> Vec<String> {
+    let mut names = in_use.to_vec();
+    let mut seen = Vec::new();
+    for name in in_use {
+        seen.extend(resolve(name).await);
+    }
     let mut out = Vec::new();
     for candidate in candidates {
         if out.len() >= limit {
@@ -312,12 +358,14 @@ mod tests {
             "127.0.0.1:2001".to_string(),
             "127.0.0.1:2002".to_string(),
         ];
+        let in_use = ["localhost:2000".to_string()];
         assert_eq!(
-            distinct_servers("localhost:2000", &located, 9).await,
+            distinct_servers(&in_use, &located, 9).await,
             ["localhost:2001", "127.0.0.1:2002"]
         );
+        let elsewhere = ["192.0.2.9:1".to_string()];
         assert_eq!(
-            distinct_servers("192.0.2.9:1", &located, 1).await,
+            distinct_servers(&elsewhere, &located, 1).await,
             ["127.0.0.1:2000"]
         );
     }
