@@ -8,8 +8,13 @@
 //!   request, so a better inactive one replaces a worse active one;
 //! - inactive replicas are probed now and then with a copy of one small range (bounded by
 //!   `probe_fraction` of the bytes read), so their quality stays known;
-//! - a part slower than `hedge_factor` times its expected time is also sent to another replica,
-//!   and the first answer wins;
+//! - the estimates a split is made with may be far off (a replica not measured yet, a server
+//!   slowing down), so each part is cut into pieces, read two at a time: a replica done
+//!   with its own pieces takes the unstarted ones of the others from their ends, then copies a
+//!   piece still in flight elsewhere once it has taken twice what the idle replica needs for it
+//!   (the first answer wins, and the time the abandoned one took counts against its replica);
+//! - a piece slower than `hedge_factor` times its expected time is also sent to another replica
+//!   at once, and the first answer wins;
 //! - a failed part goes to another replica at once; the failing replica is disabled for
 //!   `disable_for` (doubling on repeated failures);
 //! - when every replica has failed a part, a [`ReplicaFinder`] (if any) is asked for one more (an
@@ -85,33 +90,45 @@ impl Quality {
         }
     }
 
-    /// A request still unanswered after `seconds`: a lower bound on its time, which raises the
-    /// estimate if it was lower but is no sample (its end is not known).
+    /// Whether a request of `bytes` mostly waits (so its time measures latency) rather than
+    /// transfers. Until a large request (1 MiB) has measured the throughput, the prior's (fast)
+    /// throughput cannot tell: size alone decides then.
+    fn measures_latency(&self, bytes: u64) -> bool {
+        bytes < LATENCY_SAMPLE
+            || if self.throughput_samples > 0 {
+                (bytes as f64 / self.throughput) < self.latency
+            } else {
+                bytes < FIRST_THROUGHPUT_SAMPLE
+            }
+    }
+
+    /// A request still unanswered after `seconds` (abandoned, or being hedged): a lower bound on
+    /// its time, which raises the estimate if that was lower. A throughput not measured yet is
+    /// replaced by the bound, which then counts as a sample: a replica too slow to ever answer
+    /// first must not keep the prior's.
     fn at_least(&mut self, bytes: u64, seconds: f64) {
-        let transfer = bytes as f64 / self.throughput;
-        if bytes < LATENCY_SAMPLE || transfer < self.latency {
+        if self.measures_latency(bytes) {
+            let transfer = bytes as f64 / self.throughput;
             self.latency = self.latency.max(seconds - transfer);
+            return;
+        }
+        let rate = bytes as f64 / (seconds - self.latency).max(seconds * 0.1).max(1e-6);
+        if self.throughput_samples == 0 {
+            self.throughput = rate.min(PRIOR_THROUGHPUT);
+            self.throughput_samples += 1;
+            self.samples += 1;
         } else {
-            let rate = bytes as f64 / (seconds - self.latency).max(seconds * 0.1).max(1e-6);
             self.throughput = self.throughput.min(rate);
         }
     }
 
-    /// Split one observation (`bytes` in `seconds`) between latency and throughput: small requests
-    /// measure latency, large ones throughput (after taking the known latency off). The first
-    /// sample of each kind replaces the prior. Until a large request (1 MiB) has
-    /// measured the throughput, the prior's (fast) throughput cannot tell a request that mostly
-    /// waited from one that mostly transferred: size alone decides then.
+    /// Split one observation (`bytes` in `seconds`) between latency and throughput (after taking
+    /// the known latency off); the first sample of each kind replaces the prior.
     fn update(&mut self, bytes: u64, seconds: f64) {
-        let transfer = bytes as f64 / self.throughput;
-        let waited_mostly = if self.throughput_samples > 0 {
-            transfer < self.latency
-        } else {
-            bytes < FIRST_THROUGHPUT_SAMPLE
-        };
-        if bytes < LATENCY_SAMPLE || waited_mostly {
+        if self.measures_latency(bytes) {
             let first = self.samples == self.throughput_samples;
             let w = if first { 1.0 } else { EWMA_WEIGHT };
+            let transfer = bytes as f64 / self.throughput;
             self.latency = (1.0 - w) * self.latency + w * (seconds - transfer).max(1e-6);
         } else {
             let w = if self.throughput_samples == 0 {
@@ -552,24 +569,49 @@ impl ByteSource for MultiSource {
             .take(self.options.max_active.max(1).min(ranges.len().max(1)))
             .collect();
         let parts = self.split(ranges, &actives);
-        let reads = parts.iter().map(|(replica, idx)| {
-            let part: Vec<ByteRange> = idx.iter().map(|&k| ranges[k]).collect();
-            async move { self.read_part(*replica, &part).await }
-        });
         // A replica left without a part is probed like an inactive one.
         let used: Vec<usize> = parts.iter().map(|(replica, _)| *replica).collect();
         self.maybe_probe(ranges, &ranked, &used);
-        let results = futures_util::future::try_join_all(reads).await;
-        let mut out: Vec<Option<Bytes>> = vec![None; ranges.len()];
-        for ((_, idx), buffers) in parts.iter().zip(results?) {
-            for (&k, b) in idx.iter().zip(buffers) {
-                out[k] = Some(b);
+        let schedule = Mutex::new(Schedule::new(ranges, &parts));
+        let all_done = tokio::sync::Notify::new();
+        // Every worker's first piece is taken here, each replica's first before any second: a
+        // worker that ran first would otherwise take the pieces of replicas not started yet.
+        let mut firsts = Vec::new();
+        for _ in 0..IN_FLIGHT {
+            for (region, (replica, _)) in parts.iter().enumerate() {
+                let first = schedule.lock().unwrap().take(region, *replica);
+                firsts.push((region, *replica, first));
+            }
+        }
+        let workers = firsts.into_iter().map(|(region, replica, first)| {
+            self.work(ranges, &schedule, &all_done, region, replica, first)
+        });
+        tokio::select! {
+            finished = futures_util::future::try_join_all(workers) => { finished?; }
+            _ = all_done.notified() => {}
+        }
+        let mut schedule = schedule.into_inner().unwrap();
+        // A piece its first reader did not answer (a copy was faster, or it is still in flight):
+        // its time so far is a lower bound on that replica's, which must count (else a slow
+        // replica would never be measured).
+        for piece in &schedule.pieces {
+            if let Some((reader, started)) = piece.started {
+                if piece.answered_by != Some(reader) {
+                    let elapsed = started.elapsed().as_secs_f64();
+                    let replica = self.replica(reader);
+                    replica
+                        .state
+                        .lock()
+                        .unwrap()
+                        .quality
+                        .at_least(piece.bytes, elapsed);
+                }
             }
         }
         self.bytes.fetch_add(total, Relaxed);
-        Ok(out
+        Ok(std::mem::take(&mut schedule.out)
             .into_iter()
-            .map(|b| b.expect("every range was in one part"))
+            .map(|b| b.expect("every range was in one piece"))
             .collect())
     }
 
@@ -601,6 +643,58 @@ impl ByteSource for MultiSource {
 }
 
 impl MultiSource {
+    /// One of the [`IN_FLIGHT`] workers of `replica` on a request: it reads `first`, then the
+    /// pieces of its region in order, then takes the others' unstarted pieces from their ends, then copies a
+    /// piece still in flight on another replica once that piece has taken [`LATE_FACTOR`] times
+    /// what this replica needs for it (first answer wins). Returns when it has nothing left to do.
+    async fn work(
+        &self,
+        ranges: &[ByteRange],
+        schedule: &Mutex<Schedule>,
+        all_done: &tokio::sync::Notify,
+        region: usize,
+        replica: usize,
+        first: Option<usize>,
+    ) -> Result<()> {
+        let finish = |piece: usize, buffers: Vec<Bytes>| {
+            let mut schedule = schedule.lock().unwrap();
+            let first = schedule.finish(piece, replica, buffers);
+            if schedule.left == 0 {
+                all_done.notify_one();
+            }
+            first
+        };
+        let mut next = first;
+        while let Some(piece) = next {
+            let part = schedule.lock().unwrap().part(ranges, piece);
+            let buffers = self.read_part(replica, &part).await?;
+            finish(piece, buffers);
+            next = schedule.lock().unwrap().take(region, replica);
+        }
+        loop {
+            let quality = self.quality(replica);
+            let late = schedule.lock().unwrap().late(replica, &quality);
+            match late {
+                Late::Copy(piece) => {
+                    let part = schedule.lock().unwrap().part(ranges, piece);
+                    // A failed copy costs nothing: the piece is still on its way elsewhere.
+                    if let Ok(buffers) = self.read_from(replica, &part, false).await {
+                        if finish(piece, buffers) {
+                            self.replica(replica)
+                                .state
+                                .lock()
+                                .unwrap()
+                                .report
+                                .hedges_won += 1;
+                        }
+                    }
+                }
+                Late::In(wait) => tokio::time::sleep(wait).await,
+                Late::Nothing => return Ok(()),
+            }
+        }
+    }
+
     /// Copy the smallest range of this request to one inactive replica, within the probe budget.
     /// The probe runs on its own: a far replica's answer must not delay the read.
     fn maybe_probe(&self, ranges: &[ByteRange], ranked: &[usize], actives: &[usize]) {
@@ -622,6 +716,149 @@ impl MultiSource {
         tokio::spawn(async move {
             let _ = replica.read_timed(&[range], true, disable_for).await;
         });
+    }
+}
+
+/// Pieces of contiguous ranges a replica's part of a request is cut into (when large enough), so
+/// that a replica done early takes over the unstarted pieces of a slower one: the estimates a part
+/// was sized by may be far off (a replica not measured yet, a server slowing down).
+const PIECES_PER_REGION: usize = 4;
+/// No smaller pieces: fewer requests, and each measures a throughput.
+const MIN_PIECE: u64 = FIRST_THROUGHPUT_SAMPLE;
+/// Pieces in flight per replica: the next is on its way while the previous one arrives.
+const IN_FLIGHT: usize = 2;
+/// A piece is copied to a replica out of work once it has taken this many times what that replica
+/// needs for it: twice, so that a replica about as fast as the copier is not copied at the end of
+/// every request (a copy abandoned still takes bandwidth).
+const LATE_FACTOR: f64 = 2.0;
+
+/// The pieces of one request, and who reads what.
+struct Schedule {
+    pieces: Vec<Piece>,
+    /// Per region (one per replica with a part): its unstarted pieces, in offset order.
+    unstarted: Vec<std::collections::VecDeque<usize>>,
+    /// Pieces not done.
+    left: usize,
+    /// Buffers by range index.
+    out: Vec<Option<Bytes>>,
+}
+
+#[derive(Default)]
+struct Piece {
+    ranges: Vec<usize>,
+    bytes: u64,
+    /// Replica reading it, since when.
+    started: Option<(usize, Instant)>,
+    copied: bool,
+    /// The replica whose answer was taken.
+    answered_by: Option<usize>,
+}
+
+enum Late {
+    Copy(usize),
+    /// Nothing to copy yet: look again after this long.
+    In(Duration),
+    Nothing,
+}
+
+impl Schedule {
+    fn new(ranges: &[ByteRange], parts: &[(usize, Vec<usize>)]) -> Schedule {
+        let mut pieces = Vec::new();
+        let mut unstarted = Vec::new();
+        for (_, indices) in parts {
+            let bytes: u64 = indices.iter().map(|&k| ranges[k].len).sum();
+            let target = (bytes / PIECES_PER_REGION as u64).max(MIN_PIECE);
+            let mut region = std::collections::VecDeque::new();
+            let mut piece = Piece::default();
+            for &k in indices {
+                piece.ranges.push(k);
+                piece.bytes += ranges[k].len;
+                if piece.bytes >= target {
+                    region.push_back(pieces.len());
+                    pieces.push(std::mem::take(&mut piece));
+                }
+            }
+            if !piece.ranges.is_empty() {
+                region.push_back(pieces.len());
+                pieces.push(piece);
+            }
+            unstarted.push(region);
+        }
+        Schedule {
+            left: pieces.len(),
+            pieces,
+            unstarted,
+            out: vec![None; ranges.len()],
+        }
+    }
+
+    /// The next piece of `region`, else the last unstarted piece of the region with the most
+    /// bytes left; started on `replica`.
+    fn take(&mut self, region: usize, replica: usize) -> Option<usize> {
+        let piece = match self.unstarted[region].pop_front() {
+            Some(piece) => piece,
+            None => {
+                let pieces = &self.pieces;
+                let bytes_left = |r: &std::collections::VecDeque<usize>| -> u64 {
+                    r.iter().map(|&p| pieces[p].bytes).sum()
+                };
+                let richest = self
+                    .unstarted
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| !r.is_empty())
+                    .max_by_key(|(_, r)| bytes_left(r))?
+                    .0;
+                self.unstarted[richest].pop_back()?
+            }
+        };
+        self.pieces[piece].started = Some((replica, Instant::now()));
+        Some(piece)
+    }
+
+    fn part(&self, ranges: &[ByteRange], piece: usize) -> Vec<ByteRange> {
+        self.pieces[piece]
+            .ranges
+            .iter()
+            .map(|&k| ranges[k])
+            .collect()
+    }
+
+    /// Store a piece's buffers from `replica` unless it was answered already; whether this answer
+    /// was the first.
+    fn finish(&mut self, piece: usize, replica: usize, buffers: Vec<Bytes>) -> bool {
+        let p = &mut self.pieces[piece];
+        if p.answered_by.is_some() {
+            return false;
+        }
+        p.answered_by = Some(replica);
+        self.left -= 1;
+        for (&k, b) in p.ranges.iter().zip(buffers) {
+            self.out[k] = Some(b);
+        }
+        true
+    }
+
+    /// A piece in flight on another replica that `replica` (of `quality`) should copy now.
+    fn late(&mut self, replica: usize, quality: &Quality) -> Late {
+        let mut wait: Option<Duration> = None;
+        for (i, p) in self.pieces.iter_mut().enumerate() {
+            let Some((reader, started)) = p.started else {
+                continue;
+            };
+            if p.answered_by.is_some() || p.copied || reader == replica || !quality.knows(p.bytes) {
+                continue;
+            }
+            let due = Duration::from_secs_f64(quality.expected(p.bytes) * LATE_FACTOR);
+            match due.checked_sub(started.elapsed()) {
+                None | Some(Duration::ZERO) => {
+                    p.copied = true;
+                    return Late::Copy(i);
+                }
+                Some(left) => wait = Some(wait.map_or(left, |w| w.min(left))),
+            }
+        }
+        wait.map_or(Late::Nothing, Late::In)
     }
 }
 
@@ -689,5 +926,44 @@ mod tests {
             "{shares:?}"
         );
         assert!((shares.iter().sum::<f64>() - 1e8).abs() < 1.0);
+    }
+
+    #[test]
+    fn pieces_are_stolen_from_the_back_of_the_richest_region_and_copied_when_late() {
+        let mib = 1 << 20;
+        // Region 0: eight 1 MiB ranges (four pieces of 2 MiB); region 1: one small range.
+        let ranges: Vec<ByteRange> = (0..9)
+            .map(|k| ByteRange {
+                offset: k * mib,
+                len: if k < 8 { mib } else { 100 },
+            })
+            .collect();
+        let parts = vec![(0, (0..8).collect()), (1, vec![8])];
+        let mut s = Schedule::new(&ranges, &parts);
+        assert_eq!(s.pieces.len(), 5);
+        assert_eq!(s.pieces[0].ranges, [0, 1]);
+        // Replica 1 does its own piece, then takes region 0's last piece, not its next one.
+        assert_eq!(s.take(0, 0), Some(0));
+        assert_eq!(s.take(1, 1), Some(4));
+        assert!(s.finish(4, 1, vec![Bytes::new()]));
+        assert_eq!(s.take(1, 1), Some(3));
+        // A piece is answered once; the second answer is dropped.
+        assert!(s.finish(3, 1, vec![Bytes::new(); 2]));
+        assert!(!s.finish(3, 0, vec![Bytes::new(); 2]));
+        // Replica 1 (10 ms, 100 MB/s: ~30 ms for a piece) copies replica 0's piece only once it
+        // has run twice that long.
+        let fast = Quality {
+            latency: 0.01,
+            throughput: 1e8,
+            samples: 2,
+            throughput_samples: 1,
+        };
+        assert!(matches!(s.late(1, &fast), Late::In(_)));
+        s.pieces[0].started = Some((0, Instant::now() - Duration::from_millis(100)));
+        assert!(matches!(s.late(1, &fast), Late::Copy(0)));
+        // Copied once only; a replica does not copy its own piece.
+        assert!(matches!(s.late(1, &fast), Late::Nothing));
+        s.pieces[0].copied = false;
+        assert!(matches!(s.late(0, &fast), Late::Nothing));
     }
 }
