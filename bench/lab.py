@@ -14,8 +14,11 @@ interleaved within each repetition; the tables show medians. Every run's values 
 against cherenkov's local read of the same scenario (bytes of values, sums and counts of a few
 branches) and the check is printed.
 
-Output: bench/results/latency.{json,md,png}; full runs (not --quick) also write the copies the README
-links, docs/bench/latency.{json,md,png} (--no-publish to skip, --publish to force).
+After the matrix, full runs replay a recorded trace (bench/replay.py) and measure reading through
+two replicas (bench/multi_source.py); their tables end latency.md.
+
+Output: bench/results/latency.{json,md,png} and multi_source.json; full runs (not --quick) also write
+the copies the README links, in docs/bench/ (--no-publish to skip, --publish to force).
 """
 
 from __future__ import annotations
@@ -535,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root-nocache-max-rtt", type=float, default=10, help="ROOT without TTreeCache runs up to this RTT (ms)")
     parser.add_argument("--no-local", action="store_true", help="skip the local-file runs (they are the reference of the checks)")
     parser.add_argument("--no-replay", action="store_true", help="skip the trace replay at the end")
+    parser.add_argument("--no-multi-source", action="store_true", help="skip the multi-source setups at the end (bench/multi_source.py)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for latency.json/.md/.png (default bench/results)")
     publish = parser.add_mutually_exclusive_group()
     publish.add_argument("--publish", dest="publish", action="store_true", default=None, help="also write docs/bench (default: unless --quick)")
@@ -573,9 +577,19 @@ def main(argv: list[str] | None = None) -> int:
         rtt = 137 if 137 in config.rtts else max(config.rtts)
         print(f"trace replay at {rtt:g} ms ...")
         replay_table = replay.lab_replay(plan.files[0], plan.fixed, rtt, budget=60, log=print)
+    multi_source_table = None
+    if not args.no_multi_source and not quick:
+        import multi_source
+
+        reason = multi_source.XrootdFederation.missing(proxied=True)
+        if reason:
+            notes["multi-source"] = f"not measured: {reason}"
+        else:
+            data = plan.files[0]
+            multi_source_table = multi_source.run_setups(data.parent, data.name, runs=3)
     notes["wall"] = f"the whole lab took {(time.perf_counter() - t0) / 60:.1f} min"
     publish_to = PUBLISHED if (args.publish if args.publish is not None else not quick) else None
-    text = write_outputs(rows, notes, config, plan, SCENARIOS, args.out, publish_to, replay_table)
+    text = write_outputs(rows, notes, config, plan, SCENARIOS, args.out, publish_to, replay_table, multi_source_table)
     print()
     print(text)
     return 0 if all(r.get("verified", True) for r in rows) else 1

@@ -90,7 +90,9 @@ CONNECT_ROUND_TRIPS = {"http": 0, "root": 1}
 
 def latency_cost_table(rows: list[dict], rtt: float) -> list[str]:
     """What the distance costs cherenkov: its time at `rtt` against its own local time, the
-    difference in round-trip times, and the round trips it waited for."""
+    difference in round-trip times, and the round trips it waited for (nothing without distance)."""
+    if rtt <= 0:
+        return []
     by_key = {(r["tool"], r["scenario"], r["protocol"], r["rtt_ms"]): r for r in rows}
     out = [
         f"### What {rtt:g} ms of distance costs cherenkov\n",
@@ -213,7 +215,8 @@ def plot(rows: list[dict], scenarios: dict, path: Path, title: str) -> bool:
     return True
 
 
-def write_outputs(rows, notes, config, plan, scenarios, out: Path, publish_to: Path | None, replay_table=None) -> str:
+def write_outputs(rows, notes, config, plan, scenarios, out: Path, publish_to: Path | None, replay_table=None,
+                  multi_source_table=None) -> str:
     out.mkdir(parents=True, exist_ok=True)
     rtts = sorted(config.rtts)
     command = "python bench/lab.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -236,6 +239,10 @@ def write_outputs(rows, notes, config, plan, scenarios, out: Path, publish_to: P
     lines += lazy_table(rows)
     lines += checks_text(rows)
     lines += replay_markdown(replay_table)
+    if multi_source_table:
+        from multi_source import write
+
+        lines += [write(multi_source_table, out)]
     lines += ["### Notes", ""] + [f"- **{k}**: {v}" for k, v in notes.items()] + [""]
     text = "\n".join(lines)
     (out / "latency.json").write_text(json.dumps(rows, indent=1) + "\n")
@@ -243,7 +250,8 @@ def write_outputs(rows, notes, config, plan, scenarios, out: Path, publish_to: P
     plotted = plot(rows, scenarios, out / "latency.png", f"{plan.files[0].name}: {len(plan.fixed)}-branch fixed set of {len(plan.fixed) + len(plan.others)}")
     if publish_to is not None:
         publish_to.mkdir(parents=True, exist_ok=True)
-        for name in ("latency.json", "latency.md") + (("latency.png",) if plotted else ()):
+        names = ("latency.json", "latency.md") + (("latency.png",) if plotted else ())
+        for name in names + (("multi_source.json", "multi_source.md") if multi_source_table else ()):
             shutil.copyfile(out / name, publish_to / name)
     written = [str(out / n) for n in ("latency.json", "latency.md")] + ([str(out / "latency.png")] if plotted else [])
     tail = f"\nwritten: {', '.join(written)}" + (f"; published to {publish_to}" if publish_to else "")
