@@ -2,7 +2,8 @@
 the same files (`cherenkov.lab.XrootdFederation`). Opening through the redirector finds every data
 server (kXR_locate, sent with the open) and reads from them as replicas; a data server killed
 mid-read costs no failed read. Behind toxiproxy (`proxied=True`, the redirector then names the
-proxies), a slow replica gets little of the work and two capped ones share it.
+proxies), a replica whose connections break costs no failed read, a slow replica gets little of
+the work and two capped ones share it.
 
 The measured ratios are printed (`pytest -s`), never asserted: time depends on the machine."""
 
@@ -88,6 +89,21 @@ def test_a_data_server_killed_mid_read_costs_no_failed_read(testdata, federation
     assert_same(tree.arrays(names, library="np"), local)
     report = {r["name"]: r for r in f.replicas()}
     assert report[busiest["name"]]["errors"] >= 1, f.replicas()
+
+
+def test_a_replica_whose_connections_break_costs_no_failed_read(testdata, proxied):
+    f = open_replicas(proxied.url(NAME), retries=0)
+    tree = f["Events"]
+    names = branch_names(f)
+    local = cherenkov.open(testdata / NAME)["Events"].arrays(names, library="np")
+    tree.arrays(["Muon_pt"], library="np")  # both replicas measured
+    # Every connection to the first data server is closed after 200 kB (and its reconnections too).
+    lossy = proxied.servers[0]
+    proxied.toxiproxy.toxic(lossy.proxy, "lossy", "limit_data", bytes=200_000)
+    for _ in range(2):
+        assert_same(tree.arrays(names, library="np"), local)
+    report = {r["name"]: r for r in f.replicas()}
+    assert report[lossy.url(NAME)]["errors"] >= 1, f.replicas()
 
 
 def timed_read(f, names, warmups=1) -> tuple[float, dict]:
