@@ -398,9 +398,25 @@ impl MultiSource {
                             // Race a copy on the backup; the first good answer wins.
                             let second = self.read_from(j, ranges, false);
                             tokio::pin!(second);
+                            let won_by_backup = |v| {
+                                self.replica(j).state.lock().unwrap().report.hedges_won += 1;
+                                v
+                            };
                             tokio::select! {
-                                r = &mut first => match r { Ok(v) => Ok(v), Err(e) => { tried.push((i, e)); second.await.map(|v| { self.replica(j).state.lock().unwrap().report.hedges_won += 1; v }).map_err(|e| (j, e)) } },
-                                r = &mut second => match r { Ok(v) => { self.replica(j).state.lock().unwrap().report.hedges_won += 1; Ok(v) }, Err(e) => { tried.push((j, e)); first.await.map_err(|e| (i, e)) } },
+                                r = &mut first => match r {
+                                    Ok(v) => Ok(v),
+                                    Err(e) => {
+                                        tried.push((i, e));
+                                        second.await.map(won_by_backup).map_err(|e| (j, e))
+                                    }
+                                },
+                                r = &mut second => match r {
+                                    Ok(v) => Ok(won_by_backup(v)),
+                                    Err(e) => {
+                                        tried.push((j, e));
+                                        first.await.map_err(|e| (i, e))
+                                    }
+                                },
                             }
                         }
                     }
