@@ -7,13 +7,18 @@ the work and two capped ones share it.
 
 The measured ratios are printed (`pytest -s`), never asserted: time depends on the machine."""
 
+import os
+import shutil
+import tempfile
 import time
+import zlib
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import cherenkov
-from cherenkov.lab import XrootdFederation
+from cherenkov.lab import NginxServer, XrootdFederation, XrootdServer
 
 NAME = "nanolike-root6.40-zstd-4clusters.root"
 SERVERS = 2
@@ -104,6 +109,54 @@ def test_a_replica_whose_connections_break_costs_no_failed_read(testdata, proxie
         assert_same(tree.arrays(names, library="np"), local)
     report = {r["name"]: r for r in f.replicas()}
     assert report[lossy.url(NAME)]["errors"] >= 1, f.replicas()
+
+
+def test_a_data_servers_checksum_is_the_files_adler32(testdata):
+    expected = f"adler32 {zlib.adler32((testdata / NAME).read_bytes()):08x}"
+    with XrootdServer(testdata) as server:
+        assert cherenkov.open(server.url(NAME)).checksum() == expected
+    assert cherenkov.open(testdata / NAME).checksum() is None  # a local file: no server to ask
+
+
+@pytest.fixture()
+def shared_dir():
+    """A folder the xrootd servers (running as nobody) can read, unlike pytest's tmp_path."""
+    path = Path(tempfile.mkdtemp(prefix="cherenkov-replicas-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path)
+
+
+def test_replicas_whose_checksums_differ_are_refused_when_verified(testdata, shared_dir):
+    # Two copies of the same size; the second has one byte changed in the middle.
+    for folder in ("same", "changed"):
+        (shared_dir / folder).mkdir(mode=0o755)
+        shutil.copyfile(testdata / NAME, shared_dir / folder / NAME)
+    changed = shared_dir / "changed" / NAME
+    data = bytearray(changed.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    changed.write_bytes(data)
+    with XrootdServer(testdata) as a, XrootdServer(shared_dir / "same") as b, XrootdServer(shared_dir / "changed") as c:
+        good, copy, bad = a.url(NAME), b.url(NAME), c.url(NAME)
+        assert cherenkov.open([good, copy], verify_checksums=True).checksum() == cherenkov.open(good).checksum()
+        with pytest.raises(cherenkov.SourceError, match="differ in checksum") as err:
+            cherenkov.open([good, bad], verify_checksums=True)
+        assert good in str(err.value) and bad in str(err.value)
+        assert cherenkov.open([good, bad]).replicas() is not None  # unverified, only the sizes are compared
+
+
+def test_a_replica_that_cannot_give_a_checksum_fails_verification(testdata):
+    with XrootdServer(testdata) as x, NginxServer(testdata) as h:
+        http = h.url(NAME)
+        with pytest.raises(cherenkov.SourceError, match="cannot verify") as err:
+            cherenkov.open([x.url(NAME), http], verify_checksums=True)
+        assert http in str(err.value)
+
+
+def test_replicas_found_through_the_redirector_are_verified(testdata, federation):
+    f = open_replicas(federation.url(NAME), verify_checksums=True)
+    assert f.checksum() == f"adler32 {zlib.adler32((testdata / NAME).read_bytes()):08x}"
+    assert len(f["Events"].arrays(["Muon_pt"], library="np")["Muon_pt"]) == f["Events"].num_entries
 
 
 def timed_read(f, names, warmups=1) -> tuple[float, dict]:

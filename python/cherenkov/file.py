@@ -17,6 +17,7 @@ def open(  # noqa: A001 - mirrors uproot.open
     retries: int | None = None,
     trace: bool = False,
     discover: bool = True,
+    verify_checksums: bool = False,
 ) -> "File":
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file (same size, checked): reads are then
@@ -29,8 +30,11 @@ def open(  # noqa: A001 - mirrors uproot.open
     ``trace=True`` records every request (offset, length, send and answer times): see
     `File.trace()` and `cherenkov.plots`. ``discover`` (root:// only): a redirector's data servers
     holding the file (``kXR_locate``) are read as replicas; False reads from the one it redirects to.
+    ``verify_checksums``: replicas must also have the same checksum on their servers (XRootD
+    ``kXR_query``), else the open fails naming each one's; a server that cannot tell fails it too.
     """
-    return File(path if isinstance(path, (list, tuple)) else os.fspath(path), connections=connections, timeout=timeout, retries=retries, trace=trace, discover=discover)
+    return File(path if isinstance(path, (list, tuple)) else os.fspath(path), connections=connections, timeout=timeout,
+                retries=retries, trace=trace, discover=discover, verify_checksums=verify_checksums)
 
 
 class Directory:
@@ -110,6 +114,12 @@ class File(Directory):
         """Per replica: requests, bytes, errors, hedges won, probes, measured latency and
         throughput, whether it is disabled and its last error (None for a single source)."""
         return self._core.replicas()
+
+    def checksum(self) -> str | None:
+        """The checksum the server keeps for the file (``"adler32 0a1b2c3d"``; for replicas opened
+        with ``verify_checksums``, the one they agree on), or None where the protocol cannot tell
+        (HTTP, local files)."""
+        return self._core.checksum()
 
     def source_counters(self) -> dict:
         """What the file's source has done so far: requests, round_trips, ranges, bytes."""

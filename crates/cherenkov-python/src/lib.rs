@@ -68,7 +68,8 @@ struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn open(
         py: Python<'_>,
         urls: Vec<String>,
@@ -77,6 +78,7 @@ impl RootFile {
         retries: Option<u32>,
         trace: bool,
         discover: bool,
+        verify_checksums: bool,
     ) -> PyResult<Self> {
         let timeout = match timeout {
             Some(t) if !(t.is_finite() && t > 0.0) => {
@@ -97,6 +99,7 @@ impl RootFile {
             retries,
             trace,
             discover: Some(discover),
+            verify_checksums,
         };
         let inner = py
             .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
@@ -227,6 +230,13 @@ impl RootFile {
             out.append(d)?;
         }
         Ok(Some(out))
+    }
+
+    /// The checksum the server keeps for the file (`adler32 0a1b2c3d`; for replicas checked with
+    /// `verify_checksums`, the one they agree on), or None where the protocol cannot tell.
+    fn checksum(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        py.detach(|| runtime().block_on(self.inner.source.checksum()))
+            .map_err(to_py)
     }
 
     /// Requests, round trips, ranges and bytes the file's source has served so far.

@@ -21,6 +21,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
 TOOLS = REPO / ".tools" / "bin"
+# Data servers answer checksum queries (computed when first asked): replicas can be verified.
+CHECKSUMS = "xrootd.chksum adler32"
 
 
 def free_port() -> int:
@@ -82,7 +84,7 @@ class XrootdServer(_Process):
         self.log = self.workdir / "xrootd.log"
         config = self.workdir / "xrootd.cfg"
         config.write_text(
-            f"xrd.port {self.port}\nall.export /\noss.localroot {self.data_dir}\n"
+            f"xrd.port {self.port}\nall.export /\noss.localroot {self.data_dir}\n{CHECKSUMS}\n"
             f"all.adminpath {self.workdir}\nall.pidpath {self.workdir}\n{extra_config}\n"
         )
         args = [_require("xrootd"), "-c", str(config), "-l", str(self.log), "-n", f"ck{self.port}"]
@@ -233,7 +235,7 @@ class XrootdFederation:
         config = (
             f"all.role server\nif exec cmsd\nall.manager {self.loopback}:{cms_port}\nelse\n"
             f"all.manager 127.0.0.1:{cms_port}\nfi\nxrd.port {port} if exec xrootd\n"
-            f"all.export /\noss.localroot {self.data_dir}\n"
+            f"all.export /\noss.localroot {self.data_dir}\n{CHECKSUMS}\n"
         )
         server = FederatedServer(port, name if self.proxied else None)
         # cmsd first: xrootd logs in to it at start, and would try again only ten seconds later.

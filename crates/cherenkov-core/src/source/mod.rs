@@ -94,6 +94,11 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn replicas(&self) -> Option<Vec<multi::ReplicaReport>> {
         None
     }
+    /// The checksum the server keeps for the whole file, as `<algorithm> <value>` (`adler32
+    /// 0a1b2c3d`); `None` when the protocol has no way to ask (HTTP, local files).
+    async fn checksum(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
 }
 
 pub type SharedSource = Arc<dyn ByteSource>;
@@ -113,6 +118,9 @@ pub struct SourceOptions {
     /// from every data server a redirector names, as replicas (see `xrootd::open_discovering`).
     /// Default true; a list of replica URLs is read as given.
     pub discover: Option<bool>,
+    /// Replicas (a list, or found through a redirector) must have the same checksum on their
+    /// servers, not only the same size (see `multi::MultiOptions::verify_checksums`).
+    pub verify_checksums: bool,
 }
 
 /// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
@@ -149,6 +157,9 @@ impl ByteSource for SourceRef {
     fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
         self.0.opening_reads()
     }
+    async fn checksum(&self) -> Result<Option<String>> {
+        self.0.checksum().await
+    }
 }
 
 /// Open several URLs as replicas of one file (see `multi::MultiSource`); one URL opens plainly.
@@ -165,8 +176,12 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
     for url in urls {
         sources.push(open_untraced(url, &plain).await?);
     }
-    let multi: SharedSource =
-        Arc::new(multi::MultiSource::new(sources, multi::MultiOptions::default()).await?);
+    let multi = multi::MultiSource::new(
+        sources,
+        multi::MultiOptions::verifying(options.verify_checksums),
+    )
+    .await?;
+    let multi: SharedSource = Arc::new(multi);
     Ok(if options.trace {
         Arc::new(trace::TracingSource::new(multi))
     } else {
@@ -196,6 +211,7 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSourc
                 request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
                 retries: options.retries.unwrap_or(defaults.retries),
                 discover: options.discover.unwrap_or(defaults.discover),
+                verify_checksums: options.verify_checksums,
                 ..defaults
             };
             xrootd::open_discovering(url, xrootd_options).await

@@ -38,6 +38,10 @@ pub struct MultiOptions {
     pub disable_for: Duration,
     /// Replicas a [`ReplicaFinder`] may add over the source's life.
     pub find_more: usize,
+    /// Ask every replica's server for the file's checksum (XRootD `kXR_query`), and take a
+    /// replica only if it agrees with the others (a replica set is always checked for equal
+    /// sizes). A server that cannot tell fails the open: nothing would be verified.
+    pub verify_checksums: bool,
 }
 
 impl Default for MultiOptions {
@@ -48,6 +52,17 @@ impl Default for MultiOptions {
             probe_fraction: 0.02,
             disable_for: Duration::from_secs(10),
             find_more: 2,
+            verify_checksums: false,
+        }
+    }
+}
+
+impl MultiOptions {
+    /// The defaults, with checksums verified or not.
+    pub fn verifying(verify_checksums: bool) -> Self {
+        Self {
+            verify_checksums,
+            ..Self::default()
         }
     }
 }
@@ -245,6 +260,8 @@ struct ReplicaState {
 pub struct MultiSource {
     name: String,
     size: u64,
+    /// The checksum every replica's server gave, when verified.
+    checksum: Option<String>,
     /// Only ever appended to (by the finder): an index names the same replica for good.
     replicas: RwLock<Vec<Arc<Replica>>>,
     options: MultiOptions,
@@ -287,6 +304,10 @@ impl MultiSource {
                 format!("replicas differ in size: {listing}"),
             ));
         }
+        let checksum = match options.verify_checksums {
+            true => Some(agreed_checksum(&name, &sources).await?),
+            false => None,
+        };
         let replicas = sources
             .into_iter()
             .map(|source| Arc::new(Replica::new(source)))
@@ -294,6 +315,7 @@ impl MultiSource {
         Ok(MultiSource {
             name,
             size: sizes[0],
+            checksum,
             replicas: RwLock::new(replicas),
             options,
             finder: None,
@@ -472,7 +494,8 @@ impl MultiSource {
         self.add_replica(finder.find().await?).await.map(Some)
     }
 
-    /// Add one more replica, which must have the same size; returns its index.
+    /// Add one more replica, which must have the same size (and checksum, when verified); returns
+    /// its index.
     pub async fn add_replica(&self, source: SharedSource) -> Result<usize> {
         let size = source.size().await?;
         if size != self.size {
@@ -480,6 +503,15 @@ impl MultiSource {
                 source.name(),
                 format!("this replica has {size} bytes, the others {}", self.size),
             ));
+        }
+        if let Some(expected) = &self.checksum {
+            let got = agreed_checksum(source.name(), std::slice::from_ref(&source)).await?;
+            if &got != expected {
+                return Err(Error::io(
+                    source.name(),
+                    format!("this replica has checksum {got}, the others {expected}"),
+                ));
+            }
         }
         let mut replicas = self.replicas.write().unwrap();
         replicas.push(Arc::new(Replica::new(source)));
@@ -536,6 +568,39 @@ impl MultiSource {
     }
 }
 
+/// The checksum every source's server gives, which must agree (see
+/// [`MultiOptions::verify_checksums`]); the error names each answer.
+async fn agreed_checksum(name: &str, sources: &[SharedSource]) -> Result<String> {
+    let answers = futures_util::future::join_all(sources.iter().map(|s| s.checksum())).await;
+    let mut values = Vec::new();
+    for (source, answer) in sources.iter().zip(answers) {
+        let why = match answer {
+            Ok(Some(value)) => {
+                values.push((source.name(), value));
+                continue;
+            }
+            Ok(None) => "this protocol has no checksum to ask for".to_string(),
+            Err(e) => e.to_string(),
+        };
+        return Err(Error::io(
+            source.name(),
+            format!("cannot verify the replica's checksum: {why}"),
+        ));
+    }
+    if values.iter().all(|(_, v)| *v == values[0].1) {
+        return Ok(values.swap_remove(0).1);
+    }
+    let listing = values
+        .iter()
+        .map(|(n, v)| format!("{n} has {v}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(Error::io(
+        name,
+        format!("replicas differ in checksum: {listing}"),
+    ))
+}
+
 /// Bytes for each replica so that they all finish at the same time `t` (`latency + bytes /
 /// throughput = t`), adding up to `total`: the replicas start in order of latency, and one whose
 /// latency alone reaches `t` gets nothing (a replica ten times farther away than the others only
@@ -567,6 +632,13 @@ impl ByteSource for MultiSource {
 
     async fn size(&self) -> Result<u64> {
         Ok(self.size)
+    }
+
+    async fn checksum(&self) -> Result<Option<String>> {
+        match &self.checksum {
+            Some(verified) => Ok(Some(verified.clone())),
+            None => self.replica(0).source.checksum().await,
+        }
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {

@@ -90,4 +90,7 @@ impl ByteSource for TracingSource {
     fn replicas(&self) -> Option<Vec<super::multi::ReplicaReport>> {
         self.inner.replicas()
     }
+    async fn checksum(&self) -> Result<Option<String>> {
+        self.inner.checksum().await
+    }
 }

@@ -245,16 +245,22 @@ impl Federation {
             .args(["-n", name])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            // What it says before its log is open (a bad option, a port taken) shows in logs().
+            .stderr(
+                std::fs::File::create(admin.join(format!("{program_name}-{name}.stderr.log")))
+                    .map_or_else(|_| Stdio::null(), Stdio::from),
+            )
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {program_name}: {e}"));
         let mut daemon = Daemon { child: Some(child) };
         if let Some(port) = port {
             let deadline = Instant::now() + START_TIMEOUT;
             while !wait_for_port(port, Duration::from_millis(100)) {
-                if daemon.has_exited() || Instant::now() > deadline {
+                let exited = daemon.has_exited();
+                if exited || Instant::now() > deadline {
+                    let why = if exited { "exited" } else { "timed out" };
                     panic!(
-                        "{program_name} {name} did not listen on port {port}; the logs:\n{}",
+                        "{program_name} {name} did not listen on port {port} ({why}); the logs:\n{}",
                         self.logs()
                     );
                 }

@@ -174,7 +174,7 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
     }
     let finder = Arc::new(RedirectorFinder::new(url, plain, servers));
     let replicas = Arc::new(
-        MultiSource::new(sources, MultiOptions::default())
+        MultiSource::new(sources, MultiOptions::verifying(options.verify_checksums))
             .await?
             .with_finder(finder.clone()),
     );

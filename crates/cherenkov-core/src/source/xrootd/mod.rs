@@ -58,6 +58,9 @@ pub struct XrootdOptions {
     /// round trip); a redirector answers with its data servers, which
     /// [`XrootdSource::other_replicas`] lists. Default true.
     pub discover: bool,
+    /// When discovery finds replicas, require their servers' checksums to agree (see
+    /// [`MultiOptions::verify_checksums`](crate::source::multi::MultiOptions)). Default false.
+    pub verify_checksums: bool,
 }
 
 impl Default for XrootdOptions {
@@ -70,6 +73,7 @@ impl Default for XrootdOptions {
             readv_iov_max: None,
             readv_ior_max: None,
             discover: true,
+            verify_checksums: false,
         }
     }
 }
@@ -266,20 +270,30 @@ impl XrootdSource {
 
     /// The file's size as the server sees it now (`kXR_stat` on the open file).
     pub async fn stat_size(&self) -> Result<u64> {
+        self.ask("stat", |session| async move {
+            stat_open_file(&session.conn, session.handle).await
+        })
+        .await
+    }
+
+    /// `ask(session)` on the first connection, trying again on a new one after transport
+    /// failures; `what` names it in the error.
+    async fn ask<T, F, Fut>(&self, what: &str, ask: F) -> Result<T>
+    where
+        F: Fn(Arc<Session>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Failure>>,
+    {
         let inner = &self.inner;
         let mut failures = 0;
         loop {
-            let attempt = async {
-                let session = inner.session(0).await?;
-                stat_open_file(&session.conn, session.handle).await
-            };
+            let attempt = async { ask(inner.session(0).await?).await };
             match attempt.await {
-                Ok(size) => return Ok(size),
+                Ok(value) => return Ok(value),
                 Err(Failure::Transport(_)) if failures < inner.options.retries => {
                     failures += 1;
                     tokio::time::sleep(backoff(failures)).await;
                 }
-                Err(f) => return Err(Error::io(&inner.url, format!("stat failed: {f}"))),
+                Err(f) => return Err(Error::io(&inner.url, format!("{what} failed: {f}"))),
             }
         }
     }
@@ -661,6 +675,26 @@ impl ByteSource for XrootdSource {
 
     async fn size(&self) -> Result<u64> {
         Ok(self.inner.size)
+    }
+
+    /// `kXR_query` checksum of the file on the server it was opened on.
+    async fn checksum(&self) -> Result<Option<String>> {
+        self.ask("checksum query", |session| async move {
+            let request = proto::query_checksum_request(&session.endpoint.path);
+            match session.conn.send(&request, SMALL_BODY_MAX).await? {
+                Reply::Ok(body) => proto::parse_checksum(&body).map(Some).ok_or_else(|| {
+                    Failure::Fatal(format!(
+                        "a checksum answer is `<algorithm> <value>`, got {:?}",
+                        String::from_utf8_lossy(&body)
+                    ))
+                }),
+                Reply::Error { code, message } => Err(Failure::Server { code, message }),
+                other => Err(Failure::Fatal(format!(
+                    "unexpected answer to the checksum query: {other:?}"
+                ))),
+            }
+        })
+        .await
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {

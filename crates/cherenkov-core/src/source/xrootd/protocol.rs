@@ -59,6 +59,8 @@ const KXR_VER005: u8 = 0x05;
 // kXR_login ability: the client accepts redirects for reads.
 const KXR_READRDOK: u8 = 0x04;
 const KXR_QCONFIG: u16 = 7;
+/// `kXR_query` infotype: the checksum of a file, by path.
+const KXR_QCKSUM: u16 = 3;
 
 /// Size of one `kXR_readv` list element and of each element header in its response.
 pub const READV_ELEMENT_LEN: usize = 16;
@@ -262,6 +264,21 @@ pub fn close_request(handle: FileHandle) -> Request {
 pub fn query_config_request(keys: &[&str]) -> Request {
     let params = Params::new().put(&KXR_QCONFIG.to_be_bytes()).done();
     Request::new(KXR_QUERY, params, keys.join(" ").into_bytes())
+}
+
+/// `kXR_query` of the checksum the server keeps (or computes) for the file at `path`.
+pub fn query_checksum_request(path: &str) -> Request {
+    let params = Params::new().put(&KXR_QCKSUM.to_be_bytes()).done();
+    Request::new(KXR_QUERY, params, path.as_bytes().to_vec())
+}
+
+/// A checksum answer, `<algorithm> <value>` (`adler32 0a1b2c3d`): trimmed of the trailing NUL.
+pub fn parse_checksum(body: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(body).ok()?;
+    let text = text.trim_end_matches('\0').trim();
+    let (algorithm, value) = text.split_once(' ')?;
+    let plain = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric());
+    (plain(algorithm) && plain(value.trim())).then(|| format!("{algorithm} {}", value.trim()))
 }
 
 /// The header of a response.
@@ -671,6 +688,17 @@ mod tests {
             vec![Some(1024), Some(2_097_136), None]
         );
         assert_eq!(parse_query_config(b"", &keys), vec![None, None, None]);
+    }
+
+    #[test]
+    fn checksum_answers_are_algorithm_and_value() {
+        assert_eq!(
+            parse_checksum(b"adler32 0a1b2c3d\0").as_deref(),
+            Some("adler32 0a1b2c3d")
+        );
+        assert_eq!(parse_checksum(b"adler32"), None);
+        assert_eq!(parse_checksum(b"adler32 \n"), None);
+        assert_eq!(parse_checksum(b"\xff\xfe 12"), None);
 
         let mut attn = [0u8; 16];
         attn[0..4].copy_from_slice(&KXR_ASYNRESP.to_be_bytes());
