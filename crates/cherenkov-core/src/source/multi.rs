@@ -416,12 +416,13 @@ impl MultiSource {
                         _ = tokio::time::sleep(expected) => {
                             // Slow: what it has taken so far is a lower bound on its time, and
                             // must count even if its answer is then abandoned.
-                            self.replica(i).state.lock().unwrap().quality.at_least(bytes, expected.as_secs_f64());
+                            let waited = expected.as_secs_f64();
+                            self.replica(i).state.lock().unwrap().quality.at_least(bytes, waited);
                             // Race a copy on the backup; the first good answer wins.
                             let second = self.read_from(j, ranges, false);
                             tokio::pin!(second);
                             let won_by_backup = |v| {
-                                self.replica(j).state.lock().unwrap().report.hedges_won += 1;
+                                self.won_hedge(j);
                                 v
                             };
                             tokio::select! {
@@ -732,9 +733,10 @@ impl ByteSource for MultiSource {
 
 impl MultiSource {
     /// One of the [`IN_FLIGHT`] workers of `replica` on a request: it reads `first`, then the
-    /// pieces of its region in order, then takes the others' unstarted pieces from their ends, then copies a
-    /// piece still in flight on another replica once that piece has taken [`LATE_FACTOR`] times
-    /// what this replica needs for it (first answer wins). Returns when it has nothing left to do.
+    /// pieces of its region in order, then takes the others' unstarted pieces from their ends,
+    /// then copies a piece still in flight on another replica once that piece has taken
+    /// [`LATE_FACTOR`] times what this replica needs for it (first answer wins). Returns when it
+    /// has nothing left to do.
     async fn work(
         &self,
         ranges: &[ByteRange],
@@ -768,12 +770,7 @@ impl MultiSource {
                     // A failed copy costs nothing: the piece is still on its way elsewhere.
                     if let Ok(buffers) = self.read_from(replica, &part, false).await {
                         if finish(piece, buffers) {
-                            self.replica(replica)
-                                .state
-                                .lock()
-                                .unwrap()
-                                .report
-                                .hedges_won += 1;
+                            self.won_hedge(replica);
                         }
                     }
                 }
@@ -781,6 +778,16 @@ impl MultiSource {
                 Late::Nothing => return Ok(()),
             }
         }
+    }
+
+    /// Count a copy of a late request that `replica` answered first.
+    fn won_hedge(&self, replica: usize) {
+        self.replica(replica)
+            .state
+            .lock()
+            .unwrap()
+            .report
+            .hedges_won += 1;
     }
 
     /// Copy the smallest range of this request to one inactive replica, within the probe budget.
