@@ -82,12 +82,19 @@ def test_discovery_can_be_switched_off(federation):
     assert f["Events"].num_entries > 0
 
 
-def test_a_data_server_killed_mid_read_costs_no_failed_read(testdata, federation):
-    f = open_replicas(federation.url(NAME), retries=0)
+def replicas_measured(testdata, fed):
+    """The file through `fed`'s redirector (no retries on one replica: failures show), after a
+    first read that measured both replicas; its tree, every readable branch and their local values."""
+    f = open_replicas(fed.url(NAME), retries=0)
     tree = f["Events"]
     names = branch_names(f)
     local = cherenkov.open(testdata / NAME)["Events"].arrays(names, library="np")
-    tree.arrays(["Muon_pt"], library="np")  # both replicas measured
+    tree.arrays(["Muon_pt"], library="np")
+    return f, tree, names, local
+
+
+def test_a_data_server_killed_mid_read_costs_no_failed_read(testdata, federation):
+    f, tree, names, local = replicas_measured(testdata, federation)
     busiest = min(f.replicas(), key=lambda r: r["latency_seconds"])  # the one the reader prefers
     federation.kill(federation.index(busiest["name"]))
     # One large read: split between the two replicas; the dead one's part goes to the other.
@@ -97,11 +104,7 @@ def test_a_data_server_killed_mid_read_costs_no_failed_read(testdata, federation
 
 
 def test_a_replica_whose_connections_break_costs_no_failed_read(testdata, proxied):
-    f = open_replicas(proxied.url(NAME), retries=0)
-    tree = f["Events"]
-    names = branch_names(f)
-    local = cherenkov.open(testdata / NAME)["Events"].arrays(names, library="np")
-    tree.arrays(["Muon_pt"], library="np")  # both replicas measured
+    f, tree, names, local = replicas_measured(testdata, proxied)
     # Every connection to the first data server is closed after 200 kB (and its reconnections too).
     lossy = proxied.servers[0]
     proxied.toxiproxy.toxic(lossy.proxy, "lossy", "limit_data", bytes=200_000)
