@@ -140,8 +140,10 @@ pub fn with_tried(url: &str, in_use: &[String]) -> String {
 /// - when every replica fails a read, the redirector is asked for one more: first by
 ///   `kXR_locate`, then by an open with `tried=` naming the servers in use.
 ///
-/// A data server that does not open, or holds a file of another size, is left out. A URL of a data
-/// server opens plainly, with no request more than without discovery.
+/// A data server that does not open, or holds a file of another size, is left out. With
+/// `verify_checksums`, the first replicas' checksums must agree (else the open fails, naming each
+/// one's), and one found later with another checksum is left out. A URL of a data server opens
+/// plainly, with no request more than without discovery.
 pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<SharedSource> {
     let first = XrootdSource::open(url, options.clone()).await?;
     if !options.discover || !first.was_redirected() {
