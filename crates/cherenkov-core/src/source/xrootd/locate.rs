@@ -131,12 +131,12 @@ pub fn with_tried(url: &str, in_use: &[String]) -> String {
 /// Open a `root://` URL. When it names a redirector (the open was redirected) and discovery is on,
 /// the file is read as a replica set ([`MultiSource`]) that grows:
 /// - the data servers the `kXR_locate` sent with the open names (the redirector's pick first, at
-///   most [`MAX_REPLICAS`]) are opened directly, in parallel: one open more than a plain open
+///   most `MAX_REPLICAS` (4)) are opened directly, in parallel: one open more than a plain open
 ///   through the redirector. (Each connection of a source opened through the redirector may have
 ///   been sent to another server, and a replica must be one server);
 /// - a redirector that looks a file up for the first time answers that `kXR_locate` before every
 ///   data server has told it (or not at all: `kXR_wait`), so it is asked again
-///   [`TOP_UP_AFTER`] later, in the background, and the new data servers are added;
+///   `TOP_UP_AFTER` (1 s) later, in the background, and the new data servers are added;
 /// - when every replica fails a read, the redirector is asked for one more: first by
 ///   `kXR_locate`, then by an open with `tried=` naming the servers in use.
 ///
