@@ -127,7 +127,7 @@ impl Quality {
             self.latency = self.latency.max(seconds - transfer);
             return;
         }
-        let rate = bytes as f64 / (seconds - self.latency).max(seconds * 0.1).max(1e-6);
+        let rate = self.rate(bytes, seconds);
         if self.throughput_samples == 0 {
             self.throughput = rate.min(PRIOR_THROUGHPUT);
             self.throughput_samples += 1;
@@ -135,6 +135,12 @@ impl Quality {
         } else {
             self.throughput = self.throughput.min(rate);
         }
+    }
+
+    /// The transfer rate of `bytes` in `seconds` once the known latency is taken off (at most 90 %
+    /// of the time: the latency estimate may be high).
+    fn rate(&self, bytes: u64, seconds: f64) -> f64 {
+        bytes as f64 / (seconds - self.latency).max(seconds * 0.1).max(1e-6)
     }
 
     /// Split one observation (`bytes` in `seconds`) between latency and throughput (after taking
@@ -151,8 +157,7 @@ impl Quality {
             } else {
                 EWMA_WEIGHT
             };
-            let rate = bytes as f64 / (seconds - self.latency).max(seconds * 0.1).max(1e-6);
-            self.throughput = (1.0 - w) * self.throughput + w * rate;
+            self.throughput = (1.0 - w) * self.throughput + w * self.rate(bytes, seconds);
             self.throughput_samples += 1;
         }
         self.samples += 1;

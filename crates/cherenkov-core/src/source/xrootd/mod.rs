@@ -415,15 +415,21 @@ async fn open_session(start: Endpoint, options: &XrootdOptions) -> Result<Sessio
 
 /// The size of an open file (`kXR_stat` on its handle).
 async fn stat_open_file(conn: &Connection, handle: FileHandle) -> Result<u64, Failure> {
-    match conn
-        .send(&proto::stat_request(handle), SMALL_BODY_MAX)
-        .await?
-    {
-        Reply::Ok(body) => proto::parse_stat(&body)
-            .ok_or_else(|| Failure::Fatal("malformed kXR_stat answer".into())),
+    let body = ask_for_body(conn, &proto::stat_request(handle), "kXR_stat").await?;
+    proto::parse_stat(&body).ok_or_else(|| Failure::Fatal("malformed kXR_stat answer".into()))
+}
+
+/// The body of a small answer to `request` (named `what` in errors); a server error is its own.
+async fn ask_for_body(
+    conn: &Connection,
+    request: &proto::Request,
+    what: &str,
+) -> Result<Vec<u8>, Failure> {
+    match conn.send(request, SMALL_BODY_MAX).await? {
+        Reply::Ok(body) => Ok(body),
         Reply::Error { code, message } => Err(Failure::Server { code, message }),
         other => Err(Failure::Fatal(format!(
-            "unexpected answer to kXR_stat: {other:?}"
+            "unexpected answer to {what}: {other:?}"
         ))),
     }
 }
@@ -681,18 +687,13 @@ impl ByteSource for XrootdSource {
     async fn checksum(&self) -> Result<Option<String>> {
         self.ask("checksum query", |session| async move {
             let request = proto::query_checksum_request(&session.endpoint.path);
-            match session.conn.send(&request, SMALL_BODY_MAX).await? {
-                Reply::Ok(body) => proto::parse_checksum(&body).map(Some).ok_or_else(|| {
-                    Failure::Fatal(format!(
-                        "a checksum answer is `<algorithm> <value>`, got {:?}",
-                        String::from_utf8_lossy(&body)
-                    ))
-                }),
-                Reply::Error { code, message } => Err(Failure::Server { code, message }),
-                other => Err(Failure::Fatal(format!(
-                    "unexpected answer to the checksum query: {other:?}"
-                ))),
-            }
+            let body = ask_for_body(&session.conn, &request, "the checksum query").await?;
+            proto::parse_checksum(&body).map(Some).ok_or_else(|| {
+                Failure::Fatal(format!(
+                    "a checksum answer is `<algorithm> <value>`, got {:?}",
+                    String::from_utf8_lossy(&body)
+                ))
+            })
         })
         .await
     }
