@@ -3,6 +3,7 @@
 
 use super::file::RootFile;
 use crate::error::{Error, Result};
+pub use crate::format::array::AlignedBytes;
 use crate::format::basket::{decode_basket, Basket};
 use crate::format::interpretation::{convert_big_endian, interpret, DType, Interpretation};
 use crate::format::tree::{BasketLocation, TreeMeta};
@@ -11,30 +12,6 @@ use bytes::Bytes;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
-
-/// Bytes in 8-byte words, so numpy can view them as any element type without copying.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct AlignedBytes {
-    pub words: Vec<u64>,
-    pub len: usize,
-}
-
-impl AlignedBytes {
-    pub fn zeroed(len: usize) -> Self {
-        Self {
-            words: vec![0u64; len.div_ceil(8)],
-            len,
-        }
-    }
-    pub fn as_bytes(&self) -> &[u8] {
-        // SAFETY: u64 storage viewed as bytes; `len` never exceeds the storage.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.len) }
-    }
-    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
-        // SAFETY: as above, exclusive borrow.
-        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr() as *mut u8, self.len) }
-    }
-}
 
 /// One column of output. `content` holds native-endian items (or string bytes); `offsets` has
 /// `entries + 1` item (or byte, for strings) boundaries for variable-length data.
@@ -689,6 +666,10 @@ fn column_as_i64(c: &Column) -> Vec<i64> {
         DType::U32 => conv!(u32),
         DType::I64 => conv!(i64),
         DType::U64 => conv!(u64),
+        DType::F16 => b
+            .chunks_exact(2)
+            .map(|x| half::f16::from_ne_bytes([x[0], x[1]]).to_f32() as i64)
+            .collect(),
         DType::F32 => conv!(f32),
         DType::F64 => conv!(f64),
     }

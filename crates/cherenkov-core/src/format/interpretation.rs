@@ -1,67 +1,10 @@
 //! How a branch's bytes become arrays: which element type, which per-entry shape, which headers.
 
+pub use super::array::DType;
 use super::streamers::{find_element, StreamerInfo};
 use super::tree::{BranchMeta, LeafMeta, TreeMeta};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DType {
-    Bool,
-    I8,
-    I16,
-    I32,
-    I64,
-    U8,
-    U16,
-    U32,
-    U64,
-    F32,
-    F64,
-}
-
 impl DType {
-    pub fn size(self) -> usize {
-        match self {
-            DType::Bool | DType::I8 | DType::U8 => 1,
-            DType::I16 | DType::U16 => 2,
-            DType::I32 | DType::U32 | DType::F32 => 4,
-            DType::I64 | DType::U64 | DType::F64 => 8,
-        }
-    }
-
-    /// The numpy name.
-    pub fn name(self) -> &'static str {
-        match self {
-            DType::Bool => "bool",
-            DType::I8 => "int8",
-            DType::I16 => "int16",
-            DType::I32 => "int32",
-            DType::I64 => "int64",
-            DType::U8 => "uint8",
-            DType::U16 => "uint16",
-            DType::U32 => "uint32",
-            DType::U64 => "uint64",
-            DType::F32 => "float32",
-            DType::F64 => "float64",
-        }
-    }
-
-    /// The C++ name, for listings.
-    pub fn cpp_name(self) -> &'static str {
-        match self {
-            DType::Bool => "bool",
-            DType::I8 => "int8_t",
-            DType::I16 => "int16_t",
-            DType::I32 => "int32_t",
-            DType::I64 => "int64_t",
-            DType::U8 => "uint8_t",
-            DType::U16 => "uint16_t",
-            DType::U32 => "uint32_t",
-            DType::U64 => "uint64_t",
-            DType::F32 => "float",
-            DType::F64 => "double",
-        }
-    }
-
     fn from_leaf_class(class: &str, unsigned: bool) -> Option<Self> {
         Some(match (class, unsigned) {
             ("TLeafO", _) => DType::Bool,

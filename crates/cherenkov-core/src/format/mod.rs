@@ -1,6 +1,7 @@
 //! The ROOT file format: pure functions from bytes to structures. Nothing here does I/O; callers
 //! fetch the byte ranges these functions ask for.
 
+pub mod array;
 pub mod basket;
 pub mod compression;
 pub mod cursor;

@@ -1,0 +1,336 @@
+//! Arrays as readers hand them out, in awkward's layout vocabulary (numpy, list-offset, regular,
+//! record, option, union), so that TTree branches and RNTuple fields of any type come out in one
+//! shape and the bindings turn them into awkward or numpy arrays without copying the data.
+//! Numbers are native-endian; offsets and indices are `i64`, as in uproot's forms.
+
+/// Element types of numeric data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    Bool,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+    F16,
+    F32,
+    F64,
+}
+
+impl DType {
+    pub fn size(self) -> usize {
+        match self {
+            DType::Bool | DType::I8 | DType::U8 => 1,
+            DType::I16 | DType::U16 | DType::F16 => 2,
+            DType::I32 | DType::U32 | DType::F32 => 4,
+            DType::I64 | DType::U64 | DType::F64 => 8,
+        }
+    }
+
+    /// The numpy name.
+    pub fn name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I8 => "int8",
+            DType::I16 => "int16",
+            DType::I32 => "int32",
+            DType::I64 => "int64",
+            DType::U8 => "uint8",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
+            DType::F16 => "float16",
+            DType::F32 => "float32",
+            DType::F64 => "float64",
+        }
+    }
+
+    /// The C++ name, for listings.
+    pub fn cpp_name(self) -> &'static str {
+        match self {
+            DType::Bool => "bool",
+            DType::I8 => "int8_t",
+            DType::I16 => "int16_t",
+            DType::I32 => "int32_t",
+            DType::I64 => "int64_t",
+            DType::U8 => "uint8_t",
+            DType::U16 => "uint16_t",
+            DType::U32 => "uint32_t",
+            DType::U64 => "uint64_t",
+            DType::F16 => "half",
+            DType::F32 => "float",
+            DType::F64 => "double",
+        }
+    }
+}
+
+/// Bytes in 8-byte words, so numpy can view them as any element type without copying.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AlignedBytes {
+    pub words: Vec<u64>,
+    pub len: usize,
+}
+
+impl AlignedBytes {
+    pub fn zeroed(len: usize) -> Self {
+        Self {
+            words: vec![0u64; len.div_ceil(8)],
+            len,
+        }
+    }
+    pub fn from_slice(bytes: &[u8]) -> Self {
+        let mut out = Self::zeroed(bytes.len());
+        out.as_bytes_mut().copy_from_slice(bytes);
+        out
+    }
+    pub fn as_bytes(&self) -> &[u8] {
+        // SAFETY: u64 storage viewed as bytes; `len` never exceeds the storage.
+        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.len) }
+    }
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as above, exclusive borrow.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr() as *mut u8, self.len) }
+    }
+}
+
+/// awkward parameters that readers set: `__array__` ("string", "char", "set", "sorted_map"),
+/// `__record__` (a class name). Values are plain strings.
+pub type Parameters = Vec<(String, String)>;
+
+/// One array node. Lengths are in entries of that node.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Layout {
+    /// No data and no type (awkward's `EmptyArray`; uproot's `?unknown` union member).
+    Empty,
+    /// `data` holds `length * product(inner_shape)` items of `dtype`.
+    Numpy {
+        dtype: DType,
+        inner_shape: Vec<usize>,
+        data: AlignedBytes,
+    },
+    /// Entry `i` is `content[offsets[i]..offsets[i + 1]]`; `offsets` has length + 1 values.
+    ListOffset {
+        offsets: Vec<i64>,
+        content: Box<Array>,
+    },
+    /// Every entry holds `size` items of `content`.
+    Regular {
+        size: usize,
+        length: usize,
+        content: Box<Array>,
+    },
+    /// Fields side by side; `names` is `None` for a tuple.
+    Record {
+        names: Option<Vec<String>>,
+        contents: Vec<Array>,
+        length: usize,
+    },
+    /// Entry `i` is missing when `index[i] < 0`, else `content[index[i]]`.
+    IndexedOption { index: Vec<i64>, content: Box<Array> },
+    /// Entry `i` is `contents[tags[i]][index[i]]`.
+    Union {
+        tags: Vec<i8>,
+        index: Vec<i64>,
+        contents: Vec<Array>,
+    },
+}
+
+/// A layout with its awkward parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Array {
+    pub layout: Layout,
+    pub parameters: Parameters,
+}
+
+impl From<Layout> for Array {
+    fn from(layout: Layout) -> Self {
+        Array {
+            layout,
+            parameters: Vec::new(),
+        }
+    }
+}
+
+impl Array {
+    pub fn numpy(dtype: DType, inner_shape: Vec<usize>, data: AlignedBytes) -> Self {
+        Layout::Numpy {
+            dtype,
+            inner_shape,
+            data,
+        }
+        .into()
+    }
+
+    pub fn list(offsets: Vec<i64>, content: Array) -> Self {
+        Layout::ListOffset {
+            offsets,
+            content: Box::new(content),
+        }
+        .into()
+    }
+
+    /// Strings as awkward has them: a list of `char` bytes marked `string`.
+    pub fn strings(offsets: Vec<i64>, bytes: AlignedBytes) -> Self {
+        let chars = Array::numpy(DType::U8, vec![], bytes).with_parameter("__array__", "char");
+        Array::list(offsets, chars).with_parameter("__array__", "string")
+    }
+
+    pub fn regular(size: usize, length: usize, content: Array) -> Self {
+        Layout::Regular {
+            size,
+            length,
+            content: Box::new(content),
+        }
+        .into()
+    }
+
+    pub fn record(names: Vec<String>, contents: Vec<Array>, length: usize) -> Self {
+        Layout::Record {
+            names: Some(names),
+            contents,
+            length,
+        }
+        .into()
+    }
+
+    pub fn tuple(contents: Vec<Array>, length: usize) -> Self {
+        Layout::Record {
+            names: None,
+            contents,
+            length,
+        }
+        .into()
+    }
+
+    pub fn with_parameter(mut self, key: &str, value: &str) -> Self {
+        self.parameters.retain(|(k, _)| k != key);
+        self.parameters.push((key.to_string(), value.to_string()));
+        self
+    }
+
+    pub fn parameter(&self, key: &str) -> Option<&str> {
+        self.parameters
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Entries of this node.
+    pub fn len(&self) -> usize {
+        match &self.layout {
+            Layout::Empty => 0,
+            Layout::Numpy {
+                dtype,
+                inner_shape,
+                data,
+            } => {
+                let item = dtype.size() * inner_shape.iter().product::<usize>();
+                data.len.checked_div(item).unwrap_or(0)
+            }
+            Layout::ListOffset { offsets, .. } => offsets.len().saturating_sub(1),
+            Layout::Regular { length, .. } | Layout::Record { length, .. } => *length,
+            Layout::IndexedOption { index, .. } => index.len(),
+            Layout::Union { tags, .. } => tags.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether every index, offset and tag points inside its content, so that a consumer can
+    /// trust the array without checking (readers build arrays from untrusted bytes).
+    pub fn is_valid(&self) -> bool {
+        match &self.layout {
+            Layout::Empty => true,
+            Layout::Numpy {
+                dtype,
+                inner_shape,
+                data,
+            } => {
+                let item = dtype.size() * inner_shape.iter().product::<usize>();
+                item == 0 || data.len % item == 0
+            }
+            Layout::ListOffset { offsets, content } => {
+                !offsets.is_empty()
+                    && offsets[0] >= 0
+                    && offsets.windows(2).all(|w| w[0] <= w[1])
+                    && *offsets.last().unwrap() as usize <= content.len()
+                    && content.is_valid()
+            }
+            Layout::Regular {
+                size,
+                length,
+                content,
+            } => size
+                .checked_mul(*length)
+                .is_some_and(|n| n <= content.len())
+                && content.is_valid(),
+            Layout::Record {
+                names,
+                contents,
+                length,
+            } => {
+                names.as_ref().is_none_or(|n| n.len() == contents.len())
+                    && contents.iter().all(|c| c.len() >= *length && c.is_valid())
+            }
+            Layout::IndexedOption { index, content } => {
+                index.iter().all(|&i| i < content.len() as i64) && content.is_valid()
+            }
+            Layout::Union {
+                tags,
+                index,
+                contents,
+            } => {
+                tags.len() == index.len()
+                    && tags.iter().zip(index).all(|(&t, &i)| {
+                        usize::try_from(t)
+                            .ok()
+                            .and_then(|t| contents.get(t))
+                            .is_some_and(|c| i >= 0 && (i as usize) < c.len())
+                    })
+                    && contents.iter().all(Array::is_valid)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ints(values: &[i32]) -> Array {
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_ne_bytes()).collect();
+        Array::numpy(DType::I32, vec![], AlignedBytes::from_slice(&bytes))
+    }
+
+    #[test]
+    fn lengths_count_entries_of_each_node() {
+        let list = Array::list(vec![0, 2, 2, 3], ints(&[1, 2, 3]));
+        assert_eq!(list.len(), 3);
+        assert_eq!(Array::regular(2, 1, ints(&[1, 2])).len(), 1);
+        let strings = Array::strings(vec![0, 1], AlignedBytes::from_slice(b"a"));
+        assert_eq!(strings.parameter("__array__"), Some("string"));
+        assert!(list.is_valid() && strings.is_valid());
+    }
+
+    #[test]
+    fn offsets_and_indices_past_their_content_are_invalid() {
+        assert!(!Array::list(vec![0, 4], ints(&[1, 2, 3])).is_valid());
+        assert!(!Array::list(vec![2, 1], ints(&[1, 2, 3])).is_valid());
+        let option = Layout::IndexedOption {
+            index: vec![0, -1, 3],
+            content: Box::new(ints(&[1, 2, 3])),
+        };
+        assert!(!Array::from(option).is_valid());
+        let union = Layout::Union {
+            tags: vec![0, 1],
+            index: vec![0, 0],
+            contents: vec![ints(&[1])],
+        };
+        assert!(!Array::from(union).is_valid());
+    }
+}
