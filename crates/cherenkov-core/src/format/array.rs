@@ -1,5 +1,5 @@
 //! Arrays as readers hand them out, in awkward's layout vocabulary (numpy, list-offset, regular,
-//! record, option, union), so that TTree branches and RNTuple fields of any type come out in one
+//! record, options, union), so that TTree branches and RNTuple fields of any type come out in one
 //! shape and the bindings turn them into awkward or numpy arrays without copying the data.
 //! Numbers are native-endian; offsets and indices are `i64`, as in uproot's forms.
 
@@ -129,7 +129,13 @@ pub enum Layout {
         length: usize,
     },
     /// Entry `i` is missing when `index[i] < 0`, else `content[index[i]]`.
-    IndexedOption { index: Vec<i64>, content: Box<Array> },
+    IndexedOption {
+        index: Vec<i64>,
+        content: Box<Array>,
+    },
+    /// An option type none of whose entries is missing (awkward's `UnmaskedArray`; uproot's
+    /// variant alternatives).
+    Unmasked { content: Box<Array> },
     /// Entry `i` is `contents[tags[i]][index[i]]`.
     Union {
         tags: Vec<i8>,
@@ -233,6 +239,7 @@ impl Array {
             Layout::ListOffset { offsets, .. } => offsets.len().saturating_sub(1),
             Layout::Regular { length, .. } | Layout::Record { length, .. } => *length,
             Layout::IndexedOption { index, .. } => index.len(),
+            Layout::Unmasked { content } => content.len(),
             Layout::Union { tags, .. } => tags.len(),
         }
     }
@@ -265,10 +272,11 @@ impl Array {
                 size,
                 length,
                 content,
-            } => size
-                .checked_mul(*length)
-                .is_some_and(|n| n <= content.len())
-                && content.is_valid(),
+            } => {
+                size.checked_mul(*length)
+                    .is_some_and(|n| n <= content.len())
+                    && content.is_valid()
+            }
             Layout::Record {
                 names,
                 contents,
@@ -280,6 +288,7 @@ impl Array {
             Layout::IndexedOption { index, content } => {
                 index.iter().all(|&i| i < content.len() as i64) && content.is_valid()
             }
+            Layout::Unmasked { content } => content.is_valid(),
             Layout::Union {
                 tags,
                 index,

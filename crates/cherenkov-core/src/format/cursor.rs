@@ -1,5 +1,6 @@
-//! A bounds-checked big-endian reader over a byte slice. Every read names what it expected, so a
-//! malformed file gives an error with its offset instead of a panic.
+//! A bounds-checked reader over a byte slice: big-endian for ROOT's classic objects, little-endian
+//! (`*_le`) for RNTuple's envelopes. Every read names what it expected, so a malformed file gives
+//! an error with its offset instead of a panic.
 
 use crate::error::{Error, Result};
 
@@ -28,6 +29,9 @@ impl<'a> Cursor<'a> {
     }
     pub fn len(&self) -> usize {
         self.data.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
     }
     pub fn remaining(&self) -> usize {
         self.data.len() - self.pos
@@ -112,6 +116,37 @@ impl<'a> Cursor<'a> {
     }
     pub fn bool(&mut self, what: &str) -> Result<bool> {
         Ok(self.u8(what)? != 0)
+    }
+    pub fn u16_le(&mut self, what: &str) -> Result<u16> {
+        Ok(u16::from_le_bytes(self.array(what)?))
+    }
+    pub fn u32_le(&mut self, what: &str) -> Result<u32> {
+        Ok(u32::from_le_bytes(self.array(what)?))
+    }
+    pub fn i32_le(&mut self, what: &str) -> Result<i32> {
+        Ok(i32::from_le_bytes(self.array(what)?))
+    }
+    pub fn u64_le(&mut self, what: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(self.array(what)?))
+    }
+    pub fn i64_le(&mut self, what: &str) -> Result<i64> {
+        Ok(i64::from_le_bytes(self.array(what)?))
+    }
+    pub fn f64_le(&mut self, what: &str) -> Result<f64> {
+        Ok(f64::from_le_bytes(self.array(what)?))
+    }
+
+    /// The next `n` bytes as a cursor of their own (offsets in errors stay those of the whole),
+    /// moving past them.
+    pub fn take(&mut self, n: usize, what: &str) -> Result<Cursor<'a>> {
+        let at = self.pos;
+        let data = self.bytes(n, what)?;
+        Ok(Cursor {
+            data,
+            pos: 0,
+            origin: self.origin,
+            base: self.base + at as u64,
+        })
     }
 
     /// A non-negative count, checked against the bytes left so a corrupt count cannot make the

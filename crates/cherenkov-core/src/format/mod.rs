@@ -8,5 +8,6 @@ pub mod cursor;
 pub mod directory;
 pub mod interpretation;
 pub mod objects;
+pub mod rntuple;
 pub mod streamers;
 pub mod tree;

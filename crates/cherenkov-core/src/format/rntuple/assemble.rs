@@ -1,0 +1,348 @@
+//! Fields to arrays: a field's node (see `fields.rs`) and its columns' decoded elements over
+//! consecutive clusters become one `Array`. Index columns count from the start of each cluster;
+//! the offsets here count from the first cluster read. Every count is checked against the
+//! elements present, so inconsistent metadata is an error, never a wrong or out-of-bounds array.
+
+use super::column::{ColumnType, Element, SWITCH_MEMORY_LEN};
+use super::fields::{Node, Slot};
+use crate::error::{Error, Result};
+use crate::format::array::{AlignedBytes, Array, DType, Layout};
+use std::sync::Arc;
+
+/// A column's elements in one cluster, in memory (`kind.element()`, native-endian).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decoded {
+    pub kind: ColumnType,
+    pub elements: u64,
+    pub data: AlignedBytes,
+}
+
+/// Where assembly finds decoded columns: the active column of `slot` in the `k`-th cluster read.
+pub trait Columns {
+    fn get(&mut self, slot: &Slot, k: usize) -> Result<Arc<Decoded>>;
+}
+
+/// Assemble `node` over clusters holding `counts[k]` items of it each. `origin` names the field.
+pub fn assemble(
+    node: &Node,
+    counts: &[u64],
+    columns: &mut dyn Columns,
+    origin: &str,
+) -> Result<Array> {
+    let bad = |what: String| Error::format(origin.to_string(), what);
+    let total = counts.iter().try_fold(0u64, |a, &b| a.checked_add(b));
+    let total = total.ok_or_else(|| bad("item counts that add up".into()))?;
+    match node {
+        Node::Numpy { slot, dtype } => {
+            let data = numbers(slot, *dtype, counts, columns, origin)?;
+            Ok(Array::numpy(*dtype, vec![], data))
+        }
+        Node::Cardinality { slot, dtype } => {
+            let sizes = offsets(slot, counts, columns, origin)?.sizes;
+            Ok(Array::numpy(
+                *dtype,
+                vec![],
+                int_bytes(*dtype, sizes.into_iter()),
+            ))
+        }
+        Node::Strings {
+            offsets: o, chars, ..
+        } => {
+            let o = offsets(o, counts, columns, origin)?;
+            let bytes = numbers(chars, DType::U8, &o.child_counts, columns, origin)?;
+            check_end(&o.offsets, bytes.len as u64, origin)?;
+            Ok(Array::strings(o.offsets, bytes))
+        }
+        Node::Regular { size, content } => {
+            let child: Option<Vec<u64>> = counts
+                .iter()
+                .map(|&n| n.checked_mul(*size as u64))
+                .collect();
+            let child = child.ok_or_else(|| bad("array sizes that fit".into()))?;
+            let content = assemble(content, &child, columns, origin)?;
+            Ok(Array::regular(*size, total as usize, content))
+        }
+        Node::List {
+            offsets: o,
+            content,
+            ..
+        } => {
+            let o = offsets(o, counts, columns, origin)?;
+            let content = assemble(content, &o.child_counts, columns, origin)?;
+            check_end(&o.offsets, content.len() as u64, origin)?;
+            Ok(Array::list(o.offsets, content))
+        }
+        Node::Optional {
+            offsets: o,
+            content,
+            ..
+        } => {
+            let o = offsets(o, counts, columns, origin)?;
+            let content = assemble(content, &o.child_counts, columns, origin)?;
+            check_end(&o.offsets, content.len() as u64, origin)?;
+            let index = o
+                .sizes
+                .iter()
+                .zip(&o.offsets)
+                .map(|(&n, &at)| match n {
+                    0 => Ok(-1),
+                    1 => Ok(at),
+                    n => Err(bad(format!("an optional value of 0 or 1 items, found {n}"))),
+                })
+                .collect::<Result<Vec<i64>>>()?;
+            Ok(Layout::IndexedOption {
+                index,
+                content: Box::new(content),
+            }
+            .into())
+        }
+        Node::Record { names, contents } => {
+            let contents = contents
+                .iter()
+                .map(|c| assemble(c, counts, columns, origin))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(match names {
+                Some(names) => Array::record(names.clone(), contents, total as usize),
+                None => Array::tuple(contents, total as usize),
+            })
+        }
+        Node::Variant { switch, contents } => variant(switch, contents, counts, columns, origin),
+        Node::Unmasked(content) => {
+            let content = assemble(content, counts, columns, origin)?;
+            Ok(Layout::Unmasked {
+                content: Box::new(content),
+            }
+            .into())
+        }
+    }
+}
+
+/// A slot's elements over the clusters, concatenated and converted to `dtype` (float
+/// representations widen).
+fn numbers(
+    slot: &Slot,
+    dtype: DType,
+    counts: &[u64],
+    columns: &mut dyn Columns,
+    origin: &str,
+) -> Result<AlignedBytes> {
+    let mut chunks = Vec::with_capacity(counts.len());
+    for (k, &n) in counts.iter().enumerate() {
+        let chunk = columns.get(slot, k)?;
+        check_elements(&chunk, n, k, origin)?;
+        chunks.push(chunk);
+    }
+    // One cluster in its own dtype: hand its buffer over when nothing else holds it.
+    if let [only] = chunks.as_slice() {
+        if only.kind.element() == Some(Element::Number(dtype)) {
+            let only = chunks.pop().unwrap();
+            return Ok(Arc::try_unwrap(only)
+                .map(|d| d.data)
+                .unwrap_or_else(|a| a.data.clone()));
+        }
+    }
+    let total: usize = counts.iter().map(|&n| n as usize).sum();
+    let mut out = AlignedBytes::zeroed(total * dtype.size());
+    let mut at = 0;
+    for chunk in &chunks {
+        let from = match chunk.kind.element() {
+            Some(Element::Number(d)) => d,
+            _ => {
+                return Err(Error::format(
+                    origin.to_string(),
+                    format!("a number column, found {}", chunk.kind.name()),
+                ))
+            }
+        };
+        let n = chunk.elements as usize;
+        let dst = &mut out.as_bytes_mut()[at..at + n * dtype.size()];
+        widen(from, dtype, chunk.data.as_bytes(), dst);
+        at += n * dtype.size();
+    }
+    Ok(out)
+}
+
+/// Copy `src` of `from` into `dst` of `to` (equal, or a wider float).
+fn widen(from: DType, to: DType, src: &[u8], dst: &mut [u8]) {
+    if from == to {
+        dst.copy_from_slice(src);
+        return;
+    }
+    let value = |s: &[u8]| -> f64 {
+        match from {
+            DType::F16 => half::f16::from_ne_bytes([s[0], s[1]]).to_f64(),
+            DType::F32 => f32::from_ne_bytes(s.try_into().unwrap()) as f64,
+            _ => f64::from_ne_bytes(s.try_into().unwrap()),
+        }
+    };
+    for (s, d) in src
+        .chunks_exact(from.size())
+        .zip(dst.chunks_exact_mut(to.size()))
+    {
+        match to {
+            DType::F32 => d.copy_from_slice(&(value(s) as f32).to_ne_bytes()),
+            _ => d.copy_from_slice(&value(s).to_ne_bytes()),
+        }
+    }
+}
+
+struct Offsets {
+    /// `total + 1` offsets from the first cluster read.
+    offsets: Vec<i64>,
+    /// Items of each entry.
+    sizes: Vec<i64>,
+    /// Items of the content in each cluster.
+    child_counts: Vec<u64>,
+}
+
+/// An index column over the clusters: cluster-relative ends become offsets over all of them.
+fn offsets(
+    slot: &Slot,
+    counts: &[u64],
+    columns: &mut dyn Columns,
+    origin: &str,
+) -> Result<Offsets> {
+    let total: u64 = counts.iter().sum();
+    let mut offsets = Vec::with_capacity(total as usize + 1);
+    let mut sizes = Vec::with_capacity(total as usize);
+    let mut child_counts = Vec::with_capacity(counts.len());
+    offsets.push(0i64);
+    let mut base = 0i64;
+    for (k, &n) in counts.iter().enumerate() {
+        let chunk = columns.get(slot, k)?;
+        check_elements(&chunk, n, k, origin)?;
+        if !chunk.kind.is_index() {
+            return Err(Error::format(
+                origin.to_string(),
+                format!("an index column, found {}", chunk.kind.name()),
+            ));
+        }
+        let mut prev = 0i64;
+        for e in chunk.data.as_bytes().chunks_exact(8) {
+            let end = i64::from_ne_bytes(e.try_into().unwrap());
+            if end < prev {
+                return Err(Error::format(
+                    origin.to_string(),
+                    format!("offsets that never decrease in cluster {k}, found {end} after {prev}"),
+                ));
+            }
+            sizes.push(end - prev);
+            offsets.push(base + end);
+            prev = end;
+        }
+        child_counts.push(prev as u64);
+        base = base
+            .checked_add(prev)
+            .ok_or_else(|| Error::format(origin.to_string(), "offsets that fit 63 bits"))?;
+    }
+    Ok(Offsets {
+        offsets,
+        sizes,
+        child_counts,
+    })
+}
+
+fn variant(
+    switch: &Slot,
+    contents: &[Node],
+    counts: &[u64],
+    columns: &mut dyn Columns,
+    origin: &str,
+) -> Result<Array> {
+    let bad = |what: String| Error::format(origin.to_string(), what);
+    let total: u64 = counts.iter().sum();
+    let mut tags = Vec::with_capacity(total as usize);
+    let mut index = Vec::with_capacity(total as usize);
+    // Per alternative: items in each cluster, and in the clusters before.
+    let mut child_counts = vec![vec![0u64; counts.len()]; contents.len()];
+    let mut base = vec![0i64; contents.len()];
+    for (k, &n) in counts.iter().enumerate() {
+        let chunk = columns.get(switch, k)?;
+        check_elements(&chunk, n, k, origin)?;
+        if chunk.kind != ColumnType::Switch {
+            return Err(bad(format!("a Switch column, found {}", chunk.kind.name())));
+        }
+        let mut local = Vec::with_capacity(n as usize);
+        for e in chunk.data.as_bytes().chunks_exact(SWITCH_MEMORY_LEN) {
+            let at = i64::from_ne_bytes(e[..8].try_into().unwrap());
+            let tag = u32::from_ne_bytes(e[8..12].try_into().unwrap()) as usize;
+            if tag > contents.len() {
+                return Err(bad(format!(
+                    "a variant tag of at most {}, found {tag}",
+                    contents.len()
+                )));
+            }
+            if tag > 0 {
+                child_counts[tag - 1][k] += 1;
+            }
+            local.push((tag, at));
+        }
+        for (tag, at) in local {
+            tags.push(tag as i8);
+            if tag == 0 {
+                // The invalid state: the one missing value of the union's first member.
+                index.push(0);
+                continue;
+            }
+            // The index counts within the cluster; alternatives are concatenated over clusters.
+            if at < 0 || at as u64 >= child_counts[tag - 1][k] {
+                return Err(bad(format!(
+                    "a variant index below {} in cluster {k}, found {at}",
+                    child_counts[tag - 1][k]
+                )));
+            }
+            index.push(base[tag - 1] + at);
+        }
+        for (b, c) in base.iter_mut().zip(&child_counts) {
+            *b += c[k] as i64;
+        }
+    }
+    let nones: Array = Layout::IndexedOption {
+        index: vec![-1],
+        content: Box::new(Layout::Empty.into()),
+    }
+    .into();
+    let mut members = vec![nones];
+    for (node, counts) in contents.iter().zip(&child_counts) {
+        members.push(assemble(node, counts, columns, origin)?);
+    }
+    Ok(Layout::Union {
+        tags,
+        index,
+        contents: members,
+    }
+    .into())
+}
+
+fn check_elements(chunk: &Decoded, expected: u64, k: usize, origin: &str) -> Result<()> {
+    if chunk.elements != expected {
+        return Err(Error::format(
+            origin.to_string(),
+            format!(
+                "{expected} elements of a {} column in cluster {k}, as its parent says, found {}",
+                chunk.kind.name(),
+                chunk.elements
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_end(offsets: &[i64], content: u64, origin: &str) -> Result<()> {
+    let last = *offsets.last().unwrap_or(&0) as u64;
+    if last != content {
+        return Err(Error::format(
+            origin.to_string(),
+            format!("offsets ending at the content's {content} items, found {last}"),
+        ));
+    }
+    Ok(())
+}
+
+fn int_bytes(dtype: DType, values: impl Iterator<Item = i64>) -> AlignedBytes {
+    let bytes: Vec<u8> = match dtype {
+        DType::I32 => values.flat_map(|v| (v as i32).to_ne_bytes()).collect(),
+        _ => values.flat_map(|v| v.to_ne_bytes()).collect(),
+    };
+    AlignedBytes::from_slice(&bytes)
+}

@@ -1,0 +1,457 @@
+//! Column types and page decoding (spec: "Column Description"). Pages hold little-endian elements,
+//! possibly split (all first bytes, then all second bytes, ...), zigzag-encoded (signed integers)
+//! or delta-encoded (index columns), bit-packed (Bit, Real32Trunc, Real32Quant). Every encoding
+//! restarts with each page, so pages decode independently (and in parallel).
+
+use crate::format::array::DType;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ColumnType {
+    Bit,
+    Byte,
+    Char,
+    Int8,
+    UInt8,
+    Int16,
+    UInt16,
+    Int32,
+    UInt32,
+    Int64,
+    UInt64,
+    Real16,
+    Real32,
+    Real64,
+    Index32,
+    Index64,
+    Switch,
+    SplitInt16,
+    SplitUInt16,
+    SplitInt32,
+    SplitUInt32,
+    SplitInt64,
+    SplitUInt64,
+    SplitReal16,
+    SplitReal32,
+    SplitReal64,
+    SplitIndex32,
+    SplitIndex64,
+    Real32Trunc,
+    Real32Quant,
+    /// A type of a later format version: its fields cannot be read.
+    Unknown(u16),
+}
+
+/// What a column's elements become in memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Element {
+    Number(DType),
+    /// Collection offsets relative to the cluster, as `i64`.
+    Index,
+    /// A variant's (index within the cluster, tag): `i64` index, `u32` tag, 4 bytes of padding.
+    Switch,
+}
+
+impl Element {
+    pub fn size(self) -> usize {
+        match self {
+            Element::Number(d) => d.size(),
+            Element::Index => 8,
+            Element::Switch => SWITCH_MEMORY_LEN,
+        }
+    }
+}
+
+pub const SWITCH_MEMORY_LEN: usize = 16;
+
+/// How elements are laid out in a page.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Encoding {
+    Plain,
+    Split,
+    SplitZigzag,
+    SplitDelta,
+    Bits,
+    Trunc,
+    Quant,
+}
+
+impl ColumnType {
+    pub fn from_code(code: u16) -> ColumnType {
+        use ColumnType::*;
+        const TYPES: [ColumnType; 30] = [
+            Bit,
+            Byte,
+            Char,
+            Int8,
+            UInt8,
+            Int16,
+            UInt16,
+            Int32,
+            UInt32,
+            Int64,
+            UInt64,
+            Real16,
+            Real32,
+            Real64,
+            Index32,
+            Index64,
+            Switch,
+            SplitInt16,
+            SplitUInt16,
+            SplitInt32,
+            SplitUInt32,
+            SplitInt64,
+            SplitUInt64,
+            SplitReal16,
+            SplitReal32,
+            SplitReal64,
+            SplitIndex32,
+            SplitIndex64,
+            Real32Trunc,
+            Real32Quant,
+        ];
+        TYPES.get(code as usize).copied().unwrap_or(Unknown(code))
+    }
+
+    /// The spec's name ("SplitReal32").
+    pub fn name(self) -> String {
+        match self {
+            ColumnType::Unknown(code) => format!("unknown column type {code:#04x}"),
+            other => format!("{other:?}"),
+        }
+    }
+
+    /// Bits on storage the spec allows (most types have exactly one width).
+    pub fn valid_bits(self) -> Option<(u16, u16)> {
+        use ColumnType::*;
+        let fixed = match self {
+            Bit => 1,
+            Byte | Char | Int8 | UInt8 => 8,
+            Int16 | UInt16 | Real16 | SplitInt16 | SplitUInt16 | SplitReal16 => 16,
+            Int32 | UInt32 | Real32 | Index32 | SplitInt32 | SplitUInt32 | SplitReal32
+            | SplitIndex32 => 32,
+            Int64 | UInt64 | Real64 | Index64 | SplitInt64 | SplitUInt64 | SplitReal64
+            | SplitIndex64 => 64,
+            Switch => 96,
+            Real32Trunc => return Some((10, 31)),
+            Real32Quant => return Some((1, 32)),
+            Unknown(_) => return None,
+        };
+        Some((fixed, fixed))
+    }
+
+    pub fn element(self) -> Option<Element> {
+        use ColumnType::*;
+        Some(match self {
+            Bit => Element::Number(DType::Bool),
+            Byte | Char | UInt8 => Element::Number(DType::U8),
+            Int8 => Element::Number(DType::I8),
+            Int16 | SplitInt16 => Element::Number(DType::I16),
+            UInt16 | SplitUInt16 => Element::Number(DType::U16),
+            Int32 | SplitInt32 => Element::Number(DType::I32),
+            UInt32 | SplitUInt32 => Element::Number(DType::U32),
+            Int64 | SplitInt64 => Element::Number(DType::I64),
+            UInt64 | SplitUInt64 => Element::Number(DType::U64),
+            Real16 | SplitReal16 => Element::Number(DType::F16),
+            Real32 | SplitReal32 | Real32Trunc | Real32Quant => Element::Number(DType::F32),
+            Real64 | SplitReal64 => Element::Number(DType::F64),
+            Index32 | Index64 | SplitIndex32 | SplitIndex64 => Element::Index,
+            Switch => Element::Switch,
+            Unknown(_) => return None,
+        })
+    }
+
+    pub fn is_index(self) -> bool {
+        self.element() == Some(Element::Index)
+    }
+
+    fn encoding(self) -> Encoding {
+        use ColumnType::*;
+        match self {
+            SplitUInt16 | SplitUInt32 | SplitUInt64 | SplitReal16 | SplitReal32 | SplitReal64 => {
+                Encoding::Split
+            }
+            SplitInt16 | SplitInt32 | SplitInt64 => Encoding::SplitZigzag,
+            SplitIndex32 | SplitIndex64 => Encoding::SplitDelta,
+            Bit => Encoding::Bits,
+            Real32Trunc => Encoding::Trunc,
+            Real32Quant => Encoding::Quant,
+            _ => Encoding::Plain,
+        }
+    }
+}
+
+/// A column as its pages need it decoded.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Coding {
+    pub kind: ColumnType,
+    pub bits: u16,
+    /// The value range of Real32Quant columns.
+    pub range: Option<(f64, f64)>,
+}
+
+impl Coding {
+    /// Bytes of `n` elements packed in a page (before compression).
+    pub fn packed_len(&self, n: u64) -> u64 {
+        (n * self.bits as u64).div_ceil(8)
+    }
+
+    /// Decode the `n` elements of one uncompressed page into `out`, which holds exactly `n`
+    /// elements of `self.kind.element()` (native-endian). The caller checks `page.len()` against
+    /// `packed_len(n)`.
+    pub fn decode(&self, page: &[u8], n: usize, out: &mut [u8]) {
+        let element = self.kind.element().expect("decodable column");
+        debug_assert_eq!(page.len() as u64, self.packed_len(n as u64));
+        debug_assert_eq!(out.len(), n * element.size());
+        let disk = self.bits as usize / 8;
+        match (self.kind.encoding(), element) {
+            (Encoding::Plain, Element::Switch) => {
+                for (src, dst) in page
+                    .chunks_exact(12)
+                    .zip(out.chunks_exact_mut(SWITCH_MEMORY_LEN))
+                {
+                    let index = u64::from_le_bytes(src[..8].try_into().unwrap());
+                    let tag = u32::from_le_bytes(src[8..].try_into().unwrap());
+                    dst[..8].copy_from_slice(&index.to_ne_bytes());
+                    dst[8..12].copy_from_slice(&tag.to_ne_bytes());
+                    dst[12..].fill(0);
+                }
+            }
+            (Encoding::Plain, Element::Index) => widen_index(page, disk, out, false),
+            (Encoding::Plain, _) => from_le(page, disk, out),
+            (Encoding::Split, _) => {
+                unsplit(page, disk, n, out);
+                to_native(disk, out);
+            }
+            (Encoding::SplitZigzag, _) => {
+                unsplit(page, disk, n, out);
+                to_native(disk, out);
+                unzigzag(disk, out);
+            }
+            (Encoding::SplitDelta, _) => {
+                let mut raw = vec![0u8; page.len()];
+                unsplit(page, disk, n, &mut raw);
+                widen_index(&raw, disk, out, true);
+            }
+            (Encoding::Bits, _) => {
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = (page[i / 8] >> (i % 8)) & 1;
+                }
+            }
+            (Encoding::Trunc, _) => {
+                let shift = 32 - self.bits as u32;
+                for (i, dst) in out.chunks_exact_mut(4).enumerate() {
+                    let bits = read_bits(page, i, self.bits as usize) << shift;
+                    dst.copy_from_slice(&bits.to_ne_bytes());
+                }
+            }
+            (Encoding::Quant, _) => {
+                let (min, max) = self.range.unwrap_or((0.0, 0.0));
+                let quant_max = ((1u64 << self.bits) - 1) as f64;
+                let scale = (max - min) / quant_max;
+                for (i, dst) in out.chunks_exact_mut(4).enumerate() {
+                    let q = read_bits(page, i, self.bits as usize);
+                    let value = (q as f64 * scale + min) as f32;
+                    dst.copy_from_slice(&value.to_ne_bytes());
+                }
+            }
+        }
+    }
+}
+
+/// Element `i` of `nbits` bits from a little-endian bit stream (value bits least significant first).
+fn read_bits(page: &[u8], i: usize, nbits: usize) -> u32 {
+    let first = i * nbits;
+    let mut word = [0u8; 8];
+    let start = first / 8;
+    let end = (first + nbits).div_ceil(8).min(page.len());
+    word[..end - start].copy_from_slice(&page[start..end]);
+    let bits = u64::from_le_bytes(word) >> (first % 8);
+    (bits & ((1u64 << nbits) - 1)) as u32
+}
+
+/// Undo the split encoding: byte `b` of element `i` is at `b * n + i`.
+fn unsplit(page: &[u8], width: usize, n: usize, out: &mut [u8]) {
+    match width {
+        2 => unsplit_fixed::<2>(page, n, out),
+        4 => unsplit_fixed::<4>(page, n, out),
+        8 => unsplit_fixed::<8>(page, n, out),
+        _ => out.copy_from_slice(page),
+    }
+}
+
+fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [u8]) {
+    let streams: [&[u8]; W] = std::array::from_fn(|b| &page[b * n..(b + 1) * n]);
+    for (i, dst) in out.chunks_exact_mut(W).enumerate() {
+        for b in 0..W {
+            dst[b] = streams[b][i];
+        }
+    }
+}
+
+/// Little-endian elements of `width` bytes, copied to native order.
+fn from_le(page: &[u8], width: usize, out: &mut [u8]) {
+    out.copy_from_slice(page);
+    to_native(width, out);
+}
+
+fn to_native(width: usize, data: &mut [u8]) {
+    if cfg!(target_endian = "big") && width > 1 {
+        for e in data.chunks_exact_mut(width) {
+            e.reverse();
+        }
+    }
+}
+
+/// Zigzag decoding of unsigned integers in native order: 2x -> x, 2x + 1 -> -(x + 1).
+fn unzigzag(width: usize, data: &mut [u8]) {
+    macro_rules! each {
+        ($u:ty, $s:ty) => {
+            for e in data.chunks_exact_mut(std::mem::size_of::<$u>()) {
+                let v = <$u>::from_ne_bytes(e.try_into().unwrap());
+                let x = ((v >> 1) as $s) ^ -((v & 1) as $s);
+                e.copy_from_slice(&x.to_ne_bytes());
+            }
+        };
+    }
+    match width {
+        2 => each!(u16, i16),
+        4 => each!(u32, i32),
+        8 => each!(u64, i64),
+        _ => {}
+    }
+}
+
+/// Index elements of `width` bytes (little-endian) into `i64`, with a running sum for delta pages.
+fn widen_index(page: &[u8], width: usize, out: &mut [u8], delta: bool) {
+    let mut sum = 0u64;
+    for (src, dst) in page.chunks_exact(width).zip(out.chunks_exact_mut(8)) {
+        let mut word = [0u8; 8];
+        word[..width].copy_from_slice(src);
+        let v = u64::from_le_bytes(word);
+        sum = if delta { sum.wrapping_add(v) } else { v };
+        dst.copy_from_slice(&(sum as i64).to_ne_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coding(kind: ColumnType) -> Coding {
+        let bits = kind.valid_bits().unwrap().0;
+        Coding {
+            kind,
+            bits,
+            range: None,
+        }
+    }
+
+    fn decode(c: &Coding, page: &[u8], n: usize) -> Vec<u8> {
+        let mut out = vec![0u8; n * c.kind.element().unwrap().size()];
+        c.decode(page, n, &mut out);
+        out
+    }
+
+    fn split<const W: usize>(values: &[[u8; W]]) -> Vec<u8> {
+        (0..W)
+            .flat_map(|b| values.iter().map(move |v| v[b]))
+            .collect()
+    }
+
+    #[test]
+    fn split_zigzag_and_delta_pages() {
+        let ints = [0i32, -1, 1, -300, 70000];
+        let zz: Vec<[u8; 4]> = ints
+            .iter()
+            .map(|&v| ((v << 1) ^ (v >> 31)).to_le_bytes())
+            .collect();
+        let out = decode(&coding(ColumnType::SplitInt32), &split(&zz), 5);
+        let back: Vec<i32> = out
+            .chunks(4)
+            .map(|c| i32::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(back, ints);
+
+        let floats = [1.5f64, -2.25, 1e300];
+        let page = split(&floats.map(f64::to_le_bytes));
+        let out = decode(&coding(ColumnType::SplitReal64), &page, 3);
+        assert_eq!(
+            out,
+            floats
+                .iter()
+                .flat_map(|f| f.to_ne_bytes())
+                .collect::<Vec<_>>()
+        );
+
+        // Offsets 3, 3, 7 stored as deltas 3, 0, 4.
+        let page = split(&[3u32, 0, 4].map(u32::to_le_bytes));
+        let out = decode(&coding(ColumnType::SplitIndex32), &page, 3);
+        let back: Vec<i64> = out
+            .chunks(8)
+            .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(back, [3, 3, 7]);
+    }
+
+    #[test]
+    fn bits_are_least_significant_first() {
+        let out = decode(&coding(ColumnType::Bit), &[0b0000_0101, 0b1], 9);
+        assert_eq!(out, [1, 0, 1, 0, 0, 0, 0, 0, 1]);
+    }
+
+    #[test]
+    fn truncated_and_quantized_reals() {
+        // 12-bit truncated floats keep the top 12 bits of the float's bit pattern.
+        let values = [1.234_567_9f32, -3.0e-5, 12345.0];
+        let mut packed = vec![0u8; 5];
+        for (i, v) in values.iter().enumerate() {
+            let top = (v.to_bits() >> 20) as u64;
+            for b in 0..12 {
+                if top >> b & 1 == 1 {
+                    packed[(i * 12 + b) / 8] |= 1 << ((i * 12 + b) % 8);
+                }
+            }
+        }
+        let c = Coding {
+            kind: ColumnType::Real32Trunc,
+            bits: 12,
+            range: None,
+        };
+        let out = decode(&c, &packed, 3);
+        for (v, o) in values.iter().zip(out.chunks(4)) {
+            let o = f32::from_ne_bytes(o.try_into().unwrap());
+            assert_eq!(o.to_bits(), v.to_bits() & !0xFFFFF);
+        }
+        // 3-bit quantized values 0, 7, 5 over [-1, 6]: steps of 1.
+        let c = Coding {
+            kind: ColumnType::Real32Quant,
+            bits: 3,
+            range: Some((-1.0, 6.0)),
+        };
+        let packed = [0b0111_1000u8, 0b0000_0001];
+        let out = decode(&c, &packed, 3);
+        let back: Vec<f32> = out
+            .chunks(4)
+            .map(|c| f32::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(back, [-1.0, 6.0, 4.0]);
+    }
+
+    #[test]
+    fn switch_elements() {
+        let mut page = 5u64.to_le_bytes().to_vec();
+        page.extend_from_slice(&2u32.to_le_bytes());
+        let out = decode(&coding(ColumnType::Switch), &page, 1);
+        assert_eq!(i64::from_ne_bytes(out[..8].try_into().unwrap()), 5);
+        assert_eq!(u32::from_ne_bytes(out[8..12].try_into().unwrap()), 2);
+    }
+
+    #[test]
+    fn codes_map_to_types() {
+        assert_eq!(ColumnType::from_code(0x1B), ColumnType::SplitIndex64);
+        assert_eq!(ColumnType::from_code(0x1D), ColumnType::Real32Quant);
+        assert_eq!(ColumnType::from_code(0x30), ColumnType::Unknown(0x30));
+        assert_eq!(ColumnType::Unknown(0x30).element(), None);
+    }
+}
