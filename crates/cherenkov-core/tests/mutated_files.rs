@@ -12,7 +12,8 @@
 mod support;
 
 use cherenkov_core::engine::file::RootFile;
-use cherenkov_core::engine::read::{read_branches, BranchArray};
+use cherenkov_core::engine::output::BranchArray;
+use cherenkov_core::engine::read::read_branches;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::format::cursor::Cursor;
 use cherenkov_core::format::directory::{DirectoryRecord, FileHeader};

@@ -3,8 +3,9 @@
 
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::lazy::{AccessProfile as CoreProfile, LazyOptions, LazyReader};
+use cherenkov_core::engine::output::{BranchArray, ReadStats};
 use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
-use cherenkov_core::engine::read::{read_branches, BranchArray, ReadStats};
+use cherenkov_core::engine::read::read_branches;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::format::interpretation::{interpret, Interpretation};
 use cherenkov_core::format::tree::TreeMeta;

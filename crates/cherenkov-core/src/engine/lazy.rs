@@ -14,12 +14,12 @@
 //! - the learned sets live in an [`AccessProfile`] that the next file of a dataset reuses, so it
 //!   needs no training.
 
+use super::fetch::{fetch_baskets, HeldBaskets};
 use super::file::RootFile;
+use super::output::BranchArray;
+use super::plan::{interpretations, plan_baskets};
 use super::prefetch::{PrefetchOptions, StepReader};
-use super::read::{
-    fetch_baskets, interpretations, plan_baskets, read_branches, read_branches_with, BranchArray,
-    HeldBaskets,
-};
+use super::read::{read_branches, read_branches_with};
 use crate::error::{Error, Result};
 use crate::format::tree::TreeMeta;
 use std::collections::{BTreeSet, HashMap};

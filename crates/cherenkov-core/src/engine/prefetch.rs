@@ -3,11 +3,11 @@
 //! A basket that straddles steps is fetched and decompressed once. Dropping the reader cancels
 //! everything in flight.
 
+use super::assemble::assemble_all;
+use super::fetch::fetch_and_decode;
 use super::file::RootFile;
-use super::read::{
-    assemble_all, check_entry_range, fetch_and_decode, interpretations, plan_baskets, BranchArray,
-    Planned, ReadStats,
-};
+use super::output::{BranchArray, ReadStats};
+use super::plan::{check_entry_range, interpretations, plan_baskets, Planned};
 use crate::error::{Error, Result};
 use crate::format::basket::Basket;
 use crate::format::interpretation::Interpretation;

@@ -129,7 +129,10 @@ pub enum Layout {
         length: usize,
     },
     /// Entry `i` is missing when `index[i] < 0`, else `content[index[i]]`.
-    IndexedOption { index: Vec<i64>, content: Box<Array> },
+    IndexedOption {
+        index: Vec<i64>,
+        content: Box<Array>,
+    },
     /// Entry `i` is `contents[tags[i]][index[i]]`.
     Union {
         tags: Vec<i8>,
@@ -265,10 +268,11 @@ impl Array {
                 size,
                 length,
                 content,
-            } => size
-                .checked_mul(*length)
-                .is_some_and(|n| n <= content.len())
-                && content.is_valid(),
+            } => {
+                size.checked_mul(*length)
+                    .is_some_and(|n| n <= content.len())
+                    && content.is_valid()
+            }
             Layout::Record {
                 names,
                 contents,
