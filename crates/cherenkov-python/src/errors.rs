@@ -1,0 +1,48 @@
+//! cherenkov's Python exceptions, one per kind of core error.
+
+use cherenkov_core::Error;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(
+    _core,
+    CherenkovError,
+    PyException,
+    "Base of all cherenkov errors."
+);
+create_exception!(
+    _core,
+    FormatError,
+    CherenkovError,
+    "The file is not valid ROOT where it was read."
+);
+create_exception!(
+    _core,
+    SourceError,
+    CherenkovError,
+    "The bytes could not be read (file, server, network)."
+);
+create_exception!(
+    _core,
+    UnsupportedBranch,
+    CherenkovError,
+    "The branch's type cannot be interpreted."
+);
+create_exception!(
+    _core,
+    NotFoundError,
+    CherenkovError,
+    "No such object, tree or branch."
+);
+
+pub fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::Format { .. } => FormatError::new_err(msg),
+        Error::Io { .. } => SourceError::new_err(msg),
+        Error::UnsupportedBranch { .. } => UnsupportedBranch::new_err(msg),
+        Error::NotFound { .. } => NotFoundError::new_err(msg),
+        Error::InvalidArgument(_) => pyo3::exceptions::PyValueError::new_err(msg),
+    }
+}
