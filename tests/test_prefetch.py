@@ -5,7 +5,7 @@ import awkward as ak
 import pytest
 
 import cherenkov
-from cherenkov.arrays import to_awkward
+from cherenkov.arrays import to_awkward_layout
 
 
 @pytest.fixture()
@@ -36,7 +36,7 @@ def test_baskets_straddling_steps_are_fetched_once(testdata):
     _, single = tree.read(names)
     assert sum(stats["compressed_bytes"] for *_, stats in got) == single["compressed_bytes"]
     for i, name in enumerate(names):
-        pieces = [to_awkward(branches[i]) for _, _, branches, _ in got]
+        pieces = [ak.Array(to_awkward_layout(branches[i])) for _, _, branches, _ in got]
         assert ak.to_list(ak.concatenate(pieces)) == ak.to_list(tree.arrays([name])[name]), name
 
 

@@ -2,11 +2,11 @@
 //! from count branches where the writer left them out.
 
 use super::file::RootFile;
-use super::output::{BranchArray, Column};
+use super::output::BranchArray;
 use super::plan::Planned;
 use super::read::read_branches;
 use crate::error::{Error, Result};
-use crate::format::array::AlignedBytes;
+use crate::format::array::{AlignedBytes, Array, Layout};
 use crate::format::basket::Basket;
 use crate::format::interpretation::{convert_big_endian, interpret, DType, Interpretation};
 use crate::format::tree::TreeMeta;
@@ -91,7 +91,7 @@ fn assemble(
     let entries = stop - start;
     let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
     check_coverage(baskets, start, stop).map_err(bad)?;
-    let columns = match &interp {
+    let array = match &interp {
         Interpretation::Fixed { dtype, inner_shape } => {
             let entry_bytes = interp.fixed_entry_bytes().unwrap();
             let mut pieces = Vec::new();
@@ -109,19 +109,12 @@ fn assemble(
                     })?;
                 pieces.push(src);
             }
-            vec![Column {
-                name: name.clone(),
-                dtype: *dtype,
-                inner_shape: inner_shape.clone(),
-                content: convert_pieces(*dtype, &pieces),
-                offsets: None,
-                is_string: false,
-            }]
+            Array::numpy(*dtype, inner_shape.clone(), convert_pieces(*dtype, &pieces))
         }
         Interpretation::Record { fields } => {
             let entry_bytes = interp.fixed_entry_bytes().unwrap();
             let mut field_offset = 0;
-            let mut cols = Vec::new();
+            let mut contents = Vec::new();
             for f in fields {
                 let fbytes = f.dtype.size() * f.inner_shape.iter().product::<usize>();
                 // Sized by the data present: the entry count comes from the file.
@@ -144,16 +137,14 @@ fn assemble(
                     }
                 }
                 field_offset += fbytes;
-                cols.push(Column {
-                    name: f.name.clone(),
-                    dtype: f.dtype,
-                    inner_shape: f.inner_shape.clone(),
-                    content: convert_pieces(f.dtype, &[&gathered]),
-                    offsets: None,
-                    is_string: false,
-                });
+                contents.push(Array::numpy(
+                    f.dtype,
+                    f.inner_shape.clone(),
+                    convert_pieces(f.dtype, &[&gathered]),
+                ));
             }
-            cols
+            let names = fields.iter().map(|f| f.name.clone()).collect();
+            Array::record(names, contents, entries as usize)
         }
         Interpretation::Jagged {
             dtype,
@@ -185,14 +176,9 @@ fn assemble(
                     pieces.push(&b.content[offs[first] as usize..offs[last] as usize]);
                 }
             }
-            vec![Column {
-                name: name.clone(),
-                dtype: *dtype,
-                inner_shape: inner_shape.clone(),
-                content: convert_pieces(*dtype, &pieces),
-                offsets: Some(out_offsets),
-                is_string: false,
-            }]
+            let content =
+                Array::numpy(*dtype, inner_shape.clone(), convert_pieces(*dtype, &pieces));
+            Array::list(out_offsets, content)
         }
         Interpretation::Strings { header_bytes } => {
             let mut content = Vec::new();
@@ -218,23 +204,14 @@ fn assemble(
                     out_offsets.push(content.len() as i64);
                 }
             }
-            let mut bytes = AlignedBytes::zeroed(content.len());
-            bytes.as_bytes_mut().copy_from_slice(&content);
-            vec![Column {
-                name: name.clone(),
-                dtype: DType::U8,
-                inner_shape: vec![],
-                content: bytes,
-                offsets: Some(out_offsets),
-                is_string: true,
-            }]
+            Array::strings(out_offsets, AlignedBytes::from_slice(&content))
         }
     };
     Ok(BranchArray {
         branch: name,
         interpretation: interp,
         entries,
-        columns,
+        array,
     })
 }
 
@@ -325,7 +302,7 @@ async fn basket_offsets<'a>(
             counts_stop.min(tree.entries),
         ))
         .await?;
-        counts = column_as_i64(&arrays[0].columns[0]);
+        counts = numbers_as_i64(&arrays[0].array);
     }
     baskets
         .iter()
@@ -354,8 +331,12 @@ async fn basket_offsets<'a>(
         .collect()
 }
 
-fn column_as_i64(c: &Column) -> Vec<i64> {
-    let b = c.content.as_bytes();
+/// The values of a count branch (one number per entry); none for other layouts.
+fn numbers_as_i64(a: &Array) -> Vec<i64> {
+    let Layout::Numpy { dtype, data, .. } = &a.layout else {
+        return Vec::new();
+    };
+    let b = data.as_bytes();
     macro_rules! conv {
         ($t:ty) => {
             b.chunks_exact(std::mem::size_of::<$t>())
@@ -363,7 +344,7 @@ fn column_as_i64(c: &Column) -> Vec<i64> {
                 .collect()
         };
     }
-    match c.dtype {
+    match dtype {
         DType::Bool | DType::U8 => b.iter().map(|&x| x as i64).collect(),
         DType::I8 => b.iter().map(|&x| x as i8 as i64).collect(),
         DType::I16 => conv!(i16),

@@ -161,12 +161,7 @@ impl LazyReader {
             state.trained = true;
             self.training = false;
         }
-        let unused: usize = self
-            .cache
-            .values()
-            .flat_map(|a| &a.columns)
-            .map(|c| c.content.len)
-            .sum();
+        let unused: usize = self.cache.values().map(|a| a.array.nbytes()).sum();
         let (start, stop) = self.current.map_or((0, 0), |k| self.steps[k]);
         let held_unused: Vec<usize> = self.held_branches.iter().copied().collect();
         let held_unused: u64 = plan_baskets(&self.tree, &held_unused, start, stop)
