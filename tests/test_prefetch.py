@@ -58,6 +58,6 @@ def test_progress_callback_sees_every_step(nanolike):
     updates = []
     for _ in nanolike.iterate(["Muon_pt"], step_size=500, progress=updates.append):
         pass
-    assert [u.entries_done for u in updates] == [500, 1000, 1500, 2000]
-    assert updates[-1].entries_total == 2000 and updates[-1].bytes_done > 0
-    assert updates[-1].eta == 0 and updates[-1].entries_per_second > 0
+    assert [u.entries for u in updates] == [500, 1000, 1500, 2000]
+    assert updates[-1].total_entries == 2000 and updates[-1].bytes > 0
+    assert updates[-1].eta_seconds == 0 and updates[-1].entries_per_second > 0
