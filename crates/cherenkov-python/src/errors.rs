@@ -40,9 +40,24 @@ pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
     match e {
         Error::Format { .. } => FormatError::new_err(msg),
-        Error::Io { .. } => SourceError::new_err(msg),
+        Error::Io { cause, .. } => {
+            let err = SourceError::new_err(msg);
+            // An operating-system error stays visible as the exception's cause (errno included).
+            if let Some(os) = cause
+                .as_deref()
+                .and_then(|c| c.downcast_ref::<std::io::Error>())
+            {
+                Python::attach(|py| {
+                    let errno = os.raw_os_error().unwrap_or(0);
+                    let os_err = pyo3::exceptions::PyOSError::new_err((errno, os.to_string()));
+                    err.set_cause(py, Some(os_err));
+                });
+            }
+            err
+        }
         Error::UnsupportedBranch { .. } => UnsupportedBranch::new_err(msg),
         Error::NotFound { .. } => NotFoundError::new_err(msg),
         Error::InvalidArgument(_) => pyo3::exceptions::PyValueError::new_err(msg),
+        Error::Cancelled(_) => CherenkovError::new_err(msg),
     }
 }

@@ -205,7 +205,7 @@ impl LazyReader {
                 let step = reader
                     .next()
                     .await
-                    .ok_or_else(|| Error::InvalidArgument("prefetch ended early".into()))??;
+                    .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
                 for (&b, array) in set.iter().zip(step.arrays) {
                     self.cache.insert(b, array);
                 }

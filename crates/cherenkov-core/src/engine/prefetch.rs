@@ -195,7 +195,7 @@ async fn drive(
             done = async { results.front_mut().unwrap().await }, if !results.is_empty() => {
                 results.pop_front();
                 in_flight.pop_front();
-                let result = done.unwrap_or_else(|_| Err(Error::InvalidArgument("a read step was cancelled".into())));
+                let result = done.unwrap_or_else(|_| Err(Error::Cancelled("a read step was cancelled".into())));
                 let failed = result.is_err();
                 if tx.send(result).await.is_err() || failed {
                     return;
@@ -223,7 +223,7 @@ async fn owned_baskets(shared: &Shared, k: usize) -> Result<Decoded> {
     let cell = shared.decoded.lock().unwrap()[k]
         .cell
         .clone()
-        .ok_or_else(|| Error::InvalidArgument(format!("baskets of step {k} were freed early")))?;
+        .ok_or_else(|| Error::Cancelled(format!("baskets of step {k} were freed early")))?;
     cell.get_or_try_init(|| async {
         let plan = &shared.owned[k];
         let (baskets, _) =

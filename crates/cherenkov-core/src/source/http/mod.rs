@@ -119,8 +119,7 @@ impl HttpSource {
     /// Open `url` (http or https): learn the file's size with a one-byte range request, following
     /// at most `options.max_redirects` redirects; later requests go to the final URL.
     pub async fn open(url: &str, options: HttpOptions) -> Result<HttpSource> {
-        let target =
-            Url::parse(url).map_err(|e| Error::io(url, format!("not a valid URL: {e}")))?;
+        let target = Url::parse(url).map_err(|e| Error::io_caused(url, "not a valid URL", e))?;
         if !matches!(target.scheme(), "http" | "https") {
             return Err(Error::io(url, "not an http:// or https:// URL"));
         }

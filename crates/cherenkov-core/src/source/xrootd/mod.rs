@@ -709,7 +709,7 @@ impl ByteSource for XrootdSource {
         let mut answers: Vec<Vec<Bytes>> = vec![Vec::new(); tasks.len()];
         while let Some(joined) = tasks.join_next().await {
             let (index, answer) =
-                joined.map_err(|e| Error::io(&inner.url, format!("read task failed: {e}")))?;
+                joined.map_err(|e| Error::io_caused(&inner.url, "read task failed", e))?;
             answers[index] = answer?;
         }
         // Pieces come back in the order split_for_limits cut them: range by range.
