@@ -107,7 +107,13 @@ mod tests {
         let os = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
         let e = Error::io_caused("f.root", "cannot open", os);
         assert_eq!(e.to_string(), "f.root: cannot open: no such file");
-        let cause = e.source().expect("a cause");
+        assert_eq!(e.source().expect("a cause").to_string(), "no such file");
+        let Error::Io {
+            cause: Some(cause), ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
         assert!(cause.downcast_ref::<std::io::Error>().is_some());
     }
 }
