@@ -4,6 +4,7 @@ naming the file, the offset and what was expected; never a crash, a hang or anot
 Damaged files are read in a child process with a time limit, so a crash or a hang fails its test
 instead of taking the whole run down."""
 
+import errno
 import json
 import random
 import re
@@ -196,8 +197,10 @@ def test_hostile_basket_key(tmp_path, original, testdata, field, value):
 
 def test_missing_file_raises_source_error(tmp_path):
     path = tmp_path / "absent.root"
-    with pytest.raises(cherenkov.SourceError, match=re.escape(str(path))):
+    with pytest.raises(cherenkov.SourceError, match=re.escape(str(path))) as raised:
         cherenkov.open(path)
+    # The operating system's error is kept as the cause, errno included.
+    assert isinstance(raised.value.__cause__, OSError) and raised.value.__cause__.errno == errno.ENOENT
 
 
 def test_missing_tree_and_branch_raise_not_found(testdata):

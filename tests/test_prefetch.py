@@ -5,7 +5,7 @@ import awkward as ak
 import pytest
 
 import cherenkov
-from cherenkov.arrays import to_awkward
+from cherenkov.arrays import to_awkward_layout
 
 
 @pytest.fixture()
@@ -36,7 +36,7 @@ def test_baskets_straddling_steps_are_fetched_once(testdata):
     _, single = tree.read(names)
     assert sum(stats["compressed_bytes"] for *_, stats in got) == single["compressed_bytes"]
     for i, name in enumerate(names):
-        pieces = [to_awkward(branches[i]) for _, _, branches, _ in got]
+        pieces = [ak.Array(to_awkward_layout(branches[i])) for _, _, branches, _ in got]
         assert ak.to_list(ak.concatenate(pieces)) == ak.to_list(tree.arrays([name])[name]), name
 
 
@@ -58,6 +58,6 @@ def test_progress_callback_sees_every_step(nanolike):
     updates = []
     for _ in nanolike.iterate(["Muon_pt"], step_size=500, progress=updates.append):
         pass
-    assert [u.entries_done for u in updates] == [500, 1000, 1500, 2000]
-    assert updates[-1].entries_total == 2000 and updates[-1].bytes_done > 0
-    assert updates[-1].eta == 0 and updates[-1].entries_per_second > 0
+    assert [u.entries for u in updates] == [500, 1000, 1500, 2000]
+    assert updates[-1].total_entries == 2000 and updates[-1].bytes > 0
+    assert updates[-1].eta_seconds == 0 and updates[-1].entries_per_second > 0

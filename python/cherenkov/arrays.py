@@ -1,4 +1,5 @@
-"""Turn the core's column buffers into numpy and awkward arrays, without copying the data."""
+"""Turn the core's arrays (nested dicts of numpy buffers in awkward's layout vocabulary) into
+awkward and numpy arrays, without copying the data."""
 
 from __future__ import annotations
 
@@ -27,74 +28,78 @@ class Jagged:
     def to_awkward(self):
         import awkward as ak
 
-        return ak.Array(_list_offset(self.offsets, ak.contents.NumpyArray(self.content)))
+        content = ak.to_layout(self.content, regulararray=True)
+        return ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(self.offsets), content))
 
     def tolist(self) -> list:
         return [self[i].tolist() for i in range(len(self))]
 
 
-def _content(col: dict) -> np.ndarray:
-    raw = col["words"].view(np.uint8)[: col["nbytes"]]
-    return raw.view(np.dtype(col["dtype"])).reshape((-1,) + tuple(col["inner_shape"]))
+def _numbers(node: dict) -> np.ndarray:
+    raw = node["words"].view(np.uint8)[: node["nbytes"]]
+    return raw.view(np.dtype(node["dtype"])).reshape((-1,) + tuple(node["inner_shape"]))
 
 
-def _list_offset(offsets, content, parameters=None):
+def _is_string(node: dict) -> bool:
+    return node["class"] == "ListOffsetArray" and node["parameters"].get("__array__") == "string"
+
+
+def to_layout(node: dict):
+    """The awkward layout of one node (fixed dimensions become RegularArrays, as in uproot)."""
     import awkward as ak
 
-    return ak.contents.ListOffsetArray(ak.index.Index64(offsets), content, parameters=parameters)
-
-
-def _strings_layout(col: dict):
-    import awkward as ak
-
-    chars = ak.contents.NumpyArray(_content(col), parameters={"__array__": "char"})
-    return _list_offset(col["offsets"], chars, parameters={"__array__": "string"})
+    cls, params = node["class"], node["parameters"] or None
+    if cls == "EmptyArray":
+        return ak.contents.EmptyArray(parameters=params)
+    if cls == "NumpyArray":
+        layout = ak.contents.NumpyArray(_numbers(node), parameters=params)
+        return layout.to_RegularArray() if layout.data.ndim > 1 else layout
+    if cls == "ListOffsetArray":
+        return ak.contents.ListOffsetArray(ak.index.Index64(node["offsets"]), to_layout(node["content"]), parameters=params)
+    if cls == "RegularArray":
+        return ak.contents.RegularArray(to_layout(node["content"]), node["size"], zeros_length=node["length"], parameters=params)
+    if cls == "RecordArray":
+        contents = [to_layout(c) for c in node["contents"]]
+        return ak.contents.RecordArray(contents, node["fields"], length=node["length"], parameters=params)
+    if cls == "IndexedOptionArray":
+        return ak.contents.IndexedOptionArray(ak.index.Index64(node["index"]), to_layout(node["content"]), parameters=params)
+    if cls == "UnionArray":
+        contents = [to_layout(c) for c in node["contents"]]
+        return ak.contents.UnionArray(ak.index.Index8(node["tags"]), ak.index.Index64(node["index"]), contents, parameters=params)
+    raise ValueError(f"unknown layout class {cls!r}")
 
 
 def to_numpy(branch: dict):
-    """numpy: flat data as arrays, fixed dimensions as extra axes, jagged data as `Jagged`,
-    strings as an object array of str, leaf lists as a structured array."""
-    cols = branch["columns"]
-    if branch["kind"] == "record":
-        n = branch["entries"]
-        out = np.empty(n, dtype=[(c["name"], np.dtype(c["dtype"]), tuple(c["inner_shape"])) for c in cols])
-        for c in cols:
-            out[c["name"]] = _content(c)
-        return out
-    col = cols[0]
-    if col["is_string"]:
-        raw = _content(col).tobytes()
-        offsets = col["offsets"]
+    """numpy: numbers as arrays (fixed dimensions as extra axes), jagged numbers as `Jagged`,
+    strings as an object array of str, leaf lists as a structured array; anything else as an
+    object array of one awkward value per entry."""
+    node = branch["array"]
+    cls = node["class"]
+    if cls == "NumpyArray":
+        return _numbers(node)
+    if _is_string(node):
+        raw = _numbers(node["content"]).tobytes()
+        offsets = node["offsets"]
         return np.array(
             [raw[offsets[i] : offsets[i + 1]].decode("utf-8", "surrogateescape") for i in range(len(offsets) - 1)],
             dtype=object,
         )
-    if col["offsets"] is not None:
-        return Jagged(col["offsets"], _content(col))
-    return _content(col)
-
-
-def _layout(col: dict):
+    if cls == "ListOffsetArray" and node["content"]["class"] == "NumpyArray" and not node["content"]["parameters"]:
+        return Jagged(node["offsets"], _numbers(node["content"]))
+    if cls == "RecordArray" and node["fields"] and all(c["class"] == "NumpyArray" for c in node["contents"]):
+        fields = [(name, np.dtype(c["dtype"]), tuple(c["inner_shape"])) for name, c in zip(node["fields"], node["contents"])]
+        out = np.empty(node["length"], dtype=fields)
+        for name, c in zip(node["fields"], node["contents"]):
+            out[name] = _numbers(c)
+        return out
     import awkward as ak
 
-    if col["is_string"]:
-        return _strings_layout(col)
-    content = ak.to_layout(_content(col), regulararray=True)
-    if col["offsets"] is not None:
-        return _list_offset(col["offsets"], content)
-    return content
+    values = ak.Array(to_layout(node))
+    out = np.empty(len(values), dtype=object)
+    for i in range(len(values)):
+        out[i] = values[i]
+    return out
 
 
 def to_awkward_layout(branch: dict):
-    import awkward as ak
-
-    cols = branch["columns"]
-    if branch["kind"] == "record":
-        return ak.contents.RecordArray([_layout(c) for c in cols], [c["name"] for c in cols], length=branch["entries"])
-    return _layout(cols[0])
-
-
-def to_awkward(branch: dict):
-    import awkward as ak
-
-    return ak.Array(to_awkward_layout(branch))
+    return to_layout(branch["array"])

@@ -1,39 +1,60 @@
-"""Progress of long reads: a rich progress bar on terminals, or a callback for notebooks."""
+"""Progress of long work (a tree read, a processing job): rich bars on terminals, one per task, and
+a callback with a `ProgressUpdate` for notebooks."""
 
 from __future__ import annotations
 
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
 class ProgressUpdate:
-    """Passed to progress callbacks after each step."""
+    """What is done so far; given to progress callbacks after every step (a tree read) or finished
+    packet (a processing job).
 
-    entries_done: int
-    entries_total: int
-    bytes_done: int
-    elapsed: float
+    `tasks` maps each task (the tree, or each dataset of a job) to (entries done, entries in
+    total). For jobs, `partial()` merges what has arrived so far into {dataset: output} (in entry
+    order, with the gaps of packets still running); it costs a merge, so call it when you want to
+    look."""
+
+    tasks: dict[str, tuple[int, int]]
+    bytes: int
+    elapsed_seconds: float
+    steps_done: int
+    _partial: Callable | None = field(default=None, repr=False)
+
+    @property
+    def entries(self) -> int:
+        return sum(done for done, _ in self.tasks.values())
+
+    @property
+    def total_entries(self) -> int:
+        return sum(total for _, total in self.tasks.values())
 
     @property
     def entries_per_second(self) -> float:
-        return self.entries_done / self.elapsed if self.elapsed > 0 else 0.0
+        return self.entries / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
 
     @property
     def megabytes_per_second(self) -> float:
-        return self.bytes_done / 1e6 / self.elapsed if self.elapsed > 0 else 0.0
+        return self.bytes / 1e6 / self.elapsed_seconds if self.elapsed_seconds > 0 else 0.0
 
     @property
-    def eta(self) -> float | None:
+    def eta_seconds(self) -> float | None:
         rate = self.entries_per_second
-        return (self.entries_total - self.entries_done) / rate if rate > 0 else None
+        return (self.total_entries - self.entries) / rate if rate > 0 else None
+
+    def partial(self) -> dict:
+        if self._partial is None:
+            raise ValueError("only processing jobs have partial outputs")
+        return self._partial()
 
 
-class Bars:
-    """Rich progress bars on stderr, one per task (a tree read, or each dataset of a job), with
-    entries done of the total, entries/s, MB/s and the time left."""
+class _Bars:
+    """Rich progress bars on stderr, one per task, with entries done of the total, entries/s, MB/s
+    and the time left."""
 
     def __init__(self, totals: dict[str, int]):
         from rich.console import Console
@@ -62,32 +83,40 @@ class Bars:
         self.progress.stop()
 
 
-def wants_bars(progress) -> bool:
-    """`None`: bars when stderr is a terminal; True/False: force them on/off."""
-    return sys.stderr.isatty() if progress is None else progress is True
-
-
 class Progress:
-    """`progress=None`: a bar when stderr is a terminal; True/False: force on/off; a callable:
-    called with a `ProgressUpdate` after each step instead of drawing."""
+    """Counts progress per task. `show=None`: bars when stderr is a terminal; True/False force them
+    on/off. `callback` (or a callable `show`, for `Tree.iterate(progress=f)`) receives a
+    `ProgressUpdate` after each step instead of, or besides, the bars."""
 
-    def __init__(self, progress, entries_total: int, description: str):
-        self.total = entries_total
-        self.description = description
-        self.callback: Callable[[ProgressUpdate], None] | None = progress if callable(progress) else None
-        self.bars = Bars({description: entries_total}) if self.callback is None and wants_bars(progress) else None
+    def __init__(self, totals: dict[str, int], show=None, callback: Callable | None = None, partial: Callable | None = None):
+        if callable(show):
+            show, callback = False, show
+        self.totals = dict(totals)
+        self.done = dict.fromkeys(totals, 0)
+        self.bytes = dict.fromkeys(totals, 0)
+        self.steps = 0
+        self.callback = callback
+        self.partial = partial
         self.began = time.perf_counter()
-        self.entries = 0
-        self.bytes = 0
+        wanted = sys.stderr.isatty() if show is None else show is True
+        self.bars = _Bars(self.totals) if wanted else None
 
-    def advance(self, entries: int, nbytes: int) -> None:
-        self.entries += entries
-        self.bytes += nbytes
-        update = ProgressUpdate(self.entries, self.total, self.bytes, time.perf_counter() - self.began)
+    def advance(self, task: str, entries: int, nbytes: int) -> None:
+        self.done[task] += entries
+        self.bytes[task] += nbytes
+        self.steps += 1
+        elapsed = time.perf_counter() - self.began
+        if self.bars is not None:
+            self.bars.update(task, self.done[task], self.bytes[task], elapsed)
         if self.callback is not None:
-            self.callback(update)
-        elif self.bars is not None:
-            self.bars.update(self.description, self.entries, self.bytes, update.elapsed)
+            tasks = {name: (self.done[name], total) for name, total in self.totals.items()}
+            self.callback(ProgressUpdate(tasks, sum(self.bytes.values()), elapsed, self.steps, self.partial))
+
+    def skipped(self, task: str, entries: int) -> None:
+        """Entries that will not be read (a bad file skipped) leave the total."""
+        self.totals[task] -= entries
+        if self.bars is not None:
+            self.bars.set_total(task, self.totals[task])
 
     def close(self) -> None:
         if self.bars is not None:

@@ -204,10 +204,10 @@ class Tree:
         `progress`: None shows a bar on terminals, True/False force it, a callable receives a
         `cherenkov.progress.ProgressUpdate` after each step."""
         start, stop = self._entry_range(entry_start, entry_stop)
-        bar = Progress(progress, max(stop - start, 0), f"{self.name}")
+        bar = Progress({self.name: max(stop - start, 0)}, progress)
         try:
             for lo, hi, pairs, stats in self.iterate_raw(expressions, step_size, start, stop, memory_budget, prefetch):
-                bar.advance(hi - lo, stats["uncompressed_bytes"])
+                bar.advance(self.name, hi - lo, stats["uncompressed_bytes"])
                 log.debug("%s: step %d..%d ready (%d baskets, %d bytes)", self._where(), lo, hi, stats["baskets"], stats["compressed_bytes"])
                 yield _convert(pairs, library)
         finally:

@@ -1,12 +1,18 @@
-//! Errors are values with context: which file, where in it, and what was expected.
+//! Errors are values with context: which file, where in it, and what was expected. An error
+//! caused by another (an operating-system error, a failed task) keeps it as its `source()`.
 
-use std::fmt;
+use std::sync::Arc;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The cause of an error, shared so that an error can be cloned (one failed read may fail
+/// several waiting steps).
+pub type Cause = Arc<dyn std::error::Error + Send + Sync>;
+
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The bytes do not hold what the ROOT format says they must.
+    #[error("{file}: not a valid ROOT file at {location}: expected {expected}")]
     Format {
         file: String,
         /// Where: "file offset 1234" or "byte 56 of object 'Events' (TTree, key at 1234)".
@@ -14,8 +20,15 @@ pub enum Error {
         expected: String,
     },
     /// The bytes could not be had (missing file, server error, short read, timeout).
-    Io { file: String, message: String },
+    #[error("{file}: {message}")]
+    Io {
+        file: String,
+        message: String,
+        #[source]
+        cause: Option<Cause>,
+    },
     /// The branch exists but its type is not one cherenkov interprets.
+    #[error("{file}: branch '{branch}' of type '{typename}' is not supported: {reason}")]
     UnsupportedBranch {
         file: String,
         branch: String,
@@ -23,9 +36,15 @@ pub enum Error {
         reason: String,
     },
     /// A name that is not in the file (key, tree, branch).
+    #[error("{file}: {what}")]
     NotFound { file: String, what: String },
     /// The caller asked for something impossible (bad entry range, bad option).
+    #[error("{0}")]
     InvalidArgument(String),
+    /// Work the engine stopped itself (a read step cancelled, a prefetch abandoned): neither
+    /// the caller's fault nor the file's.
+    #[error("{0}")]
+    Cancelled(String),
 }
 
 impl Error {
@@ -40,6 +59,19 @@ impl Error {
         Error::Io {
             file: file.to_string(),
             message: message.into(),
+            cause: None,
+        }
+    }
+    /// An I/O error caused by `cause`, whose text ends the message.
+    pub fn io_caused(
+        file: &str,
+        message: impl Into<String>,
+        cause: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Io {
+            file: file.to_string(),
+            message: format!("{}: {cause}", message.into()),
+            cause: Some(Arc::new(cause)),
         }
     }
     pub fn not_found(file: &str, what: impl Into<String>) -> Self {
@@ -65,33 +97,23 @@ impl Error {
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Format {
-                file,
-                location,
-                expected,
-            } => {
-                write!(
-                    f,
-                    "{file}: not a valid ROOT file at {location}: expected {expected}"
-                )
-            }
-            Error::Io { file, message } => write!(f, "{file}: {message}"),
-            Error::UnsupportedBranch {
-                file,
-                branch,
-                typename,
-                reason,
-            } => write!(
-                f,
-                "{file}: branch '{branch}' of type '{typename}' is not supported: {reason}"
-            ),
-            Error::NotFound { file, what } => write!(f, "{file}: {what}"),
-            Error::InvalidArgument(m) => write!(f, "{m}"),
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn an_io_error_keeps_its_cause() {
+        let os = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = Error::io_caused("f.root", "cannot open", os);
+        assert_eq!(e.to_string(), "f.root: cannot open: no such file");
+        assert_eq!(e.source().expect("a cause").to_string(), "no such file");
+        let Error::Io {
+            cause: Some(cause), ..
+        } = &e
+        else {
+            panic!("{e:?}")
+        };
+        assert!(cause.downcast_ref::<std::io::Error>().is_some());
     }
 }
-
-impl std::error::Error for Error {}

@@ -12,7 +12,8 @@
 mod support;
 
 use cherenkov_core::engine::file::RootFile;
-use cherenkov_core::engine::read::{read_branches, BranchArray};
+use cherenkov_core::engine::output::BranchArray;
+use cherenkov_core::engine::read::read_branches;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::format::cursor::Cursor;
 use cherenkov_core::format::directory::{DirectoryRecord, FileHeader};
@@ -448,36 +449,15 @@ fn judge_error(e: &Error, path: &str) -> Option<String> {
     Some(format!("error {bad}: {msg}"))
 }
 
-/// Arrays that were read must hold exactly the entries asked for.
+/// Arrays that were read must hold exactly the entries asked for, with every offset and index
+/// inside its content.
 fn inconsistency(arrays: &[BranchArray], entries: u64) -> Option<String> {
     for a in arrays {
-        for c in &a.columns {
-            let item = c.dtype.size() * c.inner_shape.iter().product::<usize>();
-            match &c.offsets {
-                Some(o) => {
-                    if o.len() as u64 != entries + 1 || o[0] != 0 {
-                        return Some(format!("{} offsets for {entries} entries", o.len()));
-                    }
-                    if o.windows(2).any(|w| w[1] < w[0]) {
-                        return Some("decreasing offsets".into());
-                    }
-                    let per = if c.is_string { 1 } else { item };
-                    if *o.last().unwrap() as usize * per != c.content.len {
-                        return Some(format!(
-                            "{} content bytes for {} items",
-                            c.content.len,
-                            o.last().unwrap()
-                        ));
-                    }
-                }
-                None if c.content.len as u64 != entries * item as u64 => {
-                    return Some(format!(
-                        "{} bytes for {entries} entries of {item} bytes",
-                        c.content.len
-                    ));
-                }
-                None => {}
-            }
+        if a.array.len() as u64 != entries {
+            return Some(format!("{} entries, {entries} asked for", a.array.len()));
+        }
+        if !a.array.is_valid() {
+            return Some("offsets or indices outside their content".into());
         }
     }
     None

@@ -65,7 +65,7 @@ fn assert_same(data: &[u8], ranges: &[ByteRange], got: &[Bytes]) {
 
 fn io_message(e: &Error, url: &str) -> String {
     match e {
-        Error::Io { file, message } => {
+        Error::Io { file, message, .. } => {
             assert_eq!(file, url, "the error names the URL");
             message.clone()
         }

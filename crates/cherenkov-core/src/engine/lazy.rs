@@ -14,12 +14,12 @@
 //! - the learned sets live in an [`AccessProfile`] that the next file of a dataset reuses, so it
 //!   needs no training.
 
+use super::fetch::{fetch_baskets, HeldBaskets};
 use super::file::RootFile;
+use super::output::BranchArray;
+use super::plan::{interpretations, plan_baskets};
 use super::prefetch::{PrefetchOptions, StepReader};
-use super::read::{
-    fetch_baskets, interpretations, plan_baskets, read_branches, read_branches_with, BranchArray,
-    HeldBaskets,
-};
+use super::read::{read_branches, read_branches_with};
 use crate::error::{Error, Result};
 use crate::format::tree::TreeMeta;
 use std::collections::{BTreeSet, HashMap};
@@ -161,12 +161,7 @@ impl LazyReader {
             state.trained = true;
             self.training = false;
         }
-        let unused: usize = self
-            .cache
-            .values()
-            .flat_map(|a| &a.columns)
-            .map(|c| c.content.len)
-            .sum();
+        let unused: usize = self.cache.values().map(|a| a.array.nbytes()).sum();
         let (start, stop) = self.current.map_or((0, 0), |k| self.steps[k]);
         let held_unused: Vec<usize> = self.held_branches.iter().copied().collect();
         let held_unused: u64 = plan_baskets(&self.tree, &held_unused, start, stop)
@@ -210,7 +205,7 @@ impl LazyReader {
                 let step = reader
                     .next()
                     .await
-                    .ok_or_else(|| Error::InvalidArgument("prefetch ended early".into()))??;
+                    .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
                 for (&b, array) in set.iter().zip(step.arrays) {
                     self.cache.insert(b, array);
                 }

@@ -1,8 +1,12 @@
 //! The read engine: opens files through a byte source, fetches the baskets a read needs, and
 //! decompresses and interprets them in parallel.
 
+pub mod assemble;
+pub mod fetch;
 pub mod file;
 pub mod lazy;
+pub mod output;
+pub mod plan;
 pub mod prefetch;
 pub mod read;
 pub mod stats;

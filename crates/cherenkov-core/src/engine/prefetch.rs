@@ -3,11 +3,11 @@
 //! A basket that straddles steps is fetched and decompressed once. Dropping the reader cancels
 //! everything in flight.
 
+use super::assemble::assemble_all;
+use super::fetch::fetch_and_decode;
 use super::file::RootFile;
-use super::read::{
-    assemble_all, check_entry_range, fetch_and_decode, interpretations, plan_baskets, BranchArray,
-    Planned, ReadStats,
-};
+use super::output::{BranchArray, ReadStats};
+use super::plan::{check_entry_range, interpretations, plan_baskets, Planned};
 use crate::error::{Error, Result};
 use crate::format::basket::Basket;
 use crate::format::interpretation::Interpretation;
@@ -195,7 +195,7 @@ async fn drive(
             done = async { results.front_mut().unwrap().await }, if !results.is_empty() => {
                 results.pop_front();
                 in_flight.pop_front();
-                let result = done.unwrap_or_else(|_| Err(Error::InvalidArgument("a read step was cancelled".into())));
+                let result = done.unwrap_or_else(|_| Err(Error::Cancelled("a read step was cancelled".into())));
                 let failed = result.is_err();
                 if tx.send(result).await.is_err() || failed {
                     return;
@@ -223,7 +223,7 @@ async fn owned_baskets(shared: &Shared, k: usize) -> Result<Decoded> {
     let cell = shared.decoded.lock().unwrap()[k]
         .cell
         .clone()
-        .ok_or_else(|| Error::InvalidArgument(format!("baskets of step {k} were freed early")))?;
+        .ok_or_else(|| Error::Cancelled(format!("baskets of step {k} were freed early")))?;
     cell.get_or_try_init(|| async {
         let plan = &shared.owned[k];
         let (baskets, _) =

@@ -248,6 +248,24 @@ impl Array {
         self.len() == 0
     }
 
+    /// Bytes held by the array's buffers (data, offsets, indices, tags), nested ones included.
+    pub fn nbytes(&self) -> usize {
+        let i64s = |v: &Vec<i64>| v.len() * 8;
+        match &self.layout {
+            Layout::Empty => 0,
+            Layout::Numpy { data, .. } => data.len,
+            Layout::ListOffset { offsets, content } => i64s(offsets) + content.nbytes(),
+            Layout::Regular { content, .. } => content.nbytes(),
+            Layout::Record { contents, .. } => contents.iter().map(Array::nbytes).sum(),
+            Layout::IndexedOption { index, content } => i64s(index) + content.nbytes(),
+            Layout::Union {
+                tags,
+                index,
+                contents,
+            } => tags.len() + i64s(index) + contents.iter().map(Array::nbytes).sum::<usize>(),
+        }
+    }
+
     /// Whether every index, offset and tag points inside its content, so that a consumer can
     /// trust the array without checking (readers build arrays from untrusted bytes).
     pub fn is_valid(&self) -> bool {

@@ -26,10 +26,10 @@ const PARALLEL_READ_GROUPS: usize = 4;
 
 impl LocalSource {
     pub fn open(path: &str) -> Result<Self> {
-        let file = File::open(path).map_err(|e| Error::io(path, format!("cannot open: {e}")))?;
+        let file = File::open(path).map_err(|e| Error::io_caused(path, "cannot open", e))?;
         let size = file
             .metadata()
-            .map_err(|e| Error::io(path, format!("cannot stat: {e}")))?
+            .map_err(|e| Error::io_caused(path, "cannot stat", e))?
             .len();
         Ok(Self {
             path: path.to_string(),
@@ -108,7 +108,7 @@ impl ByteSource for LocalSource {
         for t in tasks {
             out.extend(
                 t.await
-                    .map_err(|e| Error::io(&self.path, format!("read task failed: {e}")))??,
+                    .map_err(|e| Error::io_caused(&self.path, "read task failed", e))??,
             );
         }
         Ok(out)

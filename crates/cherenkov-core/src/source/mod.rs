@@ -7,6 +7,7 @@
 pub mod http;
 pub mod local;
 pub mod multi;
+pub mod retry;
 pub mod trace;
 pub mod xrootd;
 
@@ -275,6 +276,24 @@ pub fn split_for_limits(ranges: &[ByteRange], limits: &SourceLimits) -> Vec<Vec<
     requests
 }
 
+/// "range 10..20" or "3 ranges in 10..900 (first 10..20)": how errors name the ranges of a request.
+pub fn describe_ranges(ranges: &[ByteRange]) -> String {
+    match ranges {
+        [] => "no range".to_string(),
+        [r] => format!("range {}..{}", r.offset, r.end()),
+        [first, ..] => {
+            let lo = ranges.iter().map(|r| r.offset).min().unwrap_or(0);
+            let hi = ranges.iter().map(|r| r.end()).max().unwrap_or(0);
+            format!(
+                "{} ranges in {lo}..{hi} (first {}..{})",
+                ranges.len(),
+                first.offset,
+                first.end()
+            )
+        }
+    }
+}
+
 /// Serve `wanted` ranges out of `fetched` ranges (each wanted range lies inside one fetched range).
 pub fn slice_from_fetched(
     wanted: &[ByteRange],
@@ -325,6 +344,15 @@ mod tests {
         }
         let total: u64 = reqs.iter().flatten().map(|r| r.len).sum();
         assert_eq!(total, 28);
+    }
+
+    #[test]
+    fn messages_name_the_ranges() {
+        assert_eq!(describe_ranges(&[ByteRange::new(10, 5)]), "range 10..15");
+        assert_eq!(
+            describe_ranges(&[ByteRange::new(10, 5), ByteRange::new(0, 2)]),
+            "2 ranges in 0..15 (first 10..15)"
+        );
     }
 
     #[test]

@@ -6,21 +6,26 @@
 //! do not answer multi-range requests properly (200 with the whole file, a single range, a cut-short
 //! or malformed body) are detected and the ranges are asked one by one, in parallel.
 
+mod failure;
 mod multipart;
+mod probe;
 mod range_header;
+mod response;
 
+use self::failure::{error_chain, retrying, status_failure, Failure};
 use self::multipart::{boundary_from_content_type, parse_byteranges, MultipartError, Part};
-use self::range_header::{
-    describe_ranges, parse_content_range, plan_requests, range_header_value, ContentRange,
-};
+use self::probe::probe;
+use self::range_header::{plan_requests, range_header_value, ContentRange};
+use self::response::{content_range, header_str, read_body, reject_encoded, send};
 use super::{
-    coalesce_ranges, slice_from_fetched, ByteRange, ByteSource, SourceCounters, SourceLimits,
+    coalesce_ranges, describe_ranges, slice_from_fetched, ByteRange, ByteSource, SourceCounters,
+    SourceLimits,
 };
 use crate::error::{Error, Result};
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use futures_util::future::try_join_all;
-use reqwest::header::{CONTENT_ENCODING, CONTENT_RANGE, CONTENT_TYPE, RANGE};
+use reqwest::header::{CONTENT_TYPE, RANGE};
 use reqwest::{Response, StatusCode, Url};
 use std::future::Future;
 use std::pin::Pin;
@@ -81,11 +86,9 @@ const MERGE_GAP: u64 = 128;
 const SINGLE_RANGE_MERGE_GAP: u64 = 32 << 10;
 const SINGLE_RANGE_MERGE_MAX: u64 = 8 << 20;
 /// Room allowed per part for multipart headers and boundaries when bounding an answer's size.
-const PART_OVERHEAD: u64 = 512;
+pub(crate) const PART_OVERHEAD: u64 = 512;
 /// The `Range:` header budget is never lowered below this.
 const MIN_HEADER_BYTES: usize = 256;
-const FIRST_RETRY_WAIT: Duration = Duration::from_millis(100);
-const LONGEST_RETRY_WAIT: Duration = Duration::from_secs(2);
 
 /// A file on an HTTP(S) server.
 pub struct HttpSource {
@@ -112,82 +115,11 @@ pub struct HttpSource {
     bytes: AtomicU64,
 }
 
-/// Why one request did not give usable bytes; decides between retrying, asking differently and
-/// giving up.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Failure {
-    /// No answer: connection refused or reset, timeout. Retried, then fatal.
-    Unreachable(String),
-    /// A 5xx answer. Retried; for a multi-range request, then asked range by range.
-    ServerError(String),
-    /// The body ended early. Retried for a single range; a multi-range request is asked range by
-    /// range at once (some servers break long multipart answers every time).
-    CutShort(String),
-    /// The server does not do multi-range answers (whole file too large to use).
-    NoMultiRange(String),
-    /// The server refused the request line or headers as too large.
-    HeaderTooLarge(String),
-    /// The answer does not fit the ranges asked (malformed multipart, wrong Content-Range, 416).
-    Unusable(String),
-    /// Asking again will not help (404, 403, too many redirects, file changed).
-    Fatal(String),
-}
-
-impl Failure {
-    fn message(&self) -> &str {
-        match self {
-            Failure::Unreachable(m)
-            | Failure::ServerError(m)
-            | Failure::CutShort(m)
-            | Failure::NoMultiRange(m)
-            | Failure::HeaderTooLarge(m)
-            | Failure::Unusable(m)
-            | Failure::Fatal(m) => m,
-        }
-    }
-}
-
-/// What the first request of [`HttpSource::open`] learned.
-struct Probe {
-    target: Url,
-    size: u64,
-    whole_file: Option<Bytes>,
-    /// Bytes of the file it brought (head and tail), for [`ByteSource::opening_reads`].
-    opening: Vec<(ByteRange, Bytes)>,
-    multirange_works: bool,
-}
-
-impl Probe {
-    /// A server that answers ranges: the size, and what the answer brought of the file.
-    fn ranged(target: Url, size: u64, opening: Vec<(ByteRange, Bytes)>) -> Probe {
-        Probe {
-            target,
-            size,
-            whole_file: None,
-            opening,
-            multirange_works: true,
-        }
-    }
-
-    /// The whole file came (it is small, or the server ignores ranges): kept, reads need no request.
-    fn whole(target: Url, data: Bytes) -> Probe {
-        let size = data.len() as u64;
-        Probe {
-            target,
-            size,
-            whole_file: Some(data.clone()),
-            opening: vec![(ByteRange::new(0, size), data)],
-            multirange_works: true,
-        }
-    }
-}
-
 impl HttpSource {
     /// Open `url` (http or https): learn the file's size with a one-byte range request, following
     /// at most `options.max_redirects` redirects; later requests go to the final URL.
     pub async fn open(url: &str, options: HttpOptions) -> Result<HttpSource> {
-        let target =
-            Url::parse(url).map_err(|e| Error::io(url, format!("not a valid URL: {e}")))?;
+        let target = Url::parse(url).map_err(|e| Error::io_caused(url, "not a valid URL", e))?;
         if !matches!(target.scheme(), "http" | "https") {
             return Err(Error::io(url, "not an http:// or https:// URL"));
         }
@@ -596,343 +528,6 @@ impl ByteSource for HttpSource {
     }
 }
 
-/// The first request asks for the file's head and tail (`Range: bytes=0-H,-T`), where most file
-/// formats keep their metadata (ROOT: header, keys, streamer infos, trees): its answer gives the
-/// size (`Content-Range: bytes a-b/SIZE`) and the bytes to open the file, in one round trip.
-/// Servers answering otherwise get a plain single-range probe (see `probe_head`).
-async fn probe(
-    client: &reqwest::Client,
-    url: &Url,
-    options: &HttpOptions,
-) -> Result<Probe, Failure> {
-    let (head, tail) = (options.open_head_bytes.max(1), options.open_tail_bytes);
-    if tail == 0 {
-        return probe_head(client, url, options, head).await;
-    }
-    let (response, target) = send_probe(
-        client,
-        url,
-        options,
-        format!("bytes=0-{},-{tail}", head - 1),
-    )
-    .await?;
-    let limit = head + tail + 3 * PART_OVERHEAD;
-    match response.status() {
-        StatusCode::PARTIAL_CONTENT => {
-            let content_type = header_str(&response, CONTENT_TYPE).unwrap_or_default();
-            let parts = match boundary_from_content_type(&content_type) {
-                Some(boundary) => {
-                    let body = read_body(response, limit, options.request_timeout).await?;
-                    parse_byteranges(&body, &boundary, 2).map_err(|e| {
-                        Failure::Unusable(format!(
-                            "malformed multipart answer to the first request: {e:?}"
-                        ))
-                    })?
-                }
-                None => {
-                    let Some(ContentRange::Bytes { range, total }) = content_range(&response)
-                    else {
-                        return Err(Failure::Unusable(
-                            "206 answer without a valid Content-Range".into(),
-                        ));
-                    };
-                    if range.len > head + tail {
-                        return Err(Failure::Unusable(format!(
-                            "server sent {} bytes, more than the {} asked",
-                            range.len,
-                            head + tail
-                        )));
-                    }
-                    let data = read_body(response, range.len, options.request_timeout).await?;
-                    if data.len() as u64 != range.len {
-                        return Err(Failure::CutShort(format!(
-                            "answer has {} bytes, its Content-Range announces {}",
-                            data.len(),
-                            range.len
-                        )));
-                    }
-                    vec![Part { range, total, data }]
-                }
-            };
-            let size = match parts
-                .iter()
-                .map(|p| p.total)
-                .collect::<Option<Vec<u64>>>()
-                .as_deref()
-            {
-                Some([first, rest @ ..]) if rest.iter().all(|t| t == first) => *first,
-                _ => {
-                    return Err(Failure::Unusable(
-                        "206 answer without one file size in its Content-Range headers".into(),
-                    ))
-                }
-            };
-            let opening = parts.into_iter().map(|p| (p.range, p.data)).collect();
-            Ok(Probe::ranged(target, size, opening))
-        }
-        // A file smaller than what was asked comes whole (nginx does so): keep it.
-        StatusCode::OK
-            if response
-                .content_length()
-                .is_some_and(|len| len <= head + tail) =>
-        {
-            let announced = response.content_length().unwrap_or_default();
-            let data = read_body(response, announced, options.request_timeout).await?;
-            if data.len() as u64 != announced {
-                return Err(Failure::CutShort(format!(
-                    "whole-file answer has {} of {announced} bytes",
-                    data.len()
-                )));
-            }
-            Ok(Probe::whole(target, data))
-        }
-        StatusCode::RANGE_NOT_SATISFIABLE
-            if matches!(
-                content_range(&response),
-                Some(ContentRange::Unsatisfied { total: 0 })
-            ) =>
-        {
-            Ok(Probe::ranged(target, 0, Vec::new()))
-        }
-        StatusCode::NOT_FOUND
-        | StatusCode::FORBIDDEN
-        | StatusCode::UNAUTHORIZED
-        | StatusCode::GONE => Err(status_failure(response.status(), 1)),
-        // A whole large file (ranges ignored, or not several at once), a 416 or 400 to the suffix
-        // range: drop it and ask as plainly as possible.
-        _ => {
-            drop(response);
-            let mut probe = probe_head(client, url, options, head).await?;
-            probe.multirange_works = false;
-            Ok(probe)
-        }
-    }
-}
-
-/// Send a first request with this `Range:`; the answer and the URL it came from (after redirects).
-async fn send_probe(
-    client: &reqwest::Client,
-    url: &Url,
-    options: &HttpOptions,
-    range: String,
-) -> Result<(Response, Url), Failure> {
-    let response = send(
-        client.get(url.clone()).header(RANGE, range),
-        options.request_timeout,
-    )
-    .await?;
-    reject_encoded(&response)?;
-    let target = response.url().clone();
-    Ok((response, target))
-}
-
-/// A single-range probe: `Range: bytes=0-(head-1)`, answered by `Content-Range: bytes
-/// 0-N/SIZE` (or a 200 with the whole file from servers without range support, or 416 for an
-/// empty file).
-async fn probe_head(
-    client: &reqwest::Client,
-    url: &Url,
-    options: &HttpOptions,
-    head: u64,
-) -> Result<Probe, Failure> {
-    let (response, target) =
-        send_probe(client, url, options, format!("bytes=0-{}", head - 1)).await?;
-    match response.status() {
-        StatusCode::PARTIAL_CONTENT => match content_range(&response) {
-            Some(ContentRange::Bytes {
-                range,
-                total: Some(size),
-            }) if range.offset == 0 && range.len <= head => {
-                let data = read_body(response, range.len, options.request_timeout).await?;
-                let opening = if data.len() as u64 == range.len {
-                    vec![(range, data)]
-                } else {
-                    Vec::new()
-                };
-                Ok(Probe::ranged(target, size, opening))
-            }
-            _ => Err(Failure::Fatal(
-                "206 answer without the file size in Content-Range".into(),
-            )),
-        },
-        StatusCode::OK => {
-            let Some(size) = response.content_length() else {
-                return Err(Failure::Fatal(
-                    "server ignores Range requests and sends no Content-Length".into(),
-                ));
-            };
-            if size > options.max_full_body_bytes {
-                return Err(Failure::Fatal(format!(
-                    "server ignores Range requests and the file ({size} bytes) is larger than the {} bytes \
-                     allowed for a whole-file answer",
-                    options.max_full_body_bytes
-                )));
-            }
-            let data = read_body(response, size, options.request_timeout).await?;
-            if data.len() as u64 != size {
-                return Err(Failure::CutShort(format!(
-                    "whole-file answer has {} of {size} bytes",
-                    data.len()
-                )));
-            }
-            Ok(Probe::whole(target, data))
-        }
-        StatusCode::RANGE_NOT_SATISFIABLE => match content_range(&response) {
-            Some(ContentRange::Unsatisfied { total: 0 }) => {
-                Ok(Probe::ranged(target, 0, Vec::new()))
-            }
-            _ => Err(Failure::Fatal(
-                "server answered 416 Range Not Satisfiable to bytes=0-0".into(),
-            )),
-        },
-        status => Err(status_failure(status, 1)),
-    }
-}
-
-/// Run `attempt` until it succeeds, fails in a way `worth_retrying` rejects, or `retries` extra
-/// attempts are spent; waits grow 100 ms, 200 ms, ... up to 2 s. `on_retry` runs before each retry.
-async fn retrying<T, F, Fut>(
-    retries: u32,
-    worth_retrying: impl Fn(&Failure) -> bool,
-    on_retry: impl Fn(),
-    mut attempt: F,
-) -> Result<T, Failure>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, Failure>>,
-{
-    let mut wait = FIRST_RETRY_WAIT;
-    for done in 0.. {
-        match attempt().await {
-            Err(failure) if retryable(&failure) && worth_retrying(&failure) => {
-                if done >= retries {
-                    return Err(with_attempts(failure, done + 1));
-                }
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(LONGEST_RETRY_WAIT);
-                on_retry();
-            }
-            other => return other,
-        }
-    }
-    unreachable!("the loop above only ends by returning")
-}
-
-fn retryable(failure: &Failure) -> bool {
-    matches!(
-        failure,
-        Failure::Unreachable(_) | Failure::ServerError(_) | Failure::CutShort(_)
-    )
-}
-
-fn with_attempts(failure: Failure, attempts: u32) -> Failure {
-    let note = |m: String| format!("{m} (gave up after {attempts} attempts)");
-    match failure {
-        Failure::Unreachable(m) => Failure::Unreachable(note(m)),
-        Failure::ServerError(m) => Failure::ServerError(note(m)),
-        Failure::CutShort(m) => Failure::CutShort(note(m)),
-        other => other,
-    }
-}
-
-async fn send(request: reqwest::RequestBuilder, timeout: Duration) -> Result<Response, Failure> {
-    match tokio::time::timeout(timeout, request.send()).await {
-        Err(_) => Err(Failure::Unreachable(format!(
-            "no answer from the server within {timeout:?}"
-        ))),
-        // The URL is in every error already: drop reqwest's copy of it.
-        Ok(Err(e)) if e.is_redirect() => Err(Failure::Fatal(error_chain(&e.without_url()))),
-        Ok(Err(e)) if e.is_builder() => Err(Failure::Fatal(error_chain(&e.without_url()))),
-        Ok(Err(e)) if is_tls_failure(&e) => Err(Failure::Fatal(error_chain(&e.without_url()))),
-        Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e.without_url()))),
-        Ok(Ok(response)) => Ok(response),
-    }
-}
-
-/// Read a body of at most `limit` bytes; a longer one is not read any further.
-async fn read_body(
-    mut response: Response,
-    limit: u64,
-    timeout: Duration,
-) -> Result<Bytes, Failure> {
-    let too_long = |len: u64| {
-        Failure::Unusable(format!(
-            "answer of {len} bytes or more, {limit} expected at most"
-        ))
-    };
-    let announced = response.content_length();
-    if let Some(len) = announced.filter(|&len| len > limit) {
-        return Err(too_long(len));
-    }
-    // Capacity comes from a length already checked against what was asked.
-    let mut body = BytesMut::with_capacity(announced.unwrap_or(0) as usize);
-    loop {
-        match tokio::time::timeout(timeout, response.chunk()).await {
-            Err(_) => {
-                return Err(Failure::Unreachable(format!(
-                    "the server stopped sending for {timeout:?} after {} bytes of the answer",
-                    body.len()
-                )))
-            }
-            Ok(Err(e)) => {
-                return Err(Failure::CutShort(format!(
-                    "answer cut short after {} bytes: {}",
-                    body.len(),
-                    error_chain(&e.without_url())
-                )))
-            }
-            Ok(Ok(None)) => break,
-            Ok(Ok(Some(chunk))) => {
-                let len = (body.len() + chunk.len()) as u64;
-                if len > limit {
-                    return Err(too_long(len));
-                }
-                body.extend_from_slice(&chunk);
-            }
-        }
-    }
-    if let Some(len) = announced.filter(|&len| len != body.len() as u64) {
-        return Err(Failure::CutShort(format!(
-            "answer has {} of its {len} bytes",
-            body.len()
-        )));
-    }
-    Ok(body.freeze())
-}
-
-/// Compressed answers hold other bytes than the file's: refuse them.
-fn reject_encoded(response: &Response) -> Result<(), Failure> {
-    match header_str(response, CONTENT_ENCODING) {
-        Some(enc) if !enc.trim().eq_ignore_ascii_case("identity") => Err(Failure::Fatal(format!(
-            "server sent the answer encoded ({enc}); byte ranges need the raw file"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn status_failure(status: StatusCode, ranges_asked: usize) -> Failure {
-    let message = format!("server answered {status}");
-    match status.as_u16() {
-        // 494 is nginx's "Request Header Or Cookie Too Large".
-        400 | 413 | 414 | 431 | 494 if ranges_asked > 1 => Failure::HeaderTooLarge(message),
-        500..=599 => Failure::ServerError(message),
-        _ => Failure::Fatal(message),
-    }
-}
-
-fn header_str(response: &Response, name: reqwest::header::HeaderName) -> Option<String> {
-    response
-        .headers()
-        .get(name)?
-        .to_str()
-        .ok()
-        .map(str::to_string)
-}
-
-fn content_range(response: &Response) -> Option<ContentRange> {
-    parse_content_range(&header_str(response, CONTENT_RANGE)?)
-}
-
 /// Merge ranges closer than `SINGLE_RANGE_MERGE_GAP` while the result stays within
 /// `SINGLE_RANGE_MERGE_MAX` bytes (longer ranges stay whole). Returns disjoint ranges in order.
 fn merge_for_single_requests(ranges: &[ByteRange]) -> Vec<ByteRange> {
@@ -975,38 +570,6 @@ fn serve_from_parts(asked: &[ByteRange], mut parts: Vec<Part>) -> (Vec<Option<By
         })
         .collect();
     (served, missing)
-}
-
-/// A refused certificate or TLS handshake: the TLS layer reports it as an I/O error of kind
-/// `InvalidData` (possibly wrapped in another I/O error); connecting again will not change it.
-fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut next = error.source();
-    while let Some(cause) = next {
-        next = match cause.downcast_ref::<std::io::Error>() {
-            Some(io) if io.kind() == std::io::ErrorKind::InvalidData => return true,
-            // `io::Error::source` skips the wrapped error itself: look at it directly.
-            Some(io) => io
-                .get_ref()
-                .map(|inner| inner as &(dyn std::error::Error + 'static)),
-            None => cause.source(),
-        };
-    }
-    false
-}
-
-/// An error with its causes ("error sending request: connection refused").
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
 }
 
 #[cfg(test)]
@@ -1056,60 +619,5 @@ mod tests {
         assert_eq!(merge_for_single_requests(&far).len(), 2);
         let huge = [ByteRange::new(0, 3 * SINGLE_RANGE_MERGE_MAX)];
         assert_eq!(merge_for_single_requests(&huge), huge.to_vec());
-    }
-
-    #[tokio::test]
-    async fn retries_stop_at_the_limit_and_say_so() {
-        let mut calls = 0;
-        let result: Result<(), Failure> = retrying(
-            2,
-            |_| true,
-            || {},
-            || {
-                calls += 1;
-                async { Err(Failure::ServerError("server answered 503".into())) }
-            },
-        )
-        .await;
-        assert_eq!(calls, 3);
-        assert_eq!(
-            result,
-            Err(Failure::ServerError(
-                "server answered 503 (gave up after 3 attempts)".into()
-            ))
-        );
-
-        let mut calls = 0;
-        let result: Result<(), Failure> = retrying(
-            5,
-            |_| true,
-            || {},
-            || {
-                calls += 1;
-                async { Err(Failure::Fatal("404".into())) }
-            },
-        )
-        .await;
-        assert_eq!((calls, result), (1, Err(Failure::Fatal("404".into()))));
-    }
-
-    #[test]
-    fn oversized_headers_are_told_apart_from_other_client_errors() {
-        assert!(matches!(
-            status_failure(StatusCode::BAD_REQUEST, 5),
-            Failure::HeaderTooLarge(_)
-        ));
-        assert!(matches!(
-            status_failure(StatusCode::BAD_REQUEST, 1),
-            Failure::Fatal(_)
-        ));
-        assert!(matches!(
-            status_failure(StatusCode::NOT_FOUND, 5),
-            Failure::Fatal(_)
-        ));
-        assert!(matches!(
-            status_failure(StatusCode::BAD_GATEWAY, 5),
-            Failure::ServerError(_)
-        ));
     }
 }

@@ -99,22 +99,6 @@ fn parse_decimal(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
-/// Describe ranges for an error message: `range 10..20` or `ranges 10..20, 40..50 and 98 more`.
-pub fn describe_ranges(ranges: &[ByteRange]) -> String {
-    const SHOWN: usize = 3;
-    let shown: Vec<String> = ranges
-        .iter()
-        .take(SHOWN)
-        .map(|r| format!("{}..{}", r.offset, r.end()))
-        .collect();
-    match ranges.len() {
-        0 => "no range".to_string(),
-        1 => format!("range {}", shown[0]),
-        n if n <= SHOWN => format!("ranges {}", shown.join(", ")),
-        n => format!("ranges {} and {} more", shown.join(", "), n - SHOWN),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,15 +165,5 @@ mod tests {
         ] {
             assert_eq!(parse_content_range(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn ranges_are_described_briefly() {
-        let r: Vec<ByteRange> = (0..5).map(|i| ByteRange::new(i * 10, 5)).collect();
-        assert_eq!(describe_ranges(&r[..1]), "range 0..5");
-        assert_eq!(
-            describe_ranges(&r),
-            "ranges 0..5, 10..15, 20..25 and 2 more"
-        );
     }
 }

@@ -24,7 +24,10 @@ pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinde
 use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
-use super::{split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits};
+use super::retry::wait_before;
+use super::{
+    describe_ranges, split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits,
+};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -291,7 +294,7 @@ impl XrootdSource {
                 Ok(value) => return Ok(value),
                 Err(Failure::Transport(_)) if failures < inner.options.retries => {
                     failures += 1;
-                    tokio::time::sleep(backoff(failures)).await;
+                    tokio::time::sleep(wait_before(failures)).await;
                 }
                 Err(f) => return Err(Error::io(&inner.url, format!("{what} failed: {f}"))),
             }
@@ -324,7 +327,7 @@ async fn open_with_retries(
         match open_session(origin.clone(), options).await {
             Err(Failure::Transport(_)) if failures < options.retries => {
                 failures += 1;
-                tokio::time::sleep(backoff(failures)).await;
+                tokio::time::sleep(wait_before(failures)).await;
             }
             other => return other.map(Arc::new),
         }
@@ -482,33 +485,6 @@ async fn wait_as_asked(
     Ok(())
 }
 
-/// Pause before attempt `n + 1`: 100 ms, 200 ms, 400 ms, ..., at most 2 s.
-fn backoff(n: u32) -> Duration {
-    Duration::from_millis(
-        100u64
-            .saturating_mul(1 << n.saturating_sub(1).min(5))
-            .min(2000),
-    )
-}
-
-/// "range 10..20" or "3 ranges in 10..900 (first 10..20)", for messages.
-fn describe(ranges: &[ByteRange]) -> String {
-    match ranges {
-        [] => "no range".to_string(),
-        [r] => format!("range {}..{}", r.offset, r.end()),
-        [first, ..] => {
-            let lo = ranges.iter().map(|r| r.offset).min().unwrap_or(0);
-            let hi = ranges.iter().map(|r| r.end()).max().unwrap_or(0);
-            format!(
-                "{} ranges in {lo}..{hi} (first {}..{})",
-                ranges.len(),
-                first.offset,
-                first.end()
-            )
-        }
-    }
-}
-
 /// One request counted in its slot's load until it finishes, fails or is cancelled (even before
 /// it first runs).
 struct InFlight {
@@ -576,12 +552,12 @@ impl Inner {
                 Err(Failure::Transport(m)) if failures < self.options.retries => {
                     first_failure.get_or_insert(m);
                     failures += 1;
-                    tokio::time::sleep(backoff(failures)).await;
+                    tokio::time::sleep(wait_before(failures)).await;
                     self.round_trips.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(failure) => {
                     // The first failure says what went wrong; the last, why trying again did not help.
-                    let mut message = format!("reading {} failed: ", describe(pieces));
+                    let mut message = format!("reading {} failed: ", describe_ranges(pieces));
                     match (&failure, first_failure) {
                         (Failure::Transport(last), Some(first)) if *last != first => message
                             .push_str(&format!(
@@ -733,7 +709,7 @@ impl ByteSource for XrootdSource {
         let mut answers: Vec<Vec<Bytes>> = vec![Vec::new(); tasks.len()];
         while let Some(joined) = tasks.join_next().await {
             let (index, answer) =
-                joined.map_err(|e| Error::io(&inner.url, format!("read task failed: {e}")))?;
+                joined.map_err(|e| Error::io_caused(&inner.url, "read task failed", e))?;
             answers[index] = answer?;
         }
         // Pieces come back in the order split_for_limits cut them: range by range.
@@ -810,18 +786,6 @@ mod tests {
             follow_redirect(&from, &no_port, 1, 1).unwrap().port,
             DEFAULT_PORT
         );
-    }
-
-    #[test]
-    fn messages_name_the_ranges() {
-        assert_eq!(describe(&[ByteRange::new(10, 5)]), "range 10..15");
-        assert_eq!(
-            describe(&[ByteRange::new(10, 5), ByteRange::new(0, 2)]),
-            "2 ranges in 0..15 (first 10..15)"
-        );
-        assert_eq!(backoff(1), Duration::from_millis(100));
-        assert_eq!(backoff(3), Duration::from_millis(400));
-        assert_eq!(backoff(30), Duration::from_millis(2000));
     }
 
     #[test]

@@ -1,0 +1,390 @@
+//! Assembling decoded baskets into each branch's native-endian arrays, entry offsets rebuilt
+//! from count branches where the writer left them out.
+
+use super::file::RootFile;
+use super::output::BranchArray;
+use super::plan::Planned;
+use super::read::read_branches;
+use crate::error::{Error, Result};
+use crate::format::array::{AlignedBytes, Array, Layout};
+use crate::format::basket::Basket;
+use crate::format::interpretation::{convert_big_endian, interpret, DType, Interpretation};
+use crate::format::tree::TreeMeta;
+use rayon::prelude::*;
+
+/// Assemble each branch's arrays from its decoded baskets.
+pub async fn assemble_all(
+    file: &RootFile,
+    tree: &TreeMeta,
+    branches: &[usize],
+    interps: Vec<Interpretation>,
+    baskets: &[(&Planned, &Basket)],
+    start: u64,
+    stop: u64,
+) -> Result<Vec<BranchArray>> {
+    // Entry offsets first: rebuilding them may read a count branch (I/O, in order); then the
+    // branches are assembled in parallel.
+    let mut prepared = Vec::with_capacity(branches.len());
+    for (&b, interp) in branches.iter().zip(interps) {
+        let mine: Vec<(&Planned, &Basket)> = baskets
+            .iter()
+            .filter(|(p, _)| p.branch == b)
+            .copied()
+            .collect();
+        let offsets = match &interp {
+            Interpretation::Jagged {
+                dtype,
+                inner_shape,
+                header_bytes,
+                count_branch,
+            } => {
+                let item_bytes = dtype.size() * inner_shape.iter().product::<usize>().max(1);
+                let name = tree.branch_path(b);
+                Some(
+                    basket_offsets(
+                        file,
+                        tree,
+                        &mine,
+                        (start, stop),
+                        *count_branch,
+                        item_bytes,
+                        *header_bytes,
+                        &name,
+                    )
+                    .await?,
+                )
+            }
+            _ => None,
+        };
+        prepared.push((b, interp, mine, offsets));
+    }
+    super::cpu_work(|| {
+        prepared
+            .into_par_iter()
+            .map(|(b, interp, mine, offsets)| {
+                assemble(file, tree, b, interp, &mine, offsets, start, stop)
+            })
+            .collect()
+    })
+}
+
+/// Per basket: the entries of it that the read wants, as local indices.
+fn local_range(p: &Planned, b: &Basket, start: u64, stop: u64) -> (usize, usize) {
+    let first = start.saturating_sub(p.entry_start).min(b.entries as u64) as usize;
+    let last = (stop.min(p.entry_start + b.entries as u64)).saturating_sub(p.entry_start) as usize;
+    (first, last.max(first))
+}
+
+/// Assemble one branch; `offsets` are the per-basket entry offsets of jagged branches.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    file: &RootFile,
+    tree: &TreeMeta,
+    branch: usize,
+    interp: Interpretation,
+    baskets: &[(&Planned, &Basket)],
+    offsets: Option<Vec<std::borrow::Cow<'_, [u32]>>>,
+    start: u64,
+    stop: u64,
+) -> Result<BranchArray> {
+    let name = tree.branch_path(branch);
+    let entries = stop - start;
+    let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
+    check_coverage(baskets, start, stop).map_err(bad)?;
+    let array = match &interp {
+        Interpretation::Fixed { dtype, inner_shape } => {
+            let entry_bytes = interp.fixed_entry_bytes().unwrap();
+            let mut pieces = Vec::new();
+            for (p, b) in baskets {
+                let (first, last) = local_range(p, b, start, stop);
+                let src = b
+                    .content
+                    .get(first * entry_bytes..last * entry_bytes)
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "a basket of {} entries of {entry_bytes} bytes, found {} bytes",
+                            b.entries,
+                            b.content.len()
+                        ))
+                    })?;
+                pieces.push(src);
+            }
+            Array::numpy(*dtype, inner_shape.clone(), convert_pieces(*dtype, &pieces))
+        }
+        Interpretation::Record { fields } => {
+            let entry_bytes = interp.fixed_entry_bytes().unwrap();
+            let mut field_offset = 0;
+            let mut contents = Vec::new();
+            for f in fields {
+                let fbytes = f.dtype.size() * f.inner_shape.iter().product::<usize>();
+                // Sized by the data present: the entry count comes from the file.
+                let present = baskets.iter().map(|(_, b)| b.content.len()).sum::<usize>();
+                let mut gathered = Vec::with_capacity(
+                    fbytes * (entries as usize).min(present / entry_bytes.max(1)),
+                );
+                for (p, b) in baskets {
+                    let (first, last) = local_range(p, b, start, stop);
+                    if b.content.len() < last * entry_bytes {
+                        return Err(bad(format!(
+                            "a basket of {} entries of {entry_bytes} bytes, found {} bytes",
+                            b.entries,
+                            b.content.len()
+                        )));
+                    }
+                    for e in first..last {
+                        let at = e * entry_bytes + field_offset;
+                        gathered.extend_from_slice(&b.content[at..at + fbytes]);
+                    }
+                }
+                field_offset += fbytes;
+                contents.push(Array::numpy(
+                    f.dtype,
+                    f.inner_shape.clone(),
+                    convert_pieces(f.dtype, &[&gathered]),
+                ));
+            }
+            let names = fields.iter().map(|f| f.name.clone()).collect();
+            Array::record(names, contents, entries as usize)
+        }
+        Interpretation::Jagged {
+            dtype,
+            inner_shape,
+            header_bytes,
+            ..
+        } => {
+            let item_bytes = dtype.size() * inner_shape.iter().product::<usize>().max(1);
+            let offsets_per_basket = offsets.expect("prepared for jagged branches");
+            let mut pieces: Vec<&[u8]> = Vec::new();
+            let mut out_offsets = Vec::with_capacity(entries as usize + 1);
+            out_offsets.push(0i64);
+            let mut items = 0i64;
+            for ((p, b), offs) in baskets.iter().zip(&offsets_per_basket) {
+                let (first, last) = local_range(p, b, start, stop);
+                for e in first..last {
+                    let (lo, hi) = (offs[e] as usize + header_bytes, offs[e + 1] as usize);
+                    if hi < lo || (hi - lo) % item_bytes != 0 || hi > b.content.len() {
+                        return Err(bad(format!("entry {} of {}..{} bytes to hold whole {item_bytes}-byte items after a {header_bytes}-byte header", p.entry_start + e as u64, offs[e], offs[e + 1])));
+                    }
+                    items += ((hi - lo) / item_bytes) as i64;
+                    out_offsets.push(items);
+                    if *header_bytes > 0 {
+                        pieces.push(&b.content[lo..hi]);
+                    }
+                }
+                // Without per-entry headers the wanted entries are one contiguous run.
+                if *header_bytes == 0 && last > first {
+                    pieces.push(&b.content[offs[first] as usize..offs[last] as usize]);
+                }
+            }
+            let content =
+                Array::numpy(*dtype, inner_shape.clone(), convert_pieces(*dtype, &pieces));
+            Array::list(out_offsets, content)
+        }
+        Interpretation::Strings { header_bytes } => {
+            let mut content = Vec::new();
+            let mut out_offsets = vec![0i64];
+            for (p, b) in baskets {
+                let offs = b
+                    .offsets
+                    .as_ref()
+                    .ok_or_else(|| bad("entry offsets in a basket of strings".into()))?;
+                let (first, last) = local_range(p, b, start, stop);
+                for e in first..last {
+                    let entry = b
+                        .content
+                        .get(offs[e] as usize..offs[e + 1] as usize)
+                        .unwrap_or_default();
+                    let s = string_of_entry(entry, *header_bytes).ok_or_else(|| {
+                        bad(format!(
+                            "entry {} to hold a length-prefixed string",
+                            p.entry_start + e as u64
+                        ))
+                    })?;
+                    content.extend_from_slice(s);
+                    out_offsets.push(content.len() as i64);
+                }
+            }
+            Array::strings(out_offsets, AlignedBytes::from_slice(&content))
+        }
+    };
+    Ok(BranchArray {
+        branch: name,
+        interpretation: interp,
+        entries,
+        array,
+    })
+}
+
+/// The baskets must hold each entry of `[start, stop)` once, in order: a corrupt basket table
+/// (gaps, overlaps, a branch shorter than its tree) would otherwise give arrays of the wrong length.
+fn check_coverage(
+    baskets: &[(&Planned, &Basket)],
+    start: u64,
+    stop: u64,
+) -> std::result::Result<(), String> {
+    let mut next = start;
+    for (p, b) in baskets {
+        let (first, last) = local_range(p, b, start, stop);
+        if first == last {
+            continue;
+        }
+        let basket_start = p.entry_start + first as u64;
+        if basket_start != next {
+            return Err(format!(
+                "baskets holding entries {start}..{stop} in order, found one starting at entry {basket_start} after entry {next}"
+            ));
+        }
+        next = p.entry_start + last as u64;
+    }
+    if next != stop {
+        return Err(format!(
+            "baskets holding entries {start}..{stop}, found entries only up to {next}"
+        ));
+    }
+    Ok(())
+}
+
+fn string_of_entry(entry: &[u8], header: usize) -> Option<&[u8]> {
+    let rest = entry.get(header..)?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = if first == 255 {
+        let (n, rest) = rest.split_at_checked(4)?;
+        (u32::from_be_bytes(n.try_into().ok()?) as usize, rest)
+    } else {
+        (first as usize, rest)
+    };
+    rest.get(..len)
+}
+
+/// Entry boundaries for each basket of a jagged branch: from the basket, or rebuilt from the
+/// count branch when the writer left them out (ROOT's kGenerateOffsetMap).
+#[allow(clippy::too_many_arguments)]
+async fn basket_offsets<'a>(
+    file: &RootFile,
+    tree: &TreeMeta,
+    baskets: &[(&Planned, &'a Basket)],
+    (start, stop): (u64, u64),
+    count_branch: Option<usize>,
+    item_bytes: usize,
+    header_bytes: usize,
+    name: &str,
+) -> Result<Vec<std::borrow::Cow<'a, [u32]>>> {
+    let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
+    let missing: Vec<usize> = (0..baskets.len())
+        .filter(|&i| baskets[i].1.offsets.is_none())
+        .collect();
+    let mut counts: Vec<i64> = Vec::new();
+    let mut counts_start = 0;
+    if let (Some(&first), Some(&last)) = (missing.first(), missing.last()) {
+        let cb = count_branch.ok_or_else(|| {
+            bad(
+                "entry offsets in its baskets (and there is no count branch to rebuild them)"
+                    .into(),
+            )
+        })?;
+        // A count branch that is itself jagged would recurse (forever, if it counts itself).
+        if !matches!(
+            interpret(tree, cb, file.streamers_read()),
+            Ok(Interpretation::Fixed { .. })
+        ) {
+            return Err(bad(format!(
+                "a count branch of one number per entry, found '{}'",
+                tree.branch_path(cb)
+            )));
+        }
+        counts_start = baskets[first].0.entry_start;
+        let counts_stop = baskets[last].0.entry_start + baskets[last].1.entries as u64;
+        let (arrays, _) = Box::pin(read_branches(
+            file,
+            tree,
+            &[cb],
+            counts_start,
+            counts_stop.min(tree.entries),
+        ))
+        .await?;
+        counts = numbers_as_i64(&arrays[0].array);
+    }
+    baskets
+        .iter()
+        .map(|(p, b)| match &b.offsets {
+            Some(o) => Ok(std::borrow::Cow::Borrowed(o.as_slice())),
+            None => {
+                // Offsets up to the last entry read, each from its count (absurd counts give
+                // offsets past the basket's data, which assembling rejects).
+                let (_, last) = local_range(p, b, start, stop);
+                let mut offs = vec![0u32];
+                let mut at = 0u64;
+                for e in 0..last as u64 {
+                    let entry = p.entry_start + e;
+                    let n = entry
+                        .checked_sub(counts_start)
+                        .and_then(|i| counts.get(i as usize))
+                        .ok_or_else(|| bad(format!("a count for entry {entry}")))?;
+                    at = at
+                        .saturating_add(header_bytes as u64)
+                        .saturating_add(((*n).max(0) as u64).saturating_mul(item_bytes as u64));
+                    offs.push(at.min(u32::MAX as u64) as u32);
+                }
+                Ok(std::borrow::Cow::Owned(offs))
+            }
+        })
+        .collect()
+}
+
+/// The values of a count branch (one number per entry); none for other layouts.
+fn numbers_as_i64(a: &Array) -> Vec<i64> {
+    let Layout::Numpy { dtype, data, .. } = &a.layout else {
+        return Vec::new();
+    };
+    let b = data.as_bytes();
+    macro_rules! conv {
+        ($t:ty) => {
+            b.chunks_exact(std::mem::size_of::<$t>())
+                .map(|x| <$t>::from_ne_bytes(x.try_into().unwrap()) as i64)
+                .collect()
+        };
+    }
+    match dtype {
+        DType::Bool | DType::U8 => b.iter().map(|&x| x as i64).collect(),
+        DType::I8 => b.iter().map(|&x| x as i8 as i64).collect(),
+        DType::I16 => conv!(i16),
+        DType::U16 => conv!(u16),
+        DType::I32 => conv!(i32),
+        DType::U32 => conv!(u32),
+        DType::I64 => conv!(i64),
+        DType::U64 => conv!(u64),
+        DType::F16 => b
+            .chunks_exact(2)
+            .map(|x| half::f16::from_ne_bytes([x[0], x[1]]).to_f32() as i64)
+            .collect(),
+        DType::F32 => conv!(f32),
+        DType::F64 => conv!(f64),
+    }
+}
+
+/// Concatenate big-endian pieces into one native-endian buffer, converting in parallel.
+fn convert_pieces(dtype: DType, pieces: &[&[u8]]) -> AlignedBytes {
+    let total: usize = pieces.iter().map(|p| p.len()).sum();
+    let mut out = AlignedBytes::zeroed(total);
+    let mut rest = out.as_bytes_mut();
+    let mut targets = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        let (head, tail) = rest.split_at_mut(p.len());
+        targets.push(head);
+        rest = tail;
+    }
+    // Small pieces are grouped so each rayon task does a worthwhile amount of work.
+    const GRAIN: usize = 256 * 1024;
+    if total < GRAIN {
+        for (dst, src) in targets.into_iter().zip(pieces) {
+            convert_big_endian(dtype, src, dst);
+        }
+    } else {
+        targets
+            .into_par_iter()
+            .zip(pieces.par_iter())
+            .with_min_len(16)
+            .for_each(|(dst, src)| convert_big_endian(dtype, src, dst));
+    }
+    out
+}

@@ -1,0 +1,187 @@
+//! Why an HTTP request did not give usable bytes, and what to do about it: retry (on the
+//! schedule of `source::retry`), ask differently, or give up.
+
+use crate::source::retry::wait_before;
+use reqwest::StatusCode;
+use std::future::Future;
+
+/// Why one request did not give usable bytes; decides between retrying, asking differently and
+/// giving up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// No answer: connection refused or reset, timeout. Retried, then fatal.
+    Unreachable(String),
+    /// A 5xx answer. Retried; for a multi-range request, then asked range by range.
+    ServerError(String),
+    /// The body ended early. Retried for a single range; a multi-range request is asked range by
+    /// range at once (some servers break long multipart answers every time).
+    CutShort(String),
+    /// The server does not do multi-range answers (whole file too large to use).
+    NoMultiRange(String),
+    /// The server refused the request line or headers as too large.
+    HeaderTooLarge(String),
+    /// The answer does not fit the ranges asked (malformed multipart, wrong Content-Range, 416).
+    Unusable(String),
+    /// Asking again will not help (404, 403, too many redirects, file changed).
+    Fatal(String),
+}
+
+impl Failure {
+    pub fn message(&self) -> &str {
+        match self {
+            Failure::Unreachable(m)
+            | Failure::ServerError(m)
+            | Failure::CutShort(m)
+            | Failure::NoMultiRange(m)
+            | Failure::HeaderTooLarge(m)
+            | Failure::Unusable(m)
+            | Failure::Fatal(m) => m,
+        }
+    }
+}
+
+pub fn status_failure(status: StatusCode, ranges_asked: usize) -> Failure {
+    let message = format!("server answered {status}");
+    match status.as_u16() {
+        // 494 is nginx's "Request Header Or Cookie Too Large".
+        400 | 413 | 414 | 431 | 494 if ranges_asked > 1 => Failure::HeaderTooLarge(message),
+        500..=599 => Failure::ServerError(message),
+        _ => Failure::Fatal(message),
+    }
+}
+
+/// Run `attempt` until it succeeds, fails in a way `worth_retrying` rejects, or `retries` extra
+/// attempts are spent, waiting as `retry::wait_before` says. `on_retry` runs before each retry.
+pub async fn retrying<T, F, Fut>(
+    retries: u32,
+    worth_retrying: impl Fn(&Failure) -> bool,
+    on_retry: impl Fn(),
+    mut attempt: F,
+) -> Result<T, Failure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    for done in 0.. {
+        match attempt().await {
+            Err(failure) if retryable(&failure) && worth_retrying(&failure) => {
+                if done >= retries {
+                    return Err(with_attempts(failure, done + 1));
+                }
+                tokio::time::sleep(wait_before(done + 1)).await;
+                on_retry();
+            }
+            other => return other,
+        }
+    }
+    unreachable!("the loop above only ends by returning")
+}
+
+fn retryable(failure: &Failure) -> bool {
+    matches!(
+        failure,
+        Failure::Unreachable(_) | Failure::ServerError(_) | Failure::CutShort(_)
+    )
+}
+
+fn with_attempts(failure: Failure, attempts: u32) -> Failure {
+    let note = |m: String| format!("{m} (gave up after {attempts} attempts)");
+    match failure {
+        Failure::Unreachable(m) => Failure::Unreachable(note(m)),
+        Failure::ServerError(m) => Failure::ServerError(note(m)),
+        Failure::CutShort(m) => Failure::CutShort(note(m)),
+        other => other,
+    }
+}
+
+/// A refused certificate or TLS handshake: the TLS layer reports it as an I/O error of kind
+/// `InvalidData` (possibly wrapped in another I/O error); connecting again will not change it.
+pub fn is_tls_failure(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = error.source();
+    while let Some(cause) = next {
+        next = match cause.downcast_ref::<std::io::Error>() {
+            Some(io) if io.kind() == std::io::ErrorKind::InvalidData => return true,
+            // `io::Error::source` skips the wrapped error itself: look at it directly.
+            Some(io) => io
+                .get_ref()
+                .map(|inner| inner as &(dyn std::error::Error + 'static)),
+            None => cause.source(),
+        };
+    }
+    false
+}
+
+/// An error with its causes ("error sending request: connection refused").
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn retries_stop_at_the_limit_and_say_so() {
+        let mut calls = 0;
+        let result: Result<(), Failure> = retrying(
+            2,
+            |_| true,
+            || {},
+            || {
+                calls += 1;
+                async { Err(Failure::ServerError("server answered 503".into())) }
+            },
+        )
+        .await;
+        assert_eq!(calls, 3);
+        assert_eq!(
+            result,
+            Err(Failure::ServerError(
+                "server answered 503 (gave up after 3 attempts)".into()
+            ))
+        );
+
+        let mut calls = 0;
+        let result: Result<(), Failure> = retrying(
+            5,
+            |_| true,
+            || {},
+            || {
+                calls += 1;
+                async { Err(Failure::Fatal("404".into())) }
+            },
+        )
+        .await;
+        assert_eq!((calls, result), (1, Err(Failure::Fatal("404".into()))));
+    }
+
+    #[test]
+    fn oversized_headers_are_told_apart_from_other_client_errors() {
+        assert!(matches!(
+            status_failure(StatusCode::BAD_REQUEST, 5),
+            Failure::HeaderTooLarge(_)
+        ));
+        assert!(matches!(
+            status_failure(StatusCode::BAD_REQUEST, 1),
+            Failure::Fatal(_)
+        ));
+        assert!(matches!(
+            status_failure(StatusCode::NOT_FOUND, 5),
+            Failure::Fatal(_)
+        ));
+        assert!(matches!(
+            status_failure(StatusCode::BAD_GATEWAY, 5),
+            Failure::ServerError(_)
+        ));
+    }
+}

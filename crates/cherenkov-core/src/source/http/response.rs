@@ -1,0 +1,100 @@
+//! Sending a request and reading its answer: bounded in time (silence) and in size, checked
+//! against what was announced.
+
+use super::failure::{error_chain, is_tls_failure, Failure};
+use super::range_header::{parse_content_range, ContentRange};
+use bytes::{Bytes, BytesMut};
+use reqwest::header::{CONTENT_ENCODING, CONTENT_RANGE};
+use reqwest::Response;
+use std::time::Duration;
+
+pub async fn send(
+    request: reqwest::RequestBuilder,
+    timeout: Duration,
+) -> Result<Response, Failure> {
+    match tokio::time::timeout(timeout, request.send()).await {
+        Err(_) => Err(Failure::Unreachable(format!(
+            "no answer from the server within {timeout:?}"
+        ))),
+        // The URL is in every error already: drop reqwest's copy of it.
+        Ok(Err(e)) if e.is_redirect() => Err(Failure::Fatal(error_chain(&e.without_url()))),
+        Ok(Err(e)) if e.is_builder() => Err(Failure::Fatal(error_chain(&e.without_url()))),
+        Ok(Err(e)) if is_tls_failure(&e) => Err(Failure::Fatal(error_chain(&e.without_url()))),
+        Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e.without_url()))),
+        Ok(Ok(response)) => Ok(response),
+    }
+}
+
+/// Read a body of at most `limit` bytes; a longer one is not read any further.
+pub async fn read_body(
+    mut response: Response,
+    limit: u64,
+    timeout: Duration,
+) -> Result<Bytes, Failure> {
+    let too_long = |len: u64| {
+        Failure::Unusable(format!(
+            "answer of {len} bytes or more, {limit} expected at most"
+        ))
+    };
+    let announced = response.content_length();
+    if let Some(len) = announced.filter(|&len| len > limit) {
+        return Err(too_long(len));
+    }
+    // Capacity comes from a length already checked against what was asked.
+    let mut body = BytesMut::with_capacity(announced.unwrap_or(0) as usize);
+    loop {
+        match tokio::time::timeout(timeout, response.chunk()).await {
+            Err(_) => {
+                return Err(Failure::Unreachable(format!(
+                    "the server stopped sending for {timeout:?} after {} bytes of the answer",
+                    body.len()
+                )))
+            }
+            Ok(Err(e)) => {
+                return Err(Failure::CutShort(format!(
+                    "answer cut short after {} bytes: {}",
+                    body.len(),
+                    error_chain(&e.without_url())
+                )))
+            }
+            Ok(Ok(None)) => break,
+            Ok(Ok(Some(chunk))) => {
+                let len = (body.len() + chunk.len()) as u64;
+                if len > limit {
+                    return Err(too_long(len));
+                }
+                body.extend_from_slice(&chunk);
+            }
+        }
+    }
+    if let Some(len) = announced.filter(|&len| len != body.len() as u64) {
+        return Err(Failure::CutShort(format!(
+            "answer has {} of its {len} bytes",
+            body.len()
+        )));
+    }
+    Ok(body.freeze())
+}
+
+/// Compressed answers hold other bytes than the file's: refuse them.
+pub fn reject_encoded(response: &Response) -> Result<(), Failure> {
+    match header_str(response, CONTENT_ENCODING) {
+        Some(enc) if !enc.trim().eq_ignore_ascii_case("identity") => Err(Failure::Fatal(format!(
+            "server sent the answer encoded ({enc}); byte ranges need the raw file"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub fn header_str(response: &Response, name: reqwest::header::HeaderName) -> Option<String> {
+    response
+        .headers()
+        .get(name)?
+        .to_str()
+        .ok()
+        .map(str::to_string)
+}
+
+pub fn content_range(response: &Response) -> Option<ContentRange> {
+    parse_content_range(&header_str(response, CONTENT_RANGE)?)
+}

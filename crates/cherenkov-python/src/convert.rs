@@ -1,0 +1,109 @@
+//! Core results to Python: arrays as nested dicts of numpy buffers (no copies of the data),
+//! in awkward's layout vocabulary, and read costs as dicts.
+
+use crate::tree::kind;
+use cherenkov_core::engine::output::{BranchArray, ReadStats};
+use cherenkov_core::format::array::{Array, Layout};
+use numpy::IntoPyArray;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+pub fn arrays_to_py(py: Python<'_>, arrays: Vec<BranchArray>) -> PyResult<Bound<'_, PyList>> {
+    let out = PyList::empty(py);
+    for a in arrays {
+        out.append(branch_to_py(py, a)?)?;
+    }
+    Ok(out)
+}
+
+pub fn stats_to_py<'py>(py: Python<'py>, stats: &ReadStats) -> PyResult<Bound<'py, PyDict>> {
+    let s = PyDict::new(py);
+    s.set_item("baskets", stats.baskets)?;
+    s.set_item("compressed_bytes", stats.compressed_bytes)?;
+    s.set_item("uncompressed_bytes", stats.uncompressed_bytes)?;
+    s.set_item("fetch_seconds", stats.fetch_time.as_secs_f64())?;
+    s.set_item("decode_seconds", stats.decode_time.as_secs_f64())?;
+    Ok(s)
+}
+
+pub fn branch_to_py(py: Python<'_>, a: BranchArray) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("branch", &a.branch)?;
+    d.set_item("kind", kind(&a.interpretation))?;
+    d.set_item("entries", a.entries)?;
+    d.set_item("array", array_to_py(py, a.array)?)?;
+    Ok(d)
+}
+
+/// One layout node as a dict: `class` (awkward's class name), its buffers as numpy arrays (the
+/// data as 8-byte words, viewed by `cherenkov.arrays`), `parameters`, and its children.
+pub fn array_to_py(py: Python<'_>, a: Array) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    let parameters = PyDict::new(py);
+    for (k, v) in a.parameters {
+        parameters.set_item(k, v)?;
+    }
+    d.set_item("parameters", parameters)?;
+    let children = |contents: Vec<Array>| -> PyResult<Bound<'_, PyList>> {
+        let list = PyList::empty(py);
+        for c in contents {
+            list.append(array_to_py(py, c)?)?;
+        }
+        Ok(list)
+    };
+    match a.layout {
+        Layout::Empty => d.set_item("class", "EmptyArray")?,
+        Layout::Numpy {
+            dtype,
+            inner_shape,
+            data,
+        } => {
+            d.set_item("class", "NumpyArray")?;
+            d.set_item("dtype", dtype.name())?;
+            d.set_item("inner_shape", PyTuple::new(py, inner_shape)?)?;
+            d.set_item("nbytes", data.len)?;
+            d.set_item("words", data.words.into_pyarray(py))?;
+        }
+        Layout::ListOffset { offsets, content } => {
+            d.set_item("class", "ListOffsetArray")?;
+            d.set_item("offsets", offsets.into_pyarray(py))?;
+            d.set_item("content", array_to_py(py, *content)?)?;
+        }
+        Layout::Regular {
+            size,
+            length,
+            content,
+        } => {
+            d.set_item("class", "RegularArray")?;
+            d.set_item("size", size)?;
+            d.set_item("length", length)?;
+            d.set_item("content", array_to_py(py, *content)?)?;
+        }
+        Layout::Record {
+            names,
+            contents,
+            length,
+        } => {
+            d.set_item("class", "RecordArray")?;
+            d.set_item("fields", names)?;
+            d.set_item("length", length)?;
+            d.set_item("contents", children(contents)?)?;
+        }
+        Layout::IndexedOption { index, content } => {
+            d.set_item("class", "IndexedOptionArray")?;
+            d.set_item("index", index.into_pyarray(py))?;
+            d.set_item("content", array_to_py(py, *content)?)?;
+        }
+        Layout::Union {
+            tags,
+            index,
+            contents,
+        } => {
+            d.set_item("class", "UnionArray")?;
+            d.set_item("tags", tags.into_pyarray(py))?;
+            d.set_item("index", index.into_pyarray(py))?;
+            d.set_item("contents", children(contents)?)?;
+        }
+    }
+    Ok(d)
+}

@@ -1,0 +1,254 @@
+//! `RootFile`: opening a file (or replicas of one) and what its source and engine counted.
+
+use crate::errors::to_py;
+use crate::tree::Tree;
+use cherenkov_core::engine::file::RootFile as CoreFile;
+use cherenkov_core::engine::runtime;
+use cherenkov_core::source::SourceOptions;
+use numpy::IntoPyArray;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::sync::Arc;
+
+/// An open ROOT file.
+#[pyclass(module = "cherenkov._core", frozen)]
+pub struct RootFile {
+    inner: Arc<CoreFile>,
+}
+
+#[pymethods]
+impl RootFile {
+    #[staticmethod]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
+    fn open(
+        py: Python<'_>,
+        urls: Vec<String>,
+        connections: Option<usize>,
+        timeout: Option<f64>,
+        retries: Option<u32>,
+        trace: bool,
+        discover: bool,
+        verify_checksums: bool,
+    ) -> PyResult<Self> {
+        let timeout = match timeout {
+            Some(t) if !(t.is_finite() && t > 0.0) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "timeout must be a positive number of seconds",
+                ))
+            }
+            t => t.map(std::time::Duration::from_secs_f64),
+        };
+        if connections == Some(0) {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "connections must be at least 1",
+            ));
+        }
+        let options = SourceOptions {
+            connections,
+            timeout,
+            retries,
+            trace,
+            discover: Some(discover),
+            verify_checksums,
+        };
+        let inner = py
+            .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
+            .map_err(to_py)?;
+        Ok(Self {
+            inner: Arc::new(inner),
+        })
+    }
+
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.name().to_string()
+    }
+    #[getter]
+    fn size(&self) -> u64 {
+        self.inner.size
+    }
+    /// Requests made since opening began (the connection's own requests excluded).
+    #[getter]
+    fn requests_since_open(&self) -> u64 {
+        self.inner.requests()
+    }
+
+    /// The engine's accumulated counters and the source's, as one dict (times in seconds).
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let e = self.inner.stats.snapshot();
+        let c = self.inner.source.counters();
+        let d = PyDict::new(py);
+        d.set_item("source", self.inner.name())?;
+        d.set_item("read_calls", e.read_calls)?;
+        d.set_item("baskets", e.baskets)?;
+        d.set_item("compressed_bytes", e.compressed_bytes)?;
+        d.set_item("uncompressed_bytes", e.uncompressed_bytes)?;
+        d.set_item("fetch_seconds", e.fetch_time.as_secs_f64())?;
+        d.set_item("decompress_wall_seconds", e.decompress_wall.as_secs_f64())?;
+        d.set_item("decompress_cpu_seconds", e.decompress_cpu.as_secs_f64())?;
+        d.set_item("blocked_seconds", e.blocked_time.as_secs_f64())?;
+        d.set_item("prefetched_steps", e.prefetched_steps)?;
+        d.set_item("cache_hits", e.cache_hits)?;
+        d.set_item("cache_misses", e.cache_misses)?;
+        d.set_item("miss_fetches", e.miss_fetches)?;
+        d.set_item("startup_fetches", e.startup_fetches)?;
+        d.set_item("learned_fetches", e.learned_fetches)?;
+        d.set_item("unused_bytes", e.unused_bytes)?;
+        d.set_item("requests", c.requests)?;
+        d.set_item("round_trips", c.round_trips)?;
+        d.set_item("ranges", c.ranges)?;
+        d.set_item("bytes_read", c.bytes)?;
+        Ok(d)
+    }
+
+    /// The recorded requests (when opened with trace=True): columns of a table, one row per range.
+    fn trace<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let Some(events) = self.inner.source.trace() else {
+            return Ok(None);
+        };
+        let d = PyDict::new(py);
+        d.set_item(
+            "request",
+            events
+                .iter()
+                .map(|e| e.request)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "offset",
+            events
+                .iter()
+                .map(|e| e.offset)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "length",
+            events
+                .iter()
+                .map(|e| e.len)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "sent",
+            events
+                .iter()
+                .map(|e| e.sent.as_secs_f64())
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "answered",
+            events
+                .iter()
+                .map(|e| e.answered.as_secs_f64())
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        d.set_item(
+            "ok",
+            events
+                .iter()
+                .map(|e| e.ok)
+                .collect::<Vec<_>>()
+                .into_pyarray(py),
+        )?;
+        Ok(Some(d))
+    }
+
+    /// Per-replica reports when the file was opened from several replicas, else None.
+    fn replicas<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(reports) = self.inner.source.replicas() else {
+            return Ok(None);
+        };
+        let out = PyList::empty(py);
+        for r in reports {
+            let d = PyDict::new(py);
+            d.set_item("name", r.name)?;
+            d.set_item("requests", r.requests)?;
+            d.set_item("bytes", r.bytes)?;
+            d.set_item("errors", r.errors)?;
+            d.set_item("hedges_won", r.hedges_won)?;
+            d.set_item("probes", r.probes)?;
+            d.set_item("latency_seconds", r.quality.latency)?;
+            d.set_item("throughput_bytes_per_second", r.quality.throughput)?;
+            d.set_item("samples", r.quality.samples)?;
+            d.set_item("disabled", r.disabled)?;
+            d.set_item("last_error", r.last_error)?;
+            out.append(d)?;
+        }
+        Ok(Some(out))
+    }
+
+    /// The checksum the server keeps for the file (`adler32 0a1b2c3d`; for replicas checked with
+    /// `verify_checksums`, the one they agree on), or None where the protocol cannot tell.
+    fn checksum(&self, py: Python<'_>) -> PyResult<Option<String>> {
+        py.detach(|| runtime().block_on(self.inner.source.checksum()))
+            .map_err(to_py)
+    }
+
+    /// Requests, round trips, ranges and bytes the file's source has served so far.
+    fn source_counters(&self) -> (u64, u64, u64, u64) {
+        let c = self.inner.source.counters();
+        (c.requests, c.round_trips, c.ranges, c.bytes)
+    }
+
+    #[getter]
+    fn format_version(&self) -> i32 {
+        self.inner.header.version
+    }
+    #[getter]
+    fn compression(&self) -> i32 {
+        self.inner.header.compress
+    }
+    #[getter]
+    fn streamer_classes(&self, py: Python<'_>) -> Vec<(String, i32)> {
+        py.detach(|| runtime().block_on(self.inner.streamers()))
+            .iter()
+            .map(|s| (s.class_name.clone(), s.class_version))
+            .collect()
+    }
+
+    /// All keys: (path, cycle, class name, title), subdirectories included.
+    fn keys(&self, py: Python<'_>) -> PyResult<Vec<(String, i16, String, String)>> {
+        let keys = py
+            .detach(|| runtime().block_on(self.inner.all_keys()))
+            .map_err(to_py)?;
+        Ok(keys
+            .into_iter()
+            .map(|(p, k)| (p, k.cycle, k.class_name, k.title))
+            .collect())
+    }
+
+    fn tree(&self, py: Python<'_>, path: String) -> PyResult<Tree> {
+        let meta = py
+            .detach(|| runtime().block_on(self.inner.tree(&path)))
+            .map_err(to_py)?;
+        Ok(Tree {
+            file: self.inner.clone(),
+            meta: Arc::new(meta),
+        })
+    }
+}
+
+/// The data servers (`host:port`) that a `root://` URL's server names for its file
+/// (`kXR_locate`): a redirector names its data servers, a data server itself.
+#[pyfunction]
+#[pyo3(signature = (url, timeout=None))]
+pub fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec<String>> {
+    let mut options = cherenkov_core::source::xrootd::XrootdOptions::default();
+    match timeout {
+        Some(t) if !(t.is_finite() && t > 0.0) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "timeout must be a positive number of seconds",
+            ))
+        }
+        Some(t) => options.request_timeout = std::time::Duration::from_secs_f64(t),
+        None => {}
+    }
+    py.detach(|| runtime().block_on(cherenkov_core::source::xrootd::locate(&url, &options)))
+        .map_err(to_py)
+}

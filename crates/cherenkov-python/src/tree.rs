@@ -1,0 +1,189 @@
+//! `Tree`: a TTree's metadata, whole reads, and the step and lazy readers over it.
+
+use crate::convert::{arrays_to_py, stats_to_py};
+use crate::errors::to_py;
+use crate::iterate::StepIterator;
+use crate::lazy::{AccessProfile, LazyChunks};
+use cherenkov_core::engine::file::RootFile as CoreFile;
+use cherenkov_core::engine::lazy::{LazyOptions, LazyReader};
+use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
+use cherenkov_core::engine::read::read_branches;
+use cherenkov_core::engine::runtime;
+use cherenkov_core::format::interpretation::{interpret, Interpretation};
+use cherenkov_core::format::tree::TreeMeta;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use std::sync::Arc;
+
+/// A TTree's metadata, and reads of its branches.
+#[pyclass(module = "cherenkov._core", frozen)]
+pub struct Tree {
+    pub file: Arc<CoreFile>,
+    pub meta: Arc<TreeMeta>,
+}
+
+pub fn kind(i: &Interpretation) -> &'static str {
+    match i {
+        Interpretation::Fixed { .. } => "fixed",
+        Interpretation::Jagged { .. } => "jagged",
+        Interpretation::Strings { .. } => "strings",
+        Interpretation::Record { .. } => "record",
+    }
+}
+
+#[pymethods]
+impl Tree {
+    #[getter]
+    fn name(&self) -> String {
+        self.meta.name.clone()
+    }
+    #[getter]
+    fn title(&self) -> String {
+        self.meta.title.clone()
+    }
+    #[getter]
+    fn num_entries(&self) -> u64 {
+        self.meta.entries
+    }
+
+    /// Entry boundaries of the clusters: [0, ..., num_entries].
+    fn cluster_boundaries(&self) -> Vec<u64> {
+        self.meta.cluster_boundaries()
+    }
+
+    /// One dict per branch (depth first), with its type and sizes.
+    fn branches<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for (i, b) in self.meta.branches.iter().enumerate() {
+            let d = PyDict::new(py);
+            d.set_item("index", i)?;
+            d.set_item("name", &b.name)?;
+            d.set_item("path", self.meta.branch_path(i))?;
+            d.set_item("parent", b.parent)?;
+            d.set_item("class", &b.class)?;
+            d.set_item("title", &b.title)?;
+            d.set_item("entries", b.entries)?;
+            d.set_item("compressed_bytes", b.compressed_bytes())?;
+            d.set_item("uncompressed_bytes", b.uncompressed_bytes())?;
+            d.set_item("num_baskets", b.num_baskets())?;
+            d.set_item("compression", b.compress)?;
+            d.set_item(
+                "basket_entry_starts",
+                b.baskets.iter().map(|l| l.entry_start).collect::<Vec<_>>(),
+            )?;
+            d.set_item(
+                "basket_seeks",
+                b.baskets.iter().map(|l| l.seek).collect::<Vec<_>>(),
+            )?;
+            match interpret(&self.meta, i, self.file.streamers_read()) {
+                Ok(interp) => {
+                    d.set_item("typename", interp.typename())?;
+                    d.set_item("kind", kind(&interp))?;
+                    d.set_item("unsupported", py.None())?;
+                }
+                Err(u) => {
+                    d.set_item("typename", u.typename)?;
+                    d.set_item("kind", "unsupported")?;
+                    d.set_item("unsupported", u.reason)?;
+                }
+            }
+            list.append(d)?;
+        }
+        Ok(list)
+    }
+
+    /// Read branches (by index) over [start, stop). Returns (arrays, stats): one dict per branch
+    /// with its columns' buffers as numpy arrays.
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        indices: Vec<usize>,
+        start: u64,
+        stop: u64,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        if let Some(&bad) = indices.iter().find(|&&i| i >= self.meta.branches.len()) {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "no branch number {bad}"
+            )));
+        }
+        let (arrays, stats) = py
+            .detach(|| {
+                runtime().block_on(read_branches(&self.file, &self.meta, &indices, start, stop))
+            })
+            .map_err(to_py)?;
+        PyTuple::new(
+            py,
+            [
+                arrays_to_py(py, arrays)?.into_any(),
+                stats_to_py(py, &stats)?.into_any(),
+            ],
+        )
+    }
+
+    /// Read branches over consecutive entry ranges with the next ones prefetched and decompressed
+    /// while the current one is used. Yields (start, stop, arrays, stats).
+    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, max_steps_ahead=4))]
+    fn iterate(
+        &self,
+        indices: Vec<usize>,
+        steps: Vec<(u64, u64)>,
+        memory_budget: u64,
+        max_steps_ahead: usize,
+    ) -> PyResult<StepIterator> {
+        if let Some(&bad) = indices.iter().find(|&&i| i >= self.meta.branches.len()) {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "no branch number {bad}"
+            )));
+        }
+        let _in_runtime = runtime().enter();
+        let options = PrefetchOptions {
+            memory_budget,
+            max_steps_ahead,
+        };
+        let reader = StepReader::start(
+            self.file.clone(),
+            self.meta.clone(),
+            indices,
+            steps,
+            options,
+        )
+        .map_err(to_py)?;
+        Ok(StepIterator {
+            reader: std::sync::Mutex::new(Some(reader)),
+        })
+    }
+
+    /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).
+    #[pyo3(signature = (steps, profile, prefetch=true, learning=true, memory_budget=256 << 20, max_steps_ahead=4, startup_bytes=64 << 20))]
+    #[allow(clippy::too_many_arguments)]
+    fn chunks(
+        &self,
+        steps: Vec<(u64, u64)>,
+        profile: &AccessProfile,
+        prefetch: bool,
+        learning: bool,
+        memory_budget: u64,
+        max_steps_ahead: usize,
+        startup_bytes: u64,
+    ) -> LazyChunks {
+        let options = LazyOptions {
+            prefetch: PrefetchOptions {
+                memory_budget,
+                max_steps_ahead,
+            },
+            prefetch_enabled: prefetch,
+            learning,
+            startup_bytes,
+        };
+        let reader = LazyReader::new(
+            self.file.clone(),
+            self.meta.clone(),
+            steps,
+            profile.inner.clone(),
+            options,
+        );
+        LazyChunks {
+            reader: std::sync::Mutex::new(reader),
+        }
+    }
+}
