@@ -258,6 +258,7 @@ impl Array {
             Layout::Regular { content, .. } => content.nbytes(),
             Layout::Record { contents, .. } => contents.iter().map(Array::nbytes).sum(),
             Layout::IndexedOption { index, content } => i64s(index) + content.nbytes(),
+            Layout::Unmasked { content } => content.nbytes(),
             Layout::Union {
                 tags,
                 index,
