@@ -251,9 +251,9 @@ def counters_cherenkov(run: Run) -> dict:
     counters = [f.source_counters() for f in run.files]
     stats = [f.stats() for f in run.files]
     return {
-        "bytes": sum(c["bytes"] for c in counters),
-        "requests": sum(c["requests"] for c in counters),
-        "round_trips": sum(c["round_trips"] for c in counters),
+        "bytes": sum(c.bytes for c in counters),
+        "requests": sum(c.requests for c in counters),
+        "round_trips": sum(c.round_trips for c in counters),
         "extra": {
             "cache_misses": sum(s.cache_misses for s in stats),
             "miss_fetches": sum(s.miss_fetches for s in stats),

@@ -211,7 +211,7 @@ def run(path: Path, repeat: int) -> dict:
             for tool in tools:
                 times[tool.name].append(timed(tool, path, names))
         problems = verify(path, ours, theirs, root, names, checked_branches(tree, names))
-        unzipped = stats["uncompressed_bytes"]
+        unzipped = stats.uncompressed_bytes
         medians = {name: median(wall for wall, _ in runs) for name, runs in times.items()}
         results = [
             {
@@ -227,9 +227,9 @@ def run(path: Path, repeat: int) -> dict:
         report["selections"].append({
             "selection": label,
             "branches": len(names),
-            "compressed_bytes": stats["compressed_bytes"],
+            "compressed_bytes": stats.compressed_bytes,
             "uncompressed_bytes": unzipped,
-            "baskets": stats["baskets"],
+            "baskets": stats.baskets,
             "results": results,
             "awkward_vs_awkward_speedup": medians[theirs.name] / medians[ours_ak.name],
             "verified": not problems,

@@ -76,7 +76,7 @@ def measure(runs: int, url_one: str, url_both: str, names, connections: int | No
         one.append(two_reads(cherenkov.open(url_one, discover=False, **options), names))
         f = open_replicas(url_both, **options)
         both.append(two_reads(f, names))
-        served = {r["name"]: r["bytes"] for r in f.replicas() or []}
+        served = {r.name: r.bytes for r in f.replicas() or []}
         shares.append(served.get(url_one, 0) / max(1, sum(served.values())))
         log(f"  run {run + 1}/{runs}: one {one[-1][0]:.2f} / {one[-1][1]:.2f} s, both {both[-1][0]:.2f} / {both[-1][1]:.2f} s")
     return [

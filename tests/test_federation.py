@@ -67,12 +67,12 @@ def branch_names(f) -> list[str]:
 
 def test_the_redirector_names_every_data_server_and_they_share_the_read(testdata, federation):
     f = open_replicas(federation.url(NAME))
-    assert sorted(r["name"] for r in f.replicas()) == sorted(s.url(NAME) for s in federation.servers)
+    assert sorted(r.name for r in f.replicas()) == sorted(s.url(NAME) for s in federation.servers)
     tree = f["Events"]
     names = branch_names(f)
     local = cherenkov.open(testdata / NAME)["Events"].arrays(names, library="np")
     assert_same(tree.arrays(names, library="np"), local)
-    used = [r for r in f.replicas() if r["bytes"] > 0]
+    used = [r for r in f.replicas() if r.bytes > 0]
     assert len(used) == SERVERS, f.replicas()
 
 
@@ -95,12 +95,12 @@ def replicas_measured(testdata, fed):
 
 def test_a_data_server_killed_mid_read_costs_no_failed_read(testdata, federation):
     f, tree, names, local = replicas_measured(testdata, federation)
-    busiest = min(f.replicas(), key=lambda r: r["latency_seconds"])  # the one the reader prefers
-    federation.kill(federation.index(busiest["name"]))
+    busiest = min(f.replicas(), key=lambda r: r.quality.latency)  # the one the reader prefers
+    federation.kill(federation.index(busiest.name))
     # One large read: split between the two replicas; the dead one's part goes to the other.
     assert_same(tree.arrays(names, library="np"), local)
-    report = {r["name"]: r for r in f.replicas()}
-    assert report[busiest["name"]]["errors"] >= 1, f.replicas()
+    report = {r.name: r for r in f.replicas()}
+    assert report[busiest.name].errors >= 1, f.replicas()
 
 
 def test_a_replica_whose_connections_break_costs_no_failed_read(testdata, proxied):
@@ -110,8 +110,8 @@ def test_a_replica_whose_connections_break_costs_no_failed_read(testdata, proxie
     proxied.toxiproxy.toxic(lossy.proxy, "lossy", "limit_data", bytes=200_000)
     for _ in range(2):
         assert_same(tree.arrays(names, library="np"), local)
-    report = {r["name"]: r for r in f.replicas()}
-    assert report[lossy.url(NAME)]["errors"] >= 1, f.replicas()
+    report = {r.name: r for r in f.replicas()}
+    assert report[lossy.url(NAME)].errors >= 1, f.replicas()
 
 
 def test_a_data_servers_checksum_is_the_files_adler32(testdata):
@@ -168,11 +168,11 @@ def timed_read(f, names, warmups=1) -> tuple[float, dict]:
     windows grow), as in the first requests of a long job."""
     for _ in range(warmups):
         f["Events"].arrays(names, library="np")
-    before = {r["name"]: r["bytes"] for r in f.replicas() or []}
+    before = {r.name: r.bytes for r in f.replicas() or []}
     start = time.perf_counter()
     f["Events"].arrays(names, library="np")
     seconds = time.perf_counter() - start
-    served = {r["name"]: r["bytes"] - before[r["name"]] for r in f.replicas() or []}
+    served = {r.name: r.bytes - before[r.name] for r in f.replicas() or []}
     return seconds, {name: b / max(1, sum(served.values())) for name, b in served.items()}
 
 

@@ -35,7 +35,7 @@ def nanolike_path(request, testdata):
 
 
 def round_trips(f):
-    return f.source_counters()["round_trips"]
+    return f.source_counters().round_trips
 
 
 def run(tree, profile, **options):
@@ -67,10 +67,10 @@ def test_training_startup_and_miss_caches(nanolike_path):
     stats = tree.last_chunk_stats
     assert profile.trained and sorted(profile.learned) == sorted(USED)
     assert sorted(profile.missed) == sorted(TRIGGER)
-    assert stats["startup_fetches"] == 1
+    assert stats.startup_fetches == 1
     # chunk 1: the first trigger branch reads every unread branch of the chunk in one request;
     # chunk 3: the learned miss set in one request
-    assert stats["miss_fetches"] == 2
+    assert stats.miss_fetches == 2
     # 1 startup + 3 prefetched chunks + 2 miss fetches
     assert round_trips(f) - before == 6
 
@@ -83,8 +83,8 @@ def test_a_second_file_needs_no_training(nanolike_path):
     before = round_trips(f)
     run(tree, profile)
     stats = tree.last_chunk_stats
-    assert stats["startup_fetches"] == 0
-    assert stats["miss_fetches"] == 2  # one per trigger chunk, all three branches together
+    assert stats.startup_fetches == 0
+    assert stats.miss_fetches == 2  # one per trigger chunk, all three branches together
     assert round_trips(f) - before == 4 + 2
 
 
@@ -94,13 +94,13 @@ def test_switches_turn_parts_off(nanolike_path):
     before = round_trips(f)
     run(tree, cherenkov.AccessProfile(), learning=False)
     stats = tree.last_chunk_stats
-    assert stats["startup_fetches"] == 0 and stats["hits"] == 0
-    assert stats["miss_fetches"] == 4 * len(USED) + 2 * len(TRIGGER)
-    assert round_trips(f) - before == stats["miss_fetches"]
+    assert stats.startup_fetches == 0 and stats.hits == 0
+    assert stats.miss_fetches == 4 * len(USED) + 2 * len(TRIGGER)
+    assert round_trips(f) - before == stats.miss_fetches
     profile = cherenkov.AccessProfile()
     run(tree, profile)
     before = round_trips(f)
     run(tree, profile, prefetch=False)  # trained, nothing read ahead: the learned set on first use
     stats = tree.last_chunk_stats
-    assert (stats["learned_fetches"], stats["miss_fetches"], stats["startup_fetches"]) == (4, 2, 0)
+    assert (stats.learned_fetches, stats.miss_fetches, stats.startup_fetches) == (4, 2, 0)
     assert round_trips(f) - before == 4 + 2

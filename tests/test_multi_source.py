@@ -37,7 +37,7 @@ def test_replicas_read_the_same_as_local_and_share_the_work(testdata, replicas):
     tree = f["Events"]
     names = [b.path for b in tree.branches if b.readable]
     same_as_local(testdata, tree, names)
-    used = [r for r in f.replicas() if r["bytes"] > 0]
+    used = [r for r in f.replicas() if r.bytes > 0]
     assert len(used) == 2  # both active replicas served parts of the vectored request
 
 
@@ -50,9 +50,9 @@ def test_a_replica_killed_mid_job_costs_no_failed_read(testdata, replicas):
     tp.enable("r0", False)
     for k in range(1, 5):
         same_as_local(testdata, tree, names[k * 100 : (k + 1) * 100])
-    report = {r["name"]: r for r in f.replicas()}
-    assert report[urls[0]]["errors"] >= 1 and report[urls[0]]["disabled"]
-    assert "127.0.0.1" in report[urls[0]]["last_error"]
+    report = {r.name: r for r in f.replicas()}
+    assert report[urls[0]].errors >= 1 and report[urls[0]].disabled
+    assert "127.0.0.1" in report[urls[0]].last_error
 
 
 def test_the_slow_replica_gets_less_work(testdata, replicas):
@@ -65,8 +65,8 @@ def test_the_slow_replica_gets_less_work(testdata, replicas):
     for k in range(6):
         tree.arrays(names[k * 100 : (k + 1) * 100], library="np")
     slow, fast = f.replicas()
-    assert slow["latency_seconds"] > 5 * fast["latency_seconds"]
-    assert fast["bytes"] > 2 * slow["bytes"]
+    assert slow.quality.latency > 5 * fast.quality.latency
+    assert fast.bytes > 2 * slow.bytes
 
 
 def test_a_third_replica_is_probed_within_budget(testdata, replicas):
@@ -77,10 +77,10 @@ def test_a_third_replica_is_probed_within_budget(testdata, replicas):
     for k in range(6):
         tree.arrays(names[k * 100 : (k + 1) * 100], library="np")
     reports = f.replicas()
-    probes = sum(r["probes"] for r in reports)
+    probes = sum(r.probes for r in reports)
     assert probes >= 1
-    total = sum(r["bytes"] for r in reports)
-    probe_bytes = sum(r["bytes"] for r in reports if r["probes"] == r["requests"] and r["requests"] > 0)
+    total = sum(r.bytes for r in reports)
+    probe_bytes = sum(r.bytes for r in reports if r.probes == r.requests and r.requests > 0)
     assert probe_bytes <= 0.05 * total
 
 
@@ -107,6 +107,6 @@ def test_stats_break_down_per_replica(replicas):
     f = cherenkov.open(urls[:2])
     f["Events"].arrays(["Muon_pt", "Jet_pt"])
     stats = f.stats()
-    assert [s["name"] for s in stats.per_source] == urls[:2]
-    assert sum(s["bytes"] for s in stats.per_source) >= stats.compressed_bytes
+    assert [s.name for s in stats.per_source] == urls[:2]
+    assert sum(s.bytes for s in stats.per_source) >= stats.compressed_bytes
     assert stats.table().row_count >= 11

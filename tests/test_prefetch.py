@@ -34,7 +34,7 @@ def test_baskets_straddling_steps_are_fetched_once(testdata):
     got = list(tree._core.iterate(indices, steps, 1 << 30, 3))
     assert [(lo, hi) for lo, hi, _, _ in got] == steps
     _, single = tree.read(names)
-    assert sum(stats["compressed_bytes"] for *_, stats in got) == single["compressed_bytes"]
+    assert sum(stats.compressed_bytes for *_, stats in got) == single.compressed_bytes
     for i, name in enumerate(names):
         pieces = [ak.Array(to_awkward_layout(branches[i])) for _, _, branches, _ in got]
         assert ak.to_list(ak.concatenate(pieces)) == ak.to_list(tree.arrays([name])[name]), name

@@ -80,9 +80,9 @@ def test_a_read_of_many_baskets_is_one_round_trip(lab, protocol):
     before = f.source_counters()
     _, stats = tree.read(names)
     after = f.source_counters()
-    assert stats["baskets"] > 2000
-    assert after["round_trips"] - before["round_trips"] <= 2
-    assert after["requests"] - before["requests"] <= stats["baskets"] // 1000 + 2
+    assert stats.baskets > 2000
+    assert after.round_trips - before.round_trips <= 2
+    assert after.requests - before.requests <= stats.baskets // 1000 + 2
 
 
 def test_a_dead_server_is_a_clear_error_within_bounded_time(lab, protocol):

@@ -67,7 +67,7 @@ def test_trace_records_every_range_and_plots_are_drawn(testdata, tmp_path):
     baskets = {(s, 0) for n in ("Muon_Px", "Jet_Px") for s in tree[n].basket_seeks}
     assert {(int(o), 0) for o in trace["offset"]} >= baskets
     assert (trace["answered"] >= trace["sent"]).all() and trace["ok"].all()
-    assert len(set(trace["request"].tolist())) == f.source_counters()["requests"]
+    assert len(set(trace["request"].tolist())) == f.source_counters().requests
     for draw, name in [
         (lambda p: plots.read_offsets([f], p), "offsets.png"),
         (lambda p: plots.entry_offsets(tree, p, file=f), "entries.png"),

@@ -8,6 +8,13 @@
 
 from cherenkov._core import (
     AccessProfile,
+    BranchInfo,
+    EngineCounters,
+    LazyStats,
+    Quality,
+    ReadStats,
+    ReplicaReport,
+    SourceCounters,
     CherenkovError,
     FormatError,
     NotFoundError,
@@ -18,7 +25,7 @@ from cherenkov._core import (
 from cherenkov.arrays import Jagged
 from cherenkov.file import Directory, File, open
 from cherenkov.stats import Stats
-from cherenkov.tree import BranchInfo, LazyChunk, Tree
+from cherenkov.tree import LazyChunk, Tree
 from cherenkov.processing import process
 
 __all__ = [
@@ -32,6 +39,12 @@ __all__ = [
     "AccessProfile",
     "Jagged",
     "Stats",
+    "EngineCounters",
+    "SourceCounters",
+    "ReplicaReport",
+    "Quality",
+    "ReadStats",
+    "LazyStats",
     "CherenkovError",
     "FormatError",
     "SourceError",

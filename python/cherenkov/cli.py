@@ -10,6 +10,7 @@ import time
 from rich.console import Console
 
 import cherenkov
+from cherenkov.stats import as_dict
 from cherenkov.summary import human_bytes, print_tree
 
 
@@ -28,7 +29,7 @@ def cmd_ls(args) -> int:
             out["trees"][name] = {
                 "entries": tree.num_entries,
                 "clusters": tree.cluster_boundaries.tolist(),
-                "branches": [b.__dict__ for b in tree.branches],
+                "branches": [as_dict(b) for b in tree.branches],
             }
         print(json.dumps(out, indent=1))
         return 0

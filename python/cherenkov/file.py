@@ -100,19 +100,23 @@ class File(Directory):
         """What reads of this file did so far (see `cherenkov.Stats`)."""
         from cherenkov.stats import Stats
 
-        stats = Stats.from_core(self._core.stats(), self._core.replicas())
-        stats.real_seconds = time.perf_counter() - self._opened[0]
-        stats.cpu_seconds = time.process_time() - self._opened[1]
-        return stats
+        return Stats(
+            sources=(self.path,),
+            engine=self._core.engine_counters(),
+            source=self._core.source_counters(),
+            real_seconds=time.perf_counter() - self._opened[0],
+            cpu_seconds=time.process_time() - self._opened[1],
+            per_source=tuple(self._core.replicas() or ()),
+        )
 
     def trace(self) -> dict | None:
         """The recorded requests, one row per range (numpy columns request, offset, length, sent,
         answered, ok; times in seconds since opening), or None unless opened with trace=True."""
         return self._core.trace()
 
-    def replicas(self) -> list[dict] | None:
-        """Per replica: requests, bytes, errors, hedges won, probes, measured latency and
-        throughput, whether it is disabled and its last error (None for a single source)."""
+    def replicas(self) -> "list[cherenkov.ReplicaReport] | None":
+        """Per replica: requests, bytes, errors, hedges won, probes, measured quality (latency,
+        throughput), whether it is disabled and its last error (None for a single source)."""
         return self._core.replicas()
 
     def checksum(self) -> str | None:
@@ -121,9 +125,9 @@ class File(Directory):
         (HTTP, local files)."""
         return self._core.checksum()
 
-    def source_counters(self) -> dict:
+    def source_counters(self) -> "cherenkov.SourceCounters":
         """What the file's source has done so far: requests, round_trips, ranges, bytes."""
-        return dict(zip(("requests", "round_trips", "ranges", "bytes"), self._core.source_counters()))
+        return self._core.source_counters()
 
     @property
     def format_version(self) -> int:

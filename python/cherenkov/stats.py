@@ -5,60 +5,62 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field
 
 from rich.table import Table
 
+from cherenkov._core import EngineCounters, ReplicaReport, SourceCounters
 from cherenkov.summary import human_bytes
+
+
+def as_dict(obj) -> dict:
+    """The attributes of a typed object from the core (counters, reports, branch info)."""
+    out = {}
+    for name in dir(obj):
+        value = getattr(obj, name)
+        if not name.startswith("_") and not callable(value):
+            out[name] = as_dict(value) if type(value).__module__ == "cherenkov._core" else value
+    return out
 
 
 @dataclass
 class Stats:
-    """Counters since the file was opened (or summed over files)."""
+    """Counters since the file was opened (or summed over files): the engine's
+    (`cherenkov.EngineCounters`: baskets, bytes, times, caches) and the byte source's
+    (`cherenkov.SourceCounters`: requests, round trips, ranges, bytes), both readable as
+    attributes of this object (``stats.baskets``, ``stats.round_trips``; ``bytes_read`` is the
+    source's ``bytes``)."""
 
     sources: tuple[str, ...] = ()
-    read_calls: int = 0
-    baskets: int = 0
-    compressed_bytes: int = 0
-    uncompressed_bytes: int = 0
-    fetch_seconds: float = 0.0
-    decompress_wall_seconds: float = 0.0
-    decompress_cpu_seconds: float = 0.0
-    blocked_seconds: float = 0.0
-    prefetched_steps: int = 0
-    cache_hits: int = 0
-    cache_misses: int = 0
-    miss_fetches: int = 0
-    startup_fetches: int = 0
-    learned_fetches: int = 0
-    unused_bytes: int = 0
-    requests: int = 0
-    round_trips: int = 0
-    ranges: int = 0
-    bytes_read: int = 0
+    engine: EngineCounters = field(default_factory=EngineCounters)
+    source: SourceCounters = field(default_factory=SourceCounters)
     #: Since the file was opened: wall-clock time, and the CPU time of this process (all threads).
     real_seconds: float = 0.0
     cpu_seconds: float = 0.0
-    #: Per source (per replica for replica sets): name, requests, bytes, errors, latency, throughput.
-    per_source: tuple[dict, ...] = ()
+    #: Per replica (for replica sets): `cherenkov.ReplicaReport`s.
+    per_source: tuple[ReplicaReport, ...] = ()
 
-    @classmethod
-    def from_core(cls, d: dict, replicas: list[dict] | None = None) -> "Stats":
-        d = dict(d)
-        name = d.pop("source")
-        per_source = tuple(replicas) if replicas else (
-            {"name": name, "requests": d["requests"], "bytes": d["bytes_read"], "errors": 0},
-        )
-        return cls(sources=(name,), per_source=per_source, **d)
+    def __getattr__(self, name: str):
+        for counters in (self.__dict__.get("engine"), self.__dict__.get("source")):
+            if counters is not None and hasattr(counters, name):
+                return getattr(counters, name)
+        raise AttributeError(f"'Stats' has no counter {name!r}")
+
+    @property
+    def bytes_read(self) -> int:
+        return self.source.bytes
 
     def __add__(self, other: "Stats") -> "Stats":
         """Counters add up; times since opening do not (files read together overlap): the sum keeps
         the longest."""
-        out = {}
-        for f in fields(self):
-            a, b = getattr(self, f.name), getattr(other, f.name)
-            out[f.name] = max(a, b) if f.name in ("real_seconds", "cpu_seconds") else a + b
-        return Stats(**out)
+        return Stats(
+            sources=self.sources + other.sources,
+            engine=self.engine + other.engine,
+            source=self.source + other.source,
+            real_seconds=max(self.real_seconds, other.real_seconds),
+            cpu_seconds=max(self.cpu_seconds, other.cpu_seconds),
+            per_source=self.per_source + other.per_source,
+        )
 
     @staticmethod
     def total(items) -> "Stats":
@@ -73,11 +75,18 @@ class Stats:
         return max(self.bytes_read - self.compressed_bytes, 0)
 
     def to_dict(self) -> dict:
-        d = asdict(self)
-        d["sources"] = list(self.sources)
-        d["per_source"] = list(self.per_source)
-        d["extra_bytes"] = self.extra_bytes
-        return d
+        """Every counter by name (engine and source side by side), with the sources, times and
+        per-replica reports: for JSON."""
+        return {
+            **as_dict(self.engine),
+            **as_dict(self.source),
+            "bytes_read": self.bytes_read,
+            "extra_bytes": self.extra_bytes,
+            "sources": list(self.sources),
+            "real_seconds": self.real_seconds,
+            "cpu_seconds": self.cpu_seconds,
+            "per_source": [as_dict(r) for r in self.per_source],
+        }
 
     def to_json(self, **kwargs) -> str:
         return json.dumps(self.to_dict(), **kwargs)
@@ -103,12 +112,12 @@ class Stats:
         ]
         for row in rows:
             t.add_row(*row)
-        if len(self.per_source) > 1:
-            for src in self.per_source:
-                detail = f"{src['requests']:,} requests, {src.get('errors', 0)} errors"
-                if "latency_seconds" in src:
-                    detail += f", latency {1000 * src['latency_seconds']:.0f} ms, {src['throughput_bytes_per_second'] / 1e6:.0f} MB/s"
-                t.add_row(f"  {src['name']}", human_bytes(src["bytes"]), detail)
+        for src in self.per_source:
+            detail = (
+                f"{src.requests:,} requests, {src.errors} errors, latency {1000 * src.quality.latency:.0f} ms, "
+                f"{src.quality.throughput / 1e6:.0f} MB/s"
+            )
+            t.add_row(f"  {src.name}", human_bytes(src.bytes), detail)
         return t
 
 

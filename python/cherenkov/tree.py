@@ -7,49 +7,15 @@ import logging
 import re
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from cherenkov import _core
+from cherenkov._core import BranchInfo
 from cherenkov.arrays import to_awkward_layout, to_numpy
 from cherenkov.progress import Progress
 
 log = logging.getLogger("cherenkov")
-
-_COMPRESSION = {0: "inherit", 1: "zlib", 2: "lzma", 3: "old", 4: "lz4", 5: "zstd"}
-
-
-@dataclass(frozen=True)
-class BranchInfo:
-    """What a branch holds and what it costs on disk."""
-
-    index: int
-    name: str
-    path: str
-    typename: str
-    kind: str  # fixed, jagged, strings, record, or unsupported
-    entries: int
-    compressed_bytes: int
-    uncompressed_bytes: int
-    num_baskets: int
-    compression: int
-    unsupported: str | None
-    has_children: bool
-    basket_entry_starts: tuple[int, ...] = ()
-    basket_seeks: tuple[int, ...] = ()
-
-    @property
-    def compression_name(self) -> str:
-        if self.compression < 0:
-            return "inherit"
-        algo, level = divmod(self.compression, 100)
-        return f"{_COMPRESSION.get(algo, f'algorithm {algo}')}:{level}" if self.compression else "none"
-
-    @property
-    def readable(self) -> bool:
-        return self.unsupported is None
-
 
 def _is_pattern(s: str) -> bool:
     return any(ch in s for ch in "*?[") or (len(s) > 1 and s.startswith("/") and s.endswith("/"))
@@ -68,30 +34,7 @@ class Tree:
     def __init__(self, core: _core.Tree, file=None):
         self._core = core
         self.file = file
-        children = set()
-        raw = core.branches()
-        for b in raw:
-            if b["parent"] is not None:
-                children.add(b["parent"])
-        self.branches: list[BranchInfo] = [
-            BranchInfo(
-                index=b["index"],
-                name=b["name"],
-                path=b["path"],
-                typename=b["typename"],
-                kind=b["kind"],
-                entries=b["entries"],
-                compressed_bytes=b["compressed_bytes"],
-                uncompressed_bytes=b["uncompressed_bytes"],
-                num_baskets=b["num_baskets"],
-                compression=b["compression"],
-                unsupported=b["unsupported"],
-                has_children=b["index"] in children,
-                basket_entry_starts=tuple(b["basket_entry_starts"]),
-                basket_seeks=tuple(b["basket_seeks"]),
-            )
-            for b in raw
-        ]
+        self.branches: list[BranchInfo] = core.branches()
         self._by_name: dict[str, BranchInfo] = {}
         for info in self.branches:  # full paths win over bare names when both exist
             self._by_name.setdefault(info.name, info)
@@ -172,7 +115,7 @@ class Tree:
         branches, stats = self._core.read([info.index for _, info in selected], start, stop)
         log.debug(
             "%s: read %d branches, entries %d..%d: %d baskets, %d bytes in %.3f s",
-            self._where(), len(selected), start, stop, stats["baskets"], stats["compressed_bytes"], time.perf_counter() - t0,
+            self._where(), len(selected), start, stop, stats.baskets, stats.compressed_bytes, time.perf_counter() - t0,
         )
         return [(key, b) for (key, _), b in zip(selected, branches)], stats
 
@@ -207,8 +150,8 @@ class Tree:
         bar = Progress({self.name: max(stop - start, 0)}, progress)
         try:
             for lo, hi, pairs, stats in self.iterate_raw(expressions, step_size, start, stop, memory_budget, prefetch):
-                bar.advance(self.name, hi - lo, stats["uncompressed_bytes"])
-                log.debug("%s: step %d..%d ready (%d baskets, %d bytes)", self._where(), lo, hi, stats["baskets"], stats["compressed_bytes"])
+                bar.advance(self.name, hi - lo, stats.uncompressed_bytes)
+                log.debug("%s: step %d..%d ready (%d baskets, %d bytes)", self._where(), lo, hi, stats.baskets, stats.compressed_bytes)
                 yield _convert(pairs, library)
         finally:
             bar.close()
@@ -314,6 +257,6 @@ class LazyChunk:
         return _convert([(n, self._branch(n)) for n in names], library)
 
     @property
-    def stats(self) -> dict:
-        """Cache counters so far: hits, misses, miss_fetches, startup_fetches."""
+    def stats(self) -> "_core.LazyStats":
+        """Cache counters so far: hits, misses, miss_fetches, startup_fetches, learned_fetches."""
         return self._core.stats()

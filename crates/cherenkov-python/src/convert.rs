@@ -1,8 +1,8 @@
 //! Core results to Python: arrays as nested dicts of numpy buffers (no copies of the data),
-//! in awkward's layout vocabulary, and read costs as dicts.
+//! in awkward's layout vocabulary (counters and reports cross as the core's own typed classes).
 
 use crate::tree::kind;
-use cherenkov_core::engine::output::{BranchArray, ReadStats};
+use cherenkov_core::engine::output::BranchArray;
 use cherenkov_core::format::array::{Array, Layout};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
@@ -14,16 +14,6 @@ pub fn arrays_to_py(py: Python<'_>, arrays: Vec<BranchArray>) -> PyResult<Bound<
         out.append(branch_to_py(py, a)?)?;
     }
     Ok(out)
-}
-
-pub fn stats_to_py<'py>(py: Python<'py>, stats: &ReadStats) -> PyResult<Bound<'py, PyDict>> {
-    let s = PyDict::new(py);
-    s.set_item("baskets", stats.baskets)?;
-    s.set_item("compressed_bytes", stats.compressed_bytes)?;
-    s.set_item("uncompressed_bytes", stats.uncompressed_bytes)?;
-    s.set_item("fetch_seconds", stats.fetch_time.as_secs_f64())?;
-    s.set_item("decode_seconds", stats.decode_time.as_secs_f64())?;
-    Ok(s)
 }
 
 pub fn branch_to_py(py: Python<'_>, a: BranchArray) -> PyResult<Bound<'_, PyDict>> {

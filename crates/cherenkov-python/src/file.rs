@@ -4,10 +4,12 @@ use crate::errors::to_py;
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::runtime;
-use cherenkov_core::source::SourceOptions;
+use cherenkov_core::engine::stats::StatsSnapshot;
+use cherenkov_core::source::multi::ReplicaReport;
+use cherenkov_core::source::{SourceCounters, SourceOptions};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::PyDict;
 use std::sync::Arc;
 
 /// An open ROOT file.
@@ -74,32 +76,14 @@ impl RootFile {
         self.inner.requests()
     }
 
-    /// The engine's accumulated counters and the source's, as one dict (times in seconds).
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let e = self.inner.stats.snapshot();
-        let c = self.inner.source.counters();
-        let d = PyDict::new(py);
-        d.set_item("source", self.inner.name())?;
-        d.set_item("read_calls", e.read_calls)?;
-        d.set_item("baskets", e.baskets)?;
-        d.set_item("compressed_bytes", e.compressed_bytes)?;
-        d.set_item("uncompressed_bytes", e.uncompressed_bytes)?;
-        d.set_item("fetch_seconds", e.fetch_time.as_secs_f64())?;
-        d.set_item("decompress_wall_seconds", e.decompress_wall.as_secs_f64())?;
-        d.set_item("decompress_cpu_seconds", e.decompress_cpu.as_secs_f64())?;
-        d.set_item("blocked_seconds", e.blocked_time.as_secs_f64())?;
-        d.set_item("prefetched_steps", e.prefetched_steps)?;
-        d.set_item("cache_hits", e.cache_hits)?;
-        d.set_item("cache_misses", e.cache_misses)?;
-        d.set_item("miss_fetches", e.miss_fetches)?;
-        d.set_item("startup_fetches", e.startup_fetches)?;
-        d.set_item("learned_fetches", e.learned_fetches)?;
-        d.set_item("unused_bytes", e.unused_bytes)?;
-        d.set_item("requests", c.requests)?;
-        d.set_item("round_trips", c.round_trips)?;
-        d.set_item("ranges", c.ranges)?;
-        d.set_item("bytes_read", c.bytes)?;
-        Ok(d)
+    /// The engine's counters since opening (times in seconds).
+    fn engine_counters(&self) -> StatsSnapshot {
+        self.inner.stats.snapshot()
+    }
+
+    /// Requests, round trips, ranges and bytes the file's source has served so far.
+    fn source_counters(&self) -> SourceCounters {
+        self.inner.source.counters()
     }
 
     /// The recorded requests (when opened with trace=True): columns of a table, one row per range.
@@ -160,27 +144,8 @@ impl RootFile {
     }
 
     /// Per-replica reports when the file was opened from several replicas, else None.
-    fn replicas<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
-        let Some(reports) = self.inner.source.replicas() else {
-            return Ok(None);
-        };
-        let out = PyList::empty(py);
-        for r in reports {
-            let d = PyDict::new(py);
-            d.set_item("name", r.name)?;
-            d.set_item("requests", r.requests)?;
-            d.set_item("bytes", r.bytes)?;
-            d.set_item("errors", r.errors)?;
-            d.set_item("hedges_won", r.hedges_won)?;
-            d.set_item("probes", r.probes)?;
-            d.set_item("latency_seconds", r.quality.latency)?;
-            d.set_item("throughput_bytes_per_second", r.quality.throughput)?;
-            d.set_item("samples", r.quality.samples)?;
-            d.set_item("disabled", r.disabled)?;
-            d.set_item("last_error", r.last_error)?;
-            out.append(d)?;
-        }
-        Ok(Some(out))
+    fn replicas(&self) -> Option<Vec<ReplicaReport>> {
+        self.inner.source.replicas()
     }
 
     /// The checksum the server keeps for the file (`adler32 0a1b2c3d`; for replicas checked with
@@ -188,12 +153,6 @@ impl RootFile {
     fn checksum(&self, py: Python<'_>) -> PyResult<Option<String>> {
         py.detach(|| runtime().block_on(self.inner.source.checksum()))
             .map_err(to_py)
-    }
-
-    /// Requests, round trips, ranges and bytes the file's source has served so far.
-    fn source_counters(&self) -> (u64, u64, u64, u64) {
-        let c = self.inner.source.counters();
-        (c.requests, c.round_trips, c.ranges, c.bytes)
     }
 
     #[getter]

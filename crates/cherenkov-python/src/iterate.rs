@@ -1,6 +1,6 @@
 //! `StepIterator`: the steps of `Tree.iterate`, read ahead by the engine.
 
-use crate::convert::{arrays_to_py, stats_to_py};
+use crate::convert::arrays_to_py;
 use crate::errors::to_py;
 use cherenkov_core::engine::prefetch::StepReader;
 use cherenkov_core::engine::runtime;
@@ -31,14 +31,6 @@ impl StepIterator {
         });
         let Some(step) = next else { return Ok(None) };
         let step = step.map_err(to_py)?;
-        let stats = stats_to_py(py, &step.stats)?;
-        let blocked = self
-            .reader
-            .lock()
-            .unwrap()
-            .as_ref()
-            .map_or(0.0, |r| r.blocked.as_secs_f64());
-        stats.set_item("blocked_seconds_total", blocked)?;
         let arrays = arrays_to_py(py, step.arrays)?;
         Ok(Some(PyTuple::new(
             py,
@@ -46,7 +38,7 @@ impl StepIterator {
                 step.start.into_pyobject(py)?.into_any(),
                 step.stop.into_pyobject(py)?.into_any(),
                 arrays.into_any(),
-                stats.into_any(),
+                step.stats.into_pyobject(py)?.into_any(),
             ],
         )?))
     }

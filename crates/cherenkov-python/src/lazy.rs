@@ -2,7 +2,7 @@
 
 use crate::convert::branch_to_py;
 use crate::errors::to_py;
-use cherenkov_core::engine::lazy::{AccessProfile as CoreProfile, LazyReader};
+use cherenkov_core::engine::lazy::{AccessProfile as CoreProfile, LazyReader, LazyStats};
 use cherenkov_core::engine::runtime;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -56,14 +56,8 @@ impl LazyChunks {
         branch_to_py(py, array)
     }
 
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.reader.lock().unwrap().stats;
-        let d = PyDict::new(py);
-        d.set_item("hits", s.hits)?;
-        d.set_item("misses", s.misses)?;
-        d.set_item("miss_fetches", s.miss_fetches)?;
-        d.set_item("startup_fetches", s.startup_fetches)?;
-        d.set_item("learned_fetches", s.learned_fetches)?;
-        Ok(d)
+    /// The caches' counters so far.
+    fn stats(&self) -> LazyStats {
+        self.reader.lock().unwrap().stats
     }
 }

@@ -21,6 +21,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<iterate::StepIterator>()?;
     m.add_class::<lazy::AccessProfile>()?;
     m.add_class::<lazy::LazyChunks>()?;
+    m.add_class::<tree::BranchInfo>()?;
+    m.add_class::<cherenkov_core::engine::stats::StatsSnapshot>()?;
+    m.add_class::<cherenkov_core::engine::output::ReadStats>()?;
+    m.add_class::<cherenkov_core::engine::lazy::LazyStats>()?;
+    m.add_class::<cherenkov_core::source::SourceCounters>()?;
+    m.add_class::<cherenkov_core::source::multi::ReplicaReport>()?;
+    m.add_class::<cherenkov_core::source::multi::Quality>()?;
     let py = m.py();
     m.add("CherenkovError", py.get_type::<CherenkovError>())?;
     m.add("FormatError", py.get_type::<FormatError>())?;

@@ -1,6 +1,6 @@
 //! `Tree`: a TTree's metadata, whole reads, and the step and lazy readers over it.
 
-use crate::convert::{arrays_to_py, stats_to_py};
+use crate::convert::arrays_to_py;
 use crate::errors::to_py;
 use crate::iterate::StepIterator;
 use crate::lazy::{AccessProfile, LazyChunks};
@@ -12,7 +12,7 @@ use cherenkov_core::engine::runtime;
 use cherenkov_core::format::interpretation::{interpret, Interpretation};
 use cherenkov_core::format::tree::TreeMeta;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::PyTuple;
 use std::sync::Arc;
 
 /// A TTree's metadata, and reads of its branches.
@@ -20,6 +20,58 @@ use std::sync::Arc;
 pub struct Tree {
     pub file: Arc<CoreFile>,
     pub meta: Arc<TreeMeta>,
+}
+
+/// What a branch holds and what it costs on disk.
+#[pyclass(module = "cherenkov._core", get_all, frozen)]
+pub struct BranchInfo {
+    index: usize,
+    name: String,
+    path: String,
+    parent: Option<usize>,
+    /// TBranch, TBranchElement, ...
+    class_name: String,
+    title: String,
+    typename: String,
+    /// fixed, jagged, strings, record, or unsupported.
+    kind: String,
+    /// Why the branch cannot be read, when it cannot.
+    unsupported: Option<String>,
+    has_children: bool,
+    entries: u64,
+    compressed_bytes: u64,
+    uncompressed_bytes: u64,
+    num_baskets: usize,
+    compression: i32,
+    basket_entry_starts: Vec<u64>,
+    basket_seeks: Vec<u64>,
+}
+
+#[pymethods]
+impl BranchInfo {
+    #[getter]
+    fn readable(&self) -> bool {
+        self.unsupported.is_none()
+    }
+
+    /// "zstd:5", "none", "inherit" (ROOT's algorithm * 100 + level).
+    #[getter]
+    fn compression_name(&self) -> String {
+        const NAMES: [&str; 6] = ["inherit", "zlib", "lzma", "old", "lz4", "zstd"];
+        let (algorithm, level) = (self.compression / 100, self.compression % 100);
+        match self.compression {
+            c if c < 0 => "inherit".to_string(),
+            0 => "none".to_string(),
+            _ => match NAMES.get(algorithm as usize) {
+                Some(name) => format!("{name}:{level}"),
+                None => format!("algorithm {algorithm}:{level}"),
+            },
+        }
+    }
+
+    fn __repr__(&self) -> String {
+        format!("<BranchInfo {:?} {}>", self.path, self.typename)
+    }
 }
 
 pub fn kind(i: &Interpretation) -> &'static str {
@@ -51,45 +103,39 @@ impl Tree {
         self.meta.cluster_boundaries()
     }
 
-    /// One dict per branch (depth first), with its type and sizes.
-    fn branches<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let list = PyList::empty(py);
-        for (i, b) in self.meta.branches.iter().enumerate() {
-            let d = PyDict::new(py);
-            d.set_item("index", i)?;
-            d.set_item("name", &b.name)?;
-            d.set_item("path", self.meta.branch_path(i))?;
-            d.set_item("parent", b.parent)?;
-            d.set_item("class", &b.class)?;
-            d.set_item("title", &b.title)?;
-            d.set_item("entries", b.entries)?;
-            d.set_item("compressed_bytes", b.compressed_bytes())?;
-            d.set_item("uncompressed_bytes", b.uncompressed_bytes())?;
-            d.set_item("num_baskets", b.num_baskets())?;
-            d.set_item("compression", b.compress)?;
-            d.set_item(
-                "basket_entry_starts",
-                b.baskets.iter().map(|l| l.entry_start).collect::<Vec<_>>(),
-            )?;
-            d.set_item(
-                "basket_seeks",
-                b.baskets.iter().map(|l| l.seek).collect::<Vec<_>>(),
-            )?;
-            match interpret(&self.meta, i, self.file.streamers_read()) {
-                Ok(interp) => {
-                    d.set_item("typename", interp.typename())?;
-                    d.set_item("kind", kind(&interp))?;
-                    d.set_item("unsupported", py.None())?;
+    /// Every branch (depth first), with its type and sizes.
+    fn branches(&self) -> Vec<BranchInfo> {
+        let meta = &self.meta;
+        meta.branches
+            .iter()
+            .enumerate()
+            .map(|(i, b)| {
+                let (typename, kind, unsupported) =
+                    match interpret(meta, i, self.file.streamers_read()) {
+                        Ok(interp) => (interp.typename(), kind(&interp).to_string(), None),
+                        Err(u) => (u.typename, "unsupported".to_string(), Some(u.reason)),
+                    };
+                BranchInfo {
+                    index: i,
+                    name: b.name.clone(),
+                    path: meta.branch_path(i),
+                    parent: b.parent,
+                    class_name: b.class.clone(),
+                    title: b.title.clone(),
+                    typename,
+                    kind,
+                    unsupported,
+                    has_children: !b.children.is_empty(),
+                    entries: b.entries,
+                    compressed_bytes: b.compressed_bytes(),
+                    uncompressed_bytes: b.uncompressed_bytes(),
+                    num_baskets: b.num_baskets(),
+                    compression: b.compress,
+                    basket_entry_starts: b.baskets.iter().map(|l| l.entry_start).collect(),
+                    basket_seeks: b.baskets.iter().map(|l| l.seek).collect(),
                 }
-                Err(u) => {
-                    d.set_item("typename", u.typename)?;
-                    d.set_item("kind", "unsupported")?;
-                    d.set_item("unsupported", u.reason)?;
-                }
-            }
-            list.append(d)?;
-        }
-        Ok(list)
+            })
+            .collect()
     }
 
     /// Read branches (by index) over [start, stop). Returns (arrays, stats): one dict per branch
@@ -115,7 +161,7 @@ impl Tree {
             py,
             [
                 arrays_to_py(py, arrays)?.into_any(),
-                stats_to_py(py, &stats)?.into_any(),
+                stats.into_pyobject(py)?.into_any(),
             ],
         )
     }

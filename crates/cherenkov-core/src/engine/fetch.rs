@@ -75,7 +75,8 @@ pub async fn fetch_and_decode(
             None => fetched.next().unwrap_or_default(),
         })
         .collect();
-    stats.fetch_time = t0.elapsed();
+    let fetch_time = t0.elapsed();
+    stats.fetch_seconds = fetch_time.as_secs_f64();
     stats.compressed_bytes = missing.iter().map(|r| r.len).sum();
 
     let t1 = Instant::now();
@@ -100,18 +101,20 @@ pub async fn fetch_and_decode(
             })
             .collect::<Result<_>>()
     })?;
-    stats.decompress_cpu = timed.iter().map(|(_, d)| *d).sum();
+    let decompress_cpu: Duration = timed.iter().map(|(_, d)| *d).sum();
+    stats.decompress_cpu_seconds = decompress_cpu.as_secs_f64();
     let decoded: Vec<Basket> = timed.into_iter().map(|(b, _)| b).collect();
     stats.baskets = decoded.len() as u64;
     stats.uncompressed_bytes = decoded.iter().map(|b| b.content.len() as u64).sum();
-    stats.decode_time = t1.elapsed();
+    let decode_time = t1.elapsed();
+    stats.decode_seconds = decode_time.as_secs_f64();
     file.stats.record_fetch(
         stats.baskets,
         stats.compressed_bytes,
         stats.uncompressed_bytes,
-        stats.fetch_time,
-        stats.decode_time,
-        stats.decompress_cpu,
+        fetch_time,
+        decode_time,
+        decompress_cpu,
     );
     Ok((decoded, stats))
 }

@@ -72,6 +72,10 @@ impl Default for LazyOptions {
 
 /// Counters of the caches.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(module = "cherenkov._core", get_all, frozen)
+)]
 pub struct LazyStats {
     /// Branch accesses served from prefetched or startup data.
     pub hits: u64,

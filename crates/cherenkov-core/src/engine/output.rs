@@ -2,7 +2,6 @@
 
 use crate::format::array::Array;
 use crate::format::interpretation::Interpretation;
-use std::time::Duration;
 
 /// The array of one branch over the entries read.
 #[derive(Clone, Debug, PartialEq)]
@@ -15,13 +14,17 @@ pub struct BranchArray {
 
 /// What a read cost.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(module = "cherenkov._core", get_all, frozen)
+)]
 pub struct ReadStats {
     pub baskets: u64,
     pub compressed_bytes: u64,
     pub uncompressed_bytes: u64,
-    pub fetch_time: Duration,
+    pub fetch_seconds: f64,
     /// Wall time of decompression and assembly.
-    pub decode_time: Duration,
+    pub decode_seconds: f64,
     /// Decompression time summed over threads.
-    pub decompress_cpu: Duration,
+    pub decompress_cpu_seconds: f64,
 }

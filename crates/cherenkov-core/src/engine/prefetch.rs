@@ -275,9 +275,9 @@ async fn read_step(shared: &Shared, k: usize, budget: OwnedSemaphorePermit) -> R
             .filter(|(p, _)| shared.owner[*p] == k)
             .map(|(_, b)| b.content.len() as u64)
             .sum(),
-        fetch_time: fetched,
-        decode_time: t1.elapsed(),
-        decompress_cpu: Duration::ZERO,
+        fetch_seconds: fetched.as_secs_f64(),
+        decode_seconds: t1.elapsed().as_secs_f64(),
+        decompress_cpu_seconds: 0.0,
     };
     // Free decoded baskets that no later step needs.
     let mut slots = shared.decoded.lock().unwrap();

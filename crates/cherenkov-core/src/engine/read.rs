@@ -40,6 +40,6 @@ pub async fn read_branches_with(
     let t = Instant::now();
     let pairs: Vec<(&Planned, &Basket)> = plan.iter().zip(&decoded).collect();
     let arrays = assemble_all(file, tree, branches, interps, &pairs, start, stop).await?;
-    stats.decode_time += t.elapsed();
+    stats.decode_seconds += t.elapsed().as_secs_f64();
     Ok((arrays, stats))
 }

@@ -1,59 +1,110 @@
 //! What a file's reads did, accumulated over its lifetime (TTreePerfStats and more). Byte-source
 //! counters (requests, round trips) live with the source; these are the engine's own.
+//!
+//! Each counter is declared once, in [`engine_counters!`]: the thread-safe accumulator, the
+//! snapshot (a typed Python class, `cherenkov.EngineCounters`, when built with the `python`
+//! feature), the sum over files and the list of names all come from that one declaration.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-/// Thread-safe counters, updated by every read of a file.
-#[derive(Debug, Default)]
-pub struct EngineStats {
-    read_calls: AtomicU64,
-    baskets: AtomicU64,
-    compressed_bytes: AtomicU64,
-    uncompressed_bytes: AtomicU64,
-    fetch_ns: AtomicU64,
-    decompress_wall_ns: AtomicU64,
-    decompress_cpu_ns: AtomicU64,
-    blocked_ns: AtomicU64,
-    prefetched_steps: AtomicU64,
-    cache_hits: AtomicU64,
-    cache_misses: AtomicU64,
-    miss_fetches: AtomicU64,
-    startup_fetches: AtomicU64,
-    learned_fetches: AtomicU64,
-    unused_bytes: AtomicU64,
+macro_rules! engine_counters {
+    (
+        counts { $($(#[doc = $cdoc:literal])* $count:ident,)* }
+        seconds { $($(#[doc = $sdoc:literal])* $secs:ident,)* }
+    ) => {
+        /// Thread-safe counters, updated by every read of a file (times in nanoseconds).
+        #[derive(Debug, Default)]
+        pub struct EngineStats {
+            $($count: AtomicU64,)*
+            $($secs: AtomicU64,)*
+        }
+
+        /// A copy of the counters at one moment.
+        #[derive(Clone, Copy, Debug, Default, PartialEq)]
+        #[cfg_attr(
+            feature = "python",
+            pyo3::pyclass(module = "cherenkov._core", name = "EngineCounters", get_all, frozen)
+        )]
+        pub struct StatsSnapshot {
+            $($(#[doc = $cdoc])* pub $count: u64,)*
+            $($(#[doc = $sdoc])* pub $secs: f64,)*
+        }
+
+        impl StatsSnapshot {
+            /// The counters' names, in declaration order.
+            pub const FIELDS: &'static [&'static str] = &[$(stringify!($count),)* $(stringify!($secs),)*];
+        }
+
+        impl std::ops::Add for StatsSnapshot {
+            type Output = StatsSnapshot;
+            fn add(self, other: StatsSnapshot) -> StatsSnapshot {
+                StatsSnapshot {
+                    $($count: self.$count + other.$count,)*
+                    $($secs: self.$secs + other.$secs,)*
+                }
+            }
+        }
+
+        impl EngineStats {
+            pub fn snapshot(&self) -> StatsSnapshot {
+                StatsSnapshot {
+                    $($count: self.$count.load(Relaxed),)*
+                    $($secs: Duration::from_nanos(self.$secs.load(Relaxed)).as_secs_f64(),)*
+                }
+            }
+        }
+    };
 }
 
-/// A copy of the counters at one moment.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct StatsSnapshot {
-    /// Reads asked of the engine (one `arrays()` call, one prefetched step, one cache fill).
-    pub read_calls: u64,
-    pub baskets: u64,
-    /// Basket bytes fetched (as stored, usually compressed).
-    pub compressed_bytes: u64,
-    /// Basket bytes after decompression.
-    pub uncompressed_bytes: u64,
-    /// Time spent waiting for basket bytes, summed over reads (overlapping reads overlap here).
-    pub fetch_time: Duration,
-    /// Wall time of the parallel decompression phases.
-    pub decompress_wall: Duration,
-    /// Decompression time summed over the threads that did it.
-    pub decompress_cpu: Duration,
-    /// Time the consumer waited for data it needed now (what prefetching hides).
-    pub blocked_time: Duration,
-    pub prefetched_steps: u64,
-    pub cache_hits: u64,
-    pub cache_misses: u64,
-    pub miss_fetches: u64,
-    pub startup_fetches: u64,
-    pub learned_fetches: u64,
-    /// Bytes of arrays read ahead (startup, trigger, prefetch) and dropped unused.
-    pub unused_bytes: u64,
+engine_counters! {
+    counts {
+        /// Reads asked of the engine (one `arrays()` call, one prefetched step, one cache fill).
+        read_calls,
+        baskets,
+        /// Basket bytes fetched (as stored, usually compressed).
+        compressed_bytes,
+        /// Basket bytes after decompression.
+        uncompressed_bytes,
+        prefetched_steps,
+        cache_hits,
+        cache_misses,
+        miss_fetches,
+        startup_fetches,
+        learned_fetches,
+        /// Bytes of arrays read ahead (startup, trigger, prefetch) and dropped unused.
+        unused_bytes,
+    }
+    seconds {
+        /// Time spent waiting for basket bytes, summed over reads (overlapping reads overlap here).
+        fetch_seconds,
+        /// Wall time of the parallel decompression phases.
+        decompress_wall_seconds,
+        /// Decompression time summed over the threads that did it.
+        decompress_cpu_seconds,
+        /// Time the consumer waited for data it needed now (what prefetching hides).
+        blocked_seconds,
+    }
 }
 
-fn ns(d: Duration) -> u64 {
-    d.as_nanos().min(u64::MAX as u128) as u64
+#[cfg(feature = "python")]
+#[pyo3::pymethods]
+impl StatsSnapshot {
+    /// All zero: the start of a sum over files.
+    #[new]
+    fn zero() -> StatsSnapshot {
+        StatsSnapshot::default()
+    }
+    fn __add__(&self, other: &StatsSnapshot) -> StatsSnapshot {
+        *self + *other
+    }
+    fn __repr__(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+fn add_time(counter: &AtomicU64, d: Duration) {
+    counter.fetch_add(d.as_nanos().min(u64::MAX as u128) as u64, Relaxed);
 }
 
 impl EngineStats {
@@ -69,15 +120,15 @@ impl EngineStats {
         self.baskets.fetch_add(baskets, Relaxed);
         self.compressed_bytes.fetch_add(compressed, Relaxed);
         self.uncompressed_bytes.fetch_add(uncompressed, Relaxed);
-        self.fetch_ns.fetch_add(ns(fetch), Relaxed);
-        self.decompress_wall_ns.fetch_add(ns(wall), Relaxed);
-        self.decompress_cpu_ns.fetch_add(ns(cpu), Relaxed);
+        add_time(&self.fetch_seconds, fetch);
+        add_time(&self.decompress_wall_seconds, wall);
+        add_time(&self.decompress_cpu_seconds, cpu);
     }
     pub fn record_read_call(&self) {
         self.read_calls.fetch_add(1, Relaxed);
     }
     pub fn record_blocked(&self, d: Duration) {
-        self.blocked_ns.fetch_add(ns(d), Relaxed);
+        add_time(&self.blocked_seconds, d);
     }
     pub fn record_prefetched_step(&self) {
         self.prefetched_steps.fetch_add(1, Relaxed);
@@ -100,25 +151,29 @@ impl EngineStats {
     pub fn record_unused(&self, bytes: u64) {
         self.unused_bytes.fetch_add(bytes, Relaxed);
     }
+}
 
-    pub fn snapshot(&self) -> StatsSnapshot {
-        let d = |a: &AtomicU64| Duration::from_nanos(a.load(Relaxed));
-        StatsSnapshot {
-            read_calls: self.read_calls.load(Relaxed),
-            baskets: self.baskets.load(Relaxed),
-            compressed_bytes: self.compressed_bytes.load(Relaxed),
-            uncompressed_bytes: self.uncompressed_bytes.load(Relaxed),
-            fetch_time: d(&self.fetch_ns),
-            decompress_wall: d(&self.decompress_wall_ns),
-            decompress_cpu: d(&self.decompress_cpu_ns),
-            blocked_time: d(&self.blocked_ns),
-            prefetched_steps: self.prefetched_steps.load(Relaxed),
-            cache_hits: self.cache_hits.load(Relaxed),
-            cache_misses: self.cache_misses.load(Relaxed),
-            miss_fetches: self.miss_fetches.load(Relaxed),
-            startup_fetches: self.startup_fetches.load(Relaxed),
-            learned_fetches: self.learned_fetches.load(Relaxed),
-            unused_bytes: self.unused_bytes.load(Relaxed),
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_add_up_and_name_every_counter() {
+        let stats = EngineStats::default();
+        stats.record_fetch(
+            2,
+            10,
+            30,
+            Duration::from_millis(5),
+            Duration::ZERO,
+            Duration::ZERO,
+        );
+        let one = stats.snapshot();
+        assert_eq!((one.baskets, one.compressed_bytes), (2, 10));
+        assert!((one.fetch_seconds - 0.005).abs() < 1e-9);
+        let two = one + one;
+        assert_eq!(two.uncompressed_bytes, 60);
+        assert_eq!(StatsSnapshot::FIELDS.len(), 15);
+        assert!(StatsSnapshot::FIELDS.contains(&"blocked_seconds"));
     }
 }

@@ -57,6 +57,10 @@ impl SourceLimits {
 
 /// Counters every source keeps; the engine and the statistics layer read them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(module = "cherenkov._core", get_all, frozen)
+)]
 pub struct SourceCounters {
     /// Requests sent (one vectored request counts once).
     pub requests: u64,
@@ -66,6 +70,34 @@ pub struct SourceCounters {
     pub ranges: u64,
     /// Payload bytes received.
     pub bytes: u64,
+}
+
+impl std::ops::Add for SourceCounters {
+    type Output = SourceCounters;
+    fn add(self, other: SourceCounters) -> SourceCounters {
+        SourceCounters {
+            requests: self.requests + other.requests,
+            round_trips: self.round_trips + other.round_trips,
+            ranges: self.ranges + other.ranges,
+            bytes: self.bytes + other.bytes,
+        }
+    }
+}
+
+#[cfg(feature = "python")]
+#[pyo3::pymethods]
+impl SourceCounters {
+    /// All zero: the start of a sum over files.
+    #[new]
+    fn zero() -> SourceCounters {
+        SourceCounters::default()
+    }
+    fn __add__(&self, other: &SourceCounters) -> SourceCounters {
+        *self + *other
+    }
+    fn __repr__(&self) -> String {
+        format!("{self:?}")
+    }
 }
 
 /// A file's bytes, wherever they live.

@@ -12,6 +12,10 @@ const LATENCY_SAMPLE: u64 = 64 * 1024;
 /// mostly measure the wait.
 pub const FIRST_THROUGHPUT_SAMPLE: u64 = 1 << 20;
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(module = "cherenkov._core", get_all, frozen)
+)]
 pub struct Quality {
     /// Seconds.
     pub latency: f64,

@@ -18,6 +18,10 @@ pub trait ReplicaFinder: Send + Sync + std::fmt::Debug {
 
 /// Per-replica counters and state, for statistics and plots.
 #[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(module = "cherenkov._core", get_all, frozen)
+)]
 pub struct ReplicaReport {
     pub name: String,
     pub requests: u64,
