@@ -44,6 +44,15 @@ def _is_string(node: dict) -> bool:
     return node["class"] == "ListOffsetArray" and node["parameters"].get("__array__") == "string"
 
 
+def _index(node: dict, key: str):
+    """Offsets or index as awkward's Index64, or Index32 where the file's column is 32-bit."""
+    import awkward as ak
+
+    if node.get("index_type") == "i32":
+        return ak.index.Index32(node[key].astype(np.int32))
+    return ak.index.Index64(node[key])
+
+
 def to_layout(node: dict):
     """The awkward layout of one node (fixed dimensions become RegularArrays, as in uproot)."""
     import awkward as ak
@@ -55,14 +64,16 @@ def to_layout(node: dict):
         layout = ak.contents.NumpyArray(_numbers(node), parameters=params)
         return layout.to_RegularArray() if layout.data.ndim > 1 else layout
     if cls == "ListOffsetArray":
-        return ak.contents.ListOffsetArray(ak.index.Index64(node["offsets"]), to_layout(node["content"]), parameters=params)
+        return ak.contents.ListOffsetArray(_index(node, "offsets"), to_layout(node["content"]), parameters=params)
     if cls == "RegularArray":
         return ak.contents.RegularArray(to_layout(node["content"]), node["size"], zeros_length=node["length"], parameters=params)
     if cls == "RecordArray":
         contents = [to_layout(c) for c in node["contents"]]
         return ak.contents.RecordArray(contents, node["fields"], length=node["length"], parameters=params)
     if cls == "IndexedOptionArray":
-        return ak.contents.IndexedOptionArray(ak.index.Index64(node["index"]), to_layout(node["content"]), parameters=params)
+        return ak.contents.IndexedOptionArray(_index(node, "index"), to_layout(node["content"]), parameters=params)
+    if cls == "UnmaskedArray":
+        return ak.contents.UnmaskedArray(to_layout(node["content"]), parameters=params)
     if cls == "UnionArray":
         contents = [to_layout(c) for c in node["contents"]]
         return ak.contents.UnionArray(ak.index.Index8(node["tags"]), ak.index.Index64(node["index"]), contents, parameters=params)

@@ -54,8 +54,13 @@ pub fn array_to_py(py: Python<'_>, a: Array) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("nbytes", data.len)?;
             d.set_item("words", data.words.into_pyarray(py))?;
         }
-        Layout::ListOffset { offsets, content } => {
+        Layout::ListOffset {
+            offsets,
+            content,
+            index_type,
+        } => {
             d.set_item("class", "ListOffsetArray")?;
+            d.set_item("index_type", index_type.name())?;
             d.set_item("offsets", offsets.into_pyarray(py))?;
             d.set_item("content", array_to_py(py, *content)?)?;
         }
@@ -79,9 +84,18 @@ pub fn array_to_py(py: Python<'_>, a: Array) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("length", length)?;
             d.set_item("contents", children(contents)?)?;
         }
-        Layout::IndexedOption { index, content } => {
+        Layout::IndexedOption {
+            index,
+            content,
+            index_type,
+        } => {
             d.set_item("class", "IndexedOptionArray")?;
+            d.set_item("index_type", index_type.name())?;
             d.set_item("index", index.into_pyarray(py))?;
+            d.set_item("content", array_to_py(py, *content)?)?;
+        }
+        Layout::Unmasked { content } => {
+            d.set_item("class", "UnmaskedArray")?;
             d.set_item("content", array_to_py(py, *content)?)?;
         }
         Layout::Union {

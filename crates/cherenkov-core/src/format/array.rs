@@ -100,6 +100,25 @@ impl AlignedBytes {
 /// `__record__` (a class name). Values are plain strings.
 pub type Parameters = Vec<(String, String)>;
 
+/// The integer type awkward gives a node's offsets or index (its `Index32` or `Index64`); the
+/// values are held as `i64` either way. uproot's RNTuple forms follow the index column's width.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum IndexType {
+    I32,
+    #[default]
+    I64,
+}
+
+impl IndexType {
+    /// awkward's name in forms ("i32", "i64").
+    pub fn name(self) -> &'static str {
+        match self {
+            IndexType::I32 => "i32",
+            IndexType::I64 => "i64",
+        }
+    }
+}
+
 /// One array node. Lengths are in entries of that node.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Layout {
@@ -115,6 +134,7 @@ pub enum Layout {
     ListOffset {
         offsets: Vec<i64>,
         content: Box<Array>,
+        index_type: IndexType,
     },
     /// Every entry holds `size` items of `content`.
     Regular {
@@ -132,6 +152,7 @@ pub enum Layout {
     IndexedOption {
         index: Vec<i64>,
         content: Box<Array>,
+        index_type: IndexType,
     },
     /// An option type none of whose entries is missing (awkward's `UnmaskedArray`; uproot's
     /// variant alternatives).
@@ -174,8 +195,28 @@ impl Array {
         Layout::ListOffset {
             offsets,
             content: Box::new(content),
+            index_type: IndexType::I64,
         }
         .into()
+    }
+
+    pub fn option(index: Vec<i64>, content: Array) -> Self {
+        Layout::IndexedOption {
+            index,
+            content: Box::new(content),
+            index_type: IndexType::I64,
+        }
+        .into()
+    }
+
+    /// The same node with offsets or index of another integer type (no other node has one).
+    pub fn with_index_type(mut self, t: IndexType) -> Self {
+        if let Layout::ListOffset { index_type, .. } | Layout::IndexedOption { index_type, .. } =
+            &mut self.layout
+        {
+            *index_type = t;
+        }
+        self
     }
 
     /// Strings as awkward has them: a list of `char` bytes marked `string`.
@@ -254,10 +295,12 @@ impl Array {
         match &self.layout {
             Layout::Empty => 0,
             Layout::Numpy { data, .. } => data.len,
-            Layout::ListOffset { offsets, content } => i64s(offsets) + content.nbytes(),
+            Layout::ListOffset {
+                offsets, content, ..
+            } => i64s(offsets) + content.nbytes(),
             Layout::Regular { content, .. } => content.nbytes(),
             Layout::Record { contents, .. } => contents.iter().map(Array::nbytes).sum(),
-            Layout::IndexedOption { index, content } => i64s(index) + content.nbytes(),
+            Layout::IndexedOption { index, content, .. } => i64s(index) + content.nbytes(),
             Layout::Unmasked { content } => content.nbytes(),
             Layout::Union {
                 tags,
@@ -280,7 +323,9 @@ impl Array {
                 let item = dtype.size() * inner_shape.iter().product::<usize>();
                 item == 0 || data.len % item == 0
             }
-            Layout::ListOffset { offsets, content } => {
+            Layout::ListOffset {
+                offsets, content, ..
+            } => {
                 !offsets.is_empty()
                     && offsets[0] >= 0
                     && offsets.windows(2).all(|w| w[0] <= w[1])
@@ -304,7 +349,7 @@ impl Array {
                 names.as_ref().is_none_or(|n| n.len() == contents.len())
                     && contents.iter().all(|c| c.len() >= *length && c.is_valid())
             }
-            Layout::IndexedOption { index, content } => {
+            Layout::IndexedOption { index, content, .. } => {
                 index.iter().all(|&i| i < content.len() as i64) && content.is_valid()
             }
             Layout::Unmasked { content } => content.is_valid(),
@@ -349,11 +394,7 @@ mod tests {
     fn offsets_and_indices_past_their_content_are_invalid() {
         assert!(!Array::list(vec![0, 4], ints(&[1, 2, 3])).is_valid());
         assert!(!Array::list(vec![2, 1], ints(&[1, 2, 3])).is_valid());
-        let option = Layout::IndexedOption {
-            index: vec![0, -1, 3],
-            content: Box::new(ints(&[1, 2, 3])),
-        };
-        assert!(!Array::from(option).is_valid());
+        assert!(!Array::option(vec![0, -1, 3], ints(&[1, 2, 3])).is_valid());
         let union = Layout::Union {
             tags: vec![0, 1],
             index: vec![0, 0],

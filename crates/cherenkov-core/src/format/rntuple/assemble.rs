@@ -6,7 +6,7 @@
 use super::column::{ColumnType, Element, SWITCH_MEMORY_LEN};
 use super::fields::{Node, Slot};
 use crate::error::{Error, Result};
-use crate::format::array::{AlignedBytes, Array, DType, Layout};
+use crate::format::array::{AlignedBytes, Array, DType, IndexType, Layout};
 use std::sync::Arc;
 
 /// A column's elements in one cluster, in memory (`kind.element()`, native-endian).
@@ -65,17 +65,17 @@ pub fn assemble(
         Node::List {
             offsets: o,
             content,
-            ..
+            wide,
         } => {
             let o = offsets(o, counts, columns, origin)?;
             let content = assemble(content, &o.child_counts, columns, origin)?;
             check_end(&o.offsets, content.len() as u64, origin)?;
-            Ok(Array::list(o.offsets, content))
+            Ok(Array::list(o.offsets, content).with_index_type(index_type(*wide)))
         }
         Node::Optional {
             offsets: o,
             content,
-            ..
+            wide,
         } => {
             let o = offsets(o, counts, columns, origin)?;
             let content = assemble(content, &o.child_counts, columns, origin)?;
@@ -90,11 +90,7 @@ pub fn assemble(
                     n => Err(bad(format!("an optional value of 0 or 1 items, found {n}"))),
                 })
                 .collect::<Result<Vec<i64>>>()?;
-            Ok(Layout::IndexedOption {
-                index,
-                content: Box::new(content),
-            }
-            .into())
+            Ok(Array::option(index, content).with_index_type(index_type(*wide)))
         }
         Node::Record { names, contents } => {
             let contents = contents
@@ -297,11 +293,7 @@ fn variant(
             *b += c[k] as i64;
         }
     }
-    let nones: Array = Layout::IndexedOption {
-        index: vec![-1],
-        content: Box::new(Layout::Empty.into()),
-    }
-    .into();
+    let nones = Array::option(vec![-1], Layout::Empty.into());
     let mut members = vec![nones];
     for (node, counts) in contents.iter().zip(&child_counts) {
         members.push(assemble(node, counts, columns, origin)?);
@@ -337,6 +329,14 @@ fn check_end(offsets: &[i64], content: u64, origin: &str) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+fn index_type(wide: bool) -> IndexType {
+    if wide {
+        IndexType::I64
+    } else {
+        IndexType::I32
+    }
 }
 
 fn int_bytes(dtype: DType, values: impl Iterator<Item = i64>) -> AlignedBytes {

@@ -7,6 +7,7 @@
 
 pub mod anchor;
 pub mod assemble;
+pub mod blob;
 pub mod clusters;
 pub mod column;
 pub mod descriptor;
@@ -14,5 +15,6 @@ pub mod envelope;
 pub mod fields;
 pub mod footer;
 pub mod header;
+pub mod page;
 pub mod page_list;
 pub mod schema;

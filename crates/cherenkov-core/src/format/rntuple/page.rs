@@ -1,0 +1,130 @@
+//! Stored pages and envelopes: checksums verified, compression blocks (the same as TTree's)
+//! undone, elements decoded. A payload stored with its uncompressed size is stored raw.
+
+use super::column::Coding;
+use super::envelope::{xxh3, CHECKSUM_LEN};
+use super::page_list::PageInfo;
+use crate::error::{Error, Result};
+use crate::format::compression::decompress;
+
+/// Bytes to read for a page: the stored page and its checksum, if it has one.
+pub fn stored_len(page: &PageInfo) -> u64 {
+    page.locator.size
+        + if page.checksum {
+            CHECKSUM_LEN as u64
+        } else {
+            0
+        }
+}
+
+/// Decode one page read as `stored_len` bytes into `out` (its elements, in memory). `origin`
+/// names the page for errors.
+pub fn decode_page(
+    coding: &Coding,
+    page: &PageInfo,
+    stored: &[u8],
+    out: &mut [u8],
+    origin: &str,
+) -> Result<()> {
+    let bad = |what: String| Error::format(origin.to_string(), what);
+    if stored.len() as u64 != stored_len(page) {
+        return Err(bad(format!(
+            "a page of {} bytes, found {}",
+            stored_len(page),
+            stored.len()
+        )));
+    }
+    let (body, checksum) = stored.split_at(page.locator.size as usize);
+    if page.checksum {
+        let expected = u64::from_le_bytes(checksum.try_into().unwrap());
+        let computed = xxh3(body);
+        if expected != computed {
+            return Err(bad(format!(
+                "the page's XXH3-64 checksum {expected:#018x}, computed {computed:#018x}"
+            )));
+        }
+    }
+    let n = page.elements as usize;
+    let packed = coding.packed_len(page.elements as u64);
+    let element = coding.kind.element().expect("decodable column").size();
+    if out.len() != n * element {
+        return Err(bad(format!(
+            "{n} elements in the page, as its column range says"
+        )));
+    }
+    if body.len() as u64 == packed {
+        coding.decode(body, n, out);
+    } else {
+        let raw = decompress(body, packed as usize, origin)?;
+        coding.decode(&raw, n, out);
+    }
+    Ok(())
+}
+
+/// The uncompressed bytes of an envelope stored as `stored` (`length` bytes uncompressed).
+pub fn envelope_bytes(stored: &[u8], length: u64, origin: &str) -> Result<Vec<u8>> {
+    if stored.len() as u64 == length {
+        return Ok(stored.to_vec());
+    }
+    let length = usize::try_from(length)
+        .map_err(|_| Error::format(origin.to_string(), "an envelope that fits memory"))?;
+    decompress(stored, length, origin)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::rntuple::column::ColumnType;
+    use crate::format::rntuple::envelope::Locator;
+
+    fn coding() -> Coding {
+        Coding {
+            kind: ColumnType::Int32,
+            bits: 32,
+            range: None,
+        }
+    }
+
+    fn info(size: u64, elements: u32, checksum: bool) -> PageInfo {
+        PageInfo {
+            elements,
+            locator: Locator { offset: 0, size },
+            checksum,
+        }
+    }
+
+    #[test]
+    fn raw_and_compressed_pages_with_checksums() {
+        let values: Vec<u8> = (0..1000i32).flat_map(|v| v.to_le_bytes()).collect();
+        let mut out = vec![0u8; 4000];
+        let mut stored = values.clone();
+        stored.extend_from_slice(&xxh3(&values).to_le_bytes());
+        decode_page(&coding(), &info(4000, 1000, true), &stored, &mut out, "p").unwrap();
+        assert_eq!(out, values);
+        stored[7] ^= 1;
+        let e =
+            decode_page(&coding(), &info(4000, 1000, true), &stored, &mut out, "p").unwrap_err();
+        assert!(e.to_string().contains("checksum"), "{e}");
+
+        let zs = zstd::bulk::compress(&values, 1).unwrap();
+        let mut block = b"ZS\x01".to_vec();
+        for n in [zs.len(), values.len()] {
+            block.extend_from_slice(&(n as u32).to_le_bytes()[..3]);
+        }
+        block.extend_from_slice(&zs);
+        let page = info(block.len() as u64, 1000, false);
+        out.fill(0);
+        decode_page(&coding(), &page, &block, &mut out, "p").unwrap();
+        assert_eq!(out, values);
+        // A page claiming more elements than its blocks hold is an error.
+        let mut big = vec![0u8; 4400];
+        assert!(decode_page(
+            &coding(),
+            &info(block.len() as u64, 1100, false),
+            &block,
+            &mut big,
+            "p"
+        )
+        .is_err());
+    }
+}
