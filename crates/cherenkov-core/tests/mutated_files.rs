@@ -13,7 +13,7 @@ mod support;
 
 use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::output::BranchArray;
-use cherenkov_core::engine::read::read_branches;
+use cherenkov_core::engine::read::{read_branches, TreeTable};
 use cherenkov_core::engine::runtime;
 use cherenkov_core::format::cursor::Cursor;
 use cherenkov_core::format::directory::{DirectoryRecord, FileHeader};
@@ -392,7 +392,7 @@ fn exercise(path: &str, tally: &mut Tally) -> Vec<String> {
         problems.extend(judge_error(e, path));
     };
     let file = match runtime().block_on(RootFile::open_url(path, &Default::default())) {
-        Ok(f) => f,
+        Ok(f) => std::sync::Arc::new(f),
         Err(e) => {
             judge(&e, tally, &mut problems);
             return problems;
@@ -419,8 +419,9 @@ fn exercise(path: &str, tally: &mut Tally) -> Vec<String> {
         if bounds.first() != Some(&0) || bounds.last() != Some(&tree.entries) {
             problems.push(format!("cluster boundaries not 0..{}", tree.entries));
         }
+        let table = TreeTable::new(file.clone(), std::sync::Arc::new(tree.clone()));
         for b in 0..tree.branches.len() {
-            match runtime().block_on(read_branches(&file, &tree, &[b], 0, tree.entries)) {
+            match runtime().block_on(read_branches(&table, &[b], 0, tree.entries)) {
                 Ok((arrays, _)) => {
                     tally.branches_read += 1;
                     if let Some(p) = inconsistency(&arrays, tree.entries) {

@@ -3,7 +3,7 @@
 //! Python suite; this checks the Rust core on its own.
 
 use cherenkov_core::engine::file::RootFile;
-use cherenkov_core::engine::read::read_branches;
+use cherenkov_core::engine::read::{read_branches, TreeTable};
 use cherenkov_core::engine::runtime;
 use cherenkov_core::Error;
 mod support;
@@ -22,9 +22,11 @@ fn every_tree_in_testdata_reads_or_refuses_by_name() {
     let (mut read, mut refused, mut trees) = (0, 0, 0);
     for path in files {
         let name = path.to_str().unwrap().to_string();
-        let file = runtime()
-            .block_on(RootFile::open_url(&name, &Default::default()))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let file = std::sync::Arc::new(
+            runtime()
+                .block_on(RootFile::open_url(&name, &Default::default()))
+                .unwrap_or_else(|e| panic!("{e}")),
+        );
         let keys = runtime().block_on(file.all_keys()).unwrap();
         for (key_path, key) in keys.iter().filter(|(_, k)| k.class_name == "TTree") {
             trees += 1;
@@ -41,8 +43,9 @@ fn every_tree_in_testdata_reads_or_refuses_by_name() {
                 (0, tree.entries),
                 "{name} {key_path}"
             );
+            let table = TreeTable::new(file.clone(), std::sync::Arc::new(tree.clone()));
             for b in 0..tree.branches.len() {
-                match runtime().block_on(read_branches(&file, &tree, &[b], 0, tree.entries)) {
+                match runtime().block_on(read_branches(&table, &[b], 0, tree.entries)) {
                     Ok((arrays, _)) => {
                         assert_eq!(arrays[0].entries, tree.entries);
                         let array = &arrays[0].array;

@@ -3,6 +3,7 @@
 use crate::convert::arrays_to_py;
 use crate::errors::to_py;
 use cherenkov_core::engine::prefetch::StepReader;
+use cherenkov_core::engine::read::TreeTable;
 use cherenkov_core::engine::runtime;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -10,7 +11,7 @@ use pyo3::types::PyTuple;
 /// The steps of `Tree.iterate`; dropping it cancels the reads in flight.
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct StepIterator {
-    pub reader: std::sync::Mutex<Option<StepReader>>,
+    pub reader: std::sync::Mutex<Option<StepReader<TreeTable>>>,
 }
 
 #[pymethods]

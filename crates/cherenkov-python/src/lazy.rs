@@ -3,6 +3,7 @@
 use crate::convert::branch_to_py;
 use crate::errors::to_py;
 use cherenkov_core::engine::lazy::{AccessProfile as CoreProfile, LazyReader, LazyStats};
+use cherenkov_core::engine::read::TreeTable;
 use cherenkov_core::engine::runtime;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -39,7 +40,7 @@ impl AccessProfile {
 /// Lazy chunks: `advance()` to the next chunk, `get(index)` a branch of it.
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct LazyChunks {
-    pub reader: std::sync::Mutex<LazyReader>,
+    pub reader: std::sync::Mutex<LazyReader<TreeTable>>,
 }
 
 #[pymethods]

@@ -7,7 +7,7 @@ use crate::lazy::{AccessProfile, LazyChunks};
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::lazy::{LazyOptions, LazyReader};
 use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
-use cherenkov_core::engine::read::read_branches;
+use cherenkov_core::engine::read::{read_branches, TreeTable};
 use cherenkov_core::engine::runtime;
 use cherenkov_core::format::interpretation::{interpret, Interpretation};
 use cherenkov_core::format::tree::TreeMeta;
@@ -83,6 +83,12 @@ pub fn kind(i: &Interpretation) -> &'static str {
     }
 }
 
+impl Tree {
+    fn table(&self) -> TreeTable {
+        TreeTable::new(self.file.clone(), self.meta.clone())
+    }
+}
+
 #[pymethods]
 impl Tree {
     #[getter]
@@ -153,9 +159,7 @@ impl Tree {
             )));
         }
         let (arrays, stats) = py
-            .detach(|| {
-                runtime().block_on(read_branches(&self.file, &self.meta, &indices, start, stop))
-            })
+            .detach(|| runtime().block_on(read_branches(&self.table(), &indices, start, stop)))
             .map_err(to_py)?;
         PyTuple::new(
             py,
@@ -171,6 +175,7 @@ impl Tree {
     #[pyo3(signature = (indices, steps, memory_budget=256 << 20, max_steps_ahead=4))]
     fn iterate(
         &self,
+        py: Python<'_>,
         indices: Vec<usize>,
         steps: Vec<(u64, u64)>,
         memory_budget: u64,
@@ -181,19 +186,14 @@ impl Tree {
                 "no branch number {bad}"
             )));
         }
-        let _in_runtime = runtime().enter();
         let options = PrefetchOptions {
             memory_budget,
             max_steps_ahead,
         };
-        let reader = StepReader::start(
-            self.file.clone(),
-            self.meta.clone(),
-            indices,
-            steps,
-            options,
-        )
-        .map_err(to_py)?;
+        let table = Arc::new(self.table());
+        let reader = py
+            .detach(|| runtime().block_on(StepReader::start(table, indices, steps, options)))
+            .map_err(to_py)?;
         Ok(StepIterator {
             reader: std::sync::Mutex::new(Some(reader)),
         })
@@ -222,8 +222,7 @@ impl Tree {
             startup_bytes,
         };
         let reader = LazyReader::new(
-            self.file.clone(),
-            self.meta.clone(),
+            Arc::new(self.table()),
             steps,
             profile.inner.clone(),
             options,

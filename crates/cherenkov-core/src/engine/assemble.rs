@@ -4,7 +4,8 @@
 use super::file::RootFile;
 use super::output::BranchArray;
 use super::plan::Planned;
-use super::read::read_branches;
+use super::read::TreeTable;
+use super::table::{read, Held};
 use crate::error::{Error, Result};
 use crate::format::array::{AlignedBytes, Array, Layout};
 use crate::format::basket::Basket;
@@ -14,14 +15,14 @@ use rayon::prelude::*;
 
 /// Assemble each branch's arrays from its decoded baskets.
 pub async fn assemble_all(
-    file: &RootFile,
-    tree: &TreeMeta,
+    table: &TreeTable,
     branches: &[usize],
     interps: Vec<Interpretation>,
     baskets: &[(&Planned, &Basket)],
     start: u64,
     stop: u64,
 ) -> Result<Vec<BranchArray>> {
+    let (file, tree) = (&*table.file, &*table.tree);
     // Entry offsets first: rebuilding them may read a count branch (I/O, in order); then the
     // branches are assembled in parallel.
     let mut prepared = Vec::with_capacity(branches.len());
@@ -42,8 +43,7 @@ pub async fn assemble_all(
                 let name = tree.branch_path(b);
                 Some(
                     basket_offsets(
-                        file,
-                        tree,
+                        table,
                         &mine,
                         (start, stop),
                         *count_branch,
@@ -260,8 +260,7 @@ fn string_of_entry(entry: &[u8], header: usize) -> Option<&[u8]> {
 /// count branch when the writer left them out (ROOT's kGenerateOffsetMap).
 #[allow(clippy::too_many_arguments)]
 async fn basket_offsets<'a>(
-    file: &RootFile,
-    tree: &TreeMeta,
+    table: &TreeTable,
     baskets: &[(&Planned, &'a Basket)],
     (start, stop): (u64, u64),
     count_branch: Option<usize>,
@@ -269,6 +268,7 @@ async fn basket_offsets<'a>(
     header_bytes: usize,
     name: &str,
 ) -> Result<Vec<std::borrow::Cow<'a, [u32]>>> {
+    let (file, tree) = (&*table.file, &*table.tree);
     let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
     let missing: Vec<usize> = (0..baskets.len())
         .filter(|&i| baskets[i].1.offsets.is_none())
@@ -294,12 +294,12 @@ async fn basket_offsets<'a>(
         }
         counts_start = baskets[first].0.entry_start;
         let counts_stop = baskets[last].0.entry_start + baskets[last].1.entries as u64;
-        let (arrays, _) = Box::pin(read_branches(
-            file,
-            tree,
+        let (arrays, _) = Box::pin(read(
+            table,
             &[cb],
             counts_start,
             counts_stop.min(tree.entries),
+            &Held::new(),
         ))
         .await?;
         counts = numbers_as_i64(&arrays[0].array);

@@ -1,5 +1,5 @@
-//! Lazy chunks that learn which branches an analysis uses (the successor of TTreeCache's learning
-//! phase and CMSSW's startup and trigger caches):
+//! Lazy chunks that learn which branches (or fields) an analysis uses (the successor of
+//! TTreeCache's learning phase and CMSSW's startup and trigger caches), for any `Table`:
 //!
 //! - *startup*: the first branch touched in the first chunk fetches every readable branch of that
 //!   chunk in one request (if they fit `startup_bytes`), and the branches actually used in that
@@ -14,14 +14,9 @@
 //! - the learned sets live in an [`AccessProfile`] that the next file of a dataset reuses, so it
 //!   needs no training.
 
-use super::fetch::{fetch_baskets, HeldBaskets};
-use super::file::RootFile;
-use super::output::BranchArray;
-use super::plan::{interpretations, plan_baskets};
 use super::prefetch::{PrefetchOptions, StepReader};
-use super::read::{read_branches, read_branches_with};
+use super::table::{fetch, read, stored_bytes, Held, Table};
 use crate::error::{Error, Result};
-use crate::format::tree::TreeMeta;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -88,9 +83,8 @@ pub struct LazyStats {
     pub learned_fetches: u64,
 }
 
-pub struct LazyReader {
-    file: Arc<RootFile>,
-    tree: Arc<TreeMeta>,
+pub struct LazyReader<T: Table> {
+    table: Arc<T>,
     steps: Vec<(u64, u64)>,
     profile: Arc<AccessProfile>,
     options: LazyOptions,
@@ -98,35 +92,33 @@ pub struct LazyReader {
     by_path: HashMap<String, usize>,
     /// Index of the current chunk in `steps` (None before the first `advance`).
     current: Option<usize>,
-    cache: HashMap<usize, BranchArray>,
-    /// Compressed baskets of this chunk from a startup or trigger read, and their branches.
-    held: HeldBaskets,
+    cache: HashMap<usize, T::Item>,
+    /// Stored units of this chunk from a startup or trigger read, and their items.
+    held: Held,
     held_branches: BTreeSet<usize>,
     used: BTreeSet<usize>,
     training: bool,
     /// Whether this chunk already had its one read of every unread branch.
     triggered: bool,
-    pipeline: Option<(Vec<usize>, StepReader)>,
+    pipeline: Option<(Vec<usize>, StepReader<T>)>,
     pub stats: LazyStats,
 }
 
-impl LazyReader {
+impl<T: Table> LazyReader<T> {
     pub fn new(
-        file: Arc<RootFile>,
-        tree: Arc<TreeMeta>,
+        table: Arc<T>,
         steps: Vec<(u64, u64)>,
         profile: Arc<AccessProfile>,
         options: LazyOptions,
     ) -> Self {
-        let readable = (0..tree.branches.len())
-            .filter(|&b| interpretations(&file, &tree, &[b]).is_ok())
+        let items = 0..table.item_count();
+        let readable = items
+            .clone()
+            .filter(|&b| table.check(&[b]).is_ok())
             .collect();
-        let by_path = (0..tree.branches.len())
-            .map(|b| (tree.branch_path(b), b))
-            .collect();
+        let by_path = items.map(|b| (table.path(b), b)).collect();
         Self {
-            file,
-            tree,
+            table,
             steps,
             profile,
             options,
@@ -134,7 +126,7 @@ impl LazyReader {
             by_path,
             current: None,
             cache: HashMap::new(),
-            held: HeldBaskets::new(),
+            held: Held::new(),
             held_branches: BTreeSet::new(),
             used: BTreeSet::new(),
             training: false,
@@ -155,24 +147,22 @@ impl LazyReader {
     pub async fn advance(&mut self) -> Result<Option<(u64, u64)>> {
         let next = self.current.map_or(0, |c| c + 1);
         if self.training {
-            let learned: BTreeSet<String> = self
-                .used
-                .iter()
-                .map(|&b| self.tree.branch_path(b))
-                .collect();
+            let learned: BTreeSet<String> = self.used.iter().map(|&b| self.table.path(b)).collect();
             let mut state = self.profile.state.lock().unwrap();
             state.learned = learned;
             state.trained = true;
             self.training = false;
         }
-        let unused: usize = self.cache.values().map(|a| a.array.nbytes()).sum();
+        let unused: u64 = self.cache.values().map(|a| self.table.item_len(a)).sum();
         let (start, stop) = self.current.map_or((0, 0), |k| self.steps[k]);
         let held_unused: Vec<usize> = self.held_branches.iter().copied().collect();
-        let held_unused: u64 = plan_baskets(&self.tree, &held_unused, start, stop)
-            .iter()
-            .map(|p| p.stored_bytes())
-            .sum();
-        self.file.stats.record_unused(unused as u64 + held_unused);
+        let held_unused = if held_unused.is_empty() {
+            0
+        } else {
+            let plan = self.table.plan(&held_unused, start, stop).await?;
+            stored_bytes(&*self.table, &plan)
+        };
+        self.table.file().stats.record_unused(unused + held_unused);
         self.cache.clear();
         self.held.clear();
         self.held_branches.clear();
@@ -197,12 +187,12 @@ impl LazyReader {
             {
                 let steps = self.steps[next..].to_vec();
                 let reader = StepReader::start(
-                    self.file.clone(),
-                    self.tree.clone(),
+                    self.table.clone(),
                     learned.clone(),
                     steps,
                     self.options.prefetch,
-                )?;
+                )
+                .await?;
                 self.pipeline = Some((learned, reader));
             }
             if let Some((set, reader)) = &mut self.pipeline {
@@ -219,7 +209,7 @@ impl LazyReader {
     }
 
     /// The arrays of branch `b` in the current chunk (each branch once per chunk: callers keep it).
-    pub async fn get(&mut self, b: usize) -> Result<BranchArray> {
+    pub async fn get(&mut self, b: usize) -> Result<T::Item> {
         let Some(k) = self.current.filter(|&k| k < self.steps.len()) else {
             return Err(Error::InvalidArgument(
                 "no current chunk: call advance() first".into(),
@@ -228,7 +218,7 @@ impl LazyReader {
         let (start, stop) = self.steps[k];
         self.used.insert(b);
         if !self.training && self.options.learning {
-            let path = self.tree.branch_path(b);
+            let path = self.table.path(b);
             let mut state = self.profile.state.lock().unwrap();
             if !state.learned.contains(&path) && self.has(b) {
                 state.missed.insert(path); // served by a trigger read: part of the miss set
@@ -237,7 +227,10 @@ impl LazyReader {
         if let Some(array) = self.take_hit(b, start, stop).await? {
             return Ok(array);
         }
-        if self.training && self.stats.startup_fetches == 0 && self.fits_startup(start, stop) {
+        if self.training
+            && self.stats.startup_fetches == 0
+            && self.fits_startup(start, stop).await?
+        {
             let all = self.readable.clone();
             self.hold(&all, start, stop).await?;
             self.count(LazyStats {
@@ -248,7 +241,7 @@ impl LazyReader {
                 return Ok(array);
             }
         }
-        let path = self.tree.branch_path(b);
+        let path = self.table.path(b);
         let state = self.profile.snapshot();
         if !self.training && state.learned.contains(&path) {
             // Prefetch is off (or the learned set changed): fetch the learned set now, in one request.
@@ -284,7 +277,7 @@ impl LazyReader {
                 .copied()
                 .filter(|o| !self.has(*o))
                 .collect();
-            if !known && !self.triggered && self.fits_budget(&unread, start, stop) {
+            if !known && !self.triggered && self.fits_budget(&unread, start, stop).await? {
                 // A branch never missed before: the analysis has started on a new set (a trigger
                 // fired). Read every branch of this chunk not read yet, in one request, rather
                 // than one round trip per branch; what it then uses is learned as the miss set.
@@ -298,7 +291,7 @@ impl LazyReader {
                     .filter(|o| *o != b && !self.has(*o) && self.readable.contains(o)),
             );
         }
-        let (arrays, _) = read_branches(&self.file, &self.tree, &wanted, start, stop).await?;
+        let (arrays, _) = read(&*self.table, &wanted, start, stop, &Held::new()).await?;
         let mut arrays = wanted.into_iter().zip(arrays);
         let (_, first) = arrays.next().expect("the branch asked for");
         self.cache.extend(arrays);
@@ -311,7 +304,7 @@ impl LazyReader {
     }
 
     /// Branch `b` from memory, decompressed now if it was held.
-    async fn take_hit(&mut self, b: usize, start: u64, stop: u64) -> Result<Option<BranchArray>> {
+    async fn take_hit(&mut self, b: usize, start: u64, stop: u64) -> Result<Option<T::Item>> {
         let array = match self.cache.remove(&b) {
             Some(array) => array,
             None if self.held_branches.contains(&b) => self.decode_held(b, start, stop).await?,
@@ -325,24 +318,23 @@ impl LazyReader {
     }
 
     /// Decompress held branch `b` (no request: its baskets are held).
-    async fn decode_held(&mut self, b: usize, start: u64, stop: u64) -> Result<BranchArray> {
+    async fn decode_held(&mut self, b: usize, start: u64, stop: u64) -> Result<T::Item> {
         self.held_branches.remove(&b);
-        let (mut arrays, _) =
-            read_branches_with(&self.file, &self.tree, &[b], start, stop, &self.held).await?;
+        let (mut arrays, _) = read(&*self.table, &[b], start, stop, &self.held).await?;
         Ok(arrays.remove(0))
     }
 
-    /// Read the compressed baskets of `branches` in this chunk, in one request, and hold them.
+    /// Read the stored units of `branches` in this chunk, in one request, and hold them.
     async fn hold(&mut self, branches: &[usize], start: u64, stop: u64) -> Result<()> {
-        let plan = plan_baskets(&self.tree, branches, start, stop);
-        self.held.extend(fetch_baskets(&self.file, &plan).await?);
+        let plan = self.table.plan(branches, start, stop).await?;
+        fetch(&*self.table, &plan, &mut self.held).await?;
         self.held_branches.extend(branches.iter().copied());
         Ok(())
     }
 
     /// Read `branches` of the current chunk into the cache, in one request.
     async fn fill(&mut self, branches: &[usize], start: u64, stop: u64) -> Result<()> {
-        let (arrays, _) = read_branches(&self.file, &self.tree, branches, start, stop).await?;
+        let (arrays, _) = read(&*self.table, branches, start, stop, &Held::new()).await?;
         self.cache.extend(branches.iter().copied().zip(arrays));
         Ok(())
     }
@@ -354,7 +346,7 @@ impl LazyReader {
         self.stats.miss_fetches += d.miss_fetches;
         self.stats.startup_fetches += d.startup_fetches;
         self.stats.learned_fetches += d.learned_fetches;
-        self.file.stats.record_cache(
+        self.table.file().stats.record_cache(
             d.hits,
             d.misses,
             d.miss_fetches,
@@ -363,12 +355,12 @@ impl LazyReader {
         );
     }
 
-    fn fits_startup(&self, start: u64, stop: u64) -> bool {
-        self.fits_budget(&self.readable, start, stop)
+    async fn fits_startup(&self, start: u64, stop: u64) -> Result<bool> {
+        self.fits_budget(&self.readable, start, stop).await
     }
 
-    fn fits_budget(&self, branches: &[usize], start: u64, stop: u64) -> bool {
-        let plan = plan_baskets(&self.tree, branches, start, stop);
-        plan.iter().map(|p| p.stored_bytes()).sum::<u64>() <= self.options.startup_bytes
+    async fn fits_budget(&self, branches: &[usize], start: u64, stop: u64) -> Result<bool> {
+        let plan = self.table.plan(branches, start, stop).await?;
+        Ok(stored_bytes(&*self.table, &plan) <= self.options.startup_bytes)
     }
 }

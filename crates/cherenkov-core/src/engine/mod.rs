@@ -2,7 +2,6 @@
 //! decompresses and interprets them in parallel.
 
 pub mod assemble;
-pub mod fetch;
 pub mod file;
 pub mod lazy;
 pub mod output;
@@ -10,6 +9,7 @@ pub mod plan;
 pub mod prefetch;
 pub mod read;
 pub mod stats;
+pub mod table;
 
 use std::sync::OnceLock;
 

@@ -51,16 +51,6 @@ pub fn interpretations(
         .collect()
 }
 
-pub fn check_entry_range(tree: &TreeMeta, start: u64, stop: u64) -> Result<()> {
-    if start > stop || stop > tree.entries {
-        return Err(Error::InvalidArgument(format!(
-            "entry range {start}..{stop} is not inside 0..{}",
-            tree.entries
-        )));
-    }
-    Ok(())
-}
-
 pub fn plan_baskets(tree: &TreeMeta, branches: &[usize], start: u64, stop: u64) -> Vec<Planned> {
     let mut plan = Vec::new();
     for &b in branches {

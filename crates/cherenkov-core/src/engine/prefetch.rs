@@ -1,18 +1,12 @@
 //! Reading a sequence of entry ranges ("steps") with the future known: while the consumer works
 //! on step k, steps k+1.. are fetched and decompressed, up to a memory budget and a depth.
-//! A basket that straddles steps is fetched and decompressed once. Dropping the reader cancels
-//! everything in flight.
+//! A unit (basket, cluster of a column) that straddles steps is fetched and decoded once.
+//! Dropping the reader cancels everything in flight. Works on any `Table`.
 
-use super::assemble::assemble_all;
-use super::fetch::fetch_and_decode;
-use super::file::RootFile;
-use super::output::{BranchArray, ReadStats};
-use super::plan::{check_entry_range, interpretations, plan_baskets, Planned};
+use super::output::ReadStats;
+use super::table::{check_entry_range, fetch_and_decode, stored_bytes, Held, Table};
 use crate::error::{Error, Result};
-use crate::format::basket::Basket;
-use crate::format::interpretation::Interpretation;
-use crate::format::tree::TreeMeta;
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, OnceCell, OwnedSemaphorePermit, Semaphore};
@@ -37,41 +31,39 @@ impl Default for PrefetchOptions {
 }
 
 /// One step's arrays. Holding it holds its share of the memory budget.
-pub struct StepResult {
+pub struct StepResult<I> {
     pub start: u64,
     pub stop: u64,
-    pub arrays: Vec<BranchArray>,
+    pub arrays: Vec<I>,
     pub stats: ReadStats,
     _budget: OwnedSemaphorePermit,
 }
 
-type Decoded = Arc<HashMap<Planned, Arc<Basket>>>;
+type DecodedUnits<T> = Arc<HashMap<<T as Table>::Unit, Arc<<T as Table>::Decoded>>>;
 
-struct Slot {
-    /// Steps that still need baskets owned by this step (steps may finish out of order).
+struct Slot<T: Table> {
+    /// Steps that still need units owned by this step (steps may finish out of order).
     users_left: usize,
-    cell: Option<Arc<OnceCell<Decoded>>>,
+    cell: Option<Arc<OnceCell<DecodedUnits<T>>>>,
 }
 
-struct Shared {
-    file: Arc<RootFile>,
-    tree: Arc<TreeMeta>,
-    branches: Vec<usize>,
-    interps: Vec<Interpretation>,
-    /// Per step: the baskets it needs.
-    plans: Vec<Vec<Planned>>,
-    /// Per step: the baskets it fetches (those no earlier step needs), decoded once.
-    owned: Vec<Vec<Planned>>,
-    owner: HashMap<Planned, usize>,
-    /// Per owning step: its decoded baskets, while some step still needs them.
-    decoded: Mutex<Vec<Slot>>,
+struct Shared<T: Table> {
+    table: Arc<T>,
+    items: Vec<usize>,
+    /// Per step: the units it needs.
+    plans: Vec<Vec<T::Unit>>,
+    /// Per step: the units it fetches (those no earlier step needs), decoded once.
+    owned: Vec<Vec<T::Unit>>,
+    owner: HashMap<T::Unit, usize>,
+    /// Per owning step: its decoded units, while some step still needs them.
+    decoded: Mutex<Vec<Slot<T>>>,
     steps: Vec<(u64, u64)>,
 }
 
 /// Yields the steps in order; see the module documentation.
-pub struct StepReader {
-    file: Arc<RootFile>,
-    results: mpsc::Receiver<Result<StepResult>>,
+pub struct StepReader<T: Table> {
+    table: Arc<T>,
+    results: mpsc::Receiver<Result<StepResult<T::Item>>>,
     _driver: AbortOnDrop,
     /// Time `next` spent waiting for data the consumer needed now.
     pub blocked: Duration,
@@ -85,37 +77,36 @@ impl Drop for AbortOnDrop {
     }
 }
 
-impl StepReader {
-    /// Start reading `branches` over `steps` (consecutive, increasing entry ranges). Must be
+impl<T: Table> StepReader<T> {
+    /// Start reading `items` over `steps` (consecutive, increasing entry ranges). Must be
     /// called within the engine's runtime.
-    pub fn start(
-        file: Arc<RootFile>,
-        tree: Arc<TreeMeta>,
-        branches: Vec<usize>,
+    pub async fn start(
+        table: Arc<T>,
+        items: Vec<usize>,
         steps: Vec<(u64, u64)>,
         options: PrefetchOptions,
-    ) -> Result<StepReader> {
+    ) -> Result<StepReader<T>> {
         for &(start, stop) in &steps {
-            check_entry_range(&tree, start, stop)?;
+            check_entry_range(&*table, start, stop)?;
         }
         if options.max_steps_ahead == 0 || options.memory_budget == 0 {
             return Err(Error::InvalidArgument(
                 "prefetch depth and memory budget must be positive".into(),
             ));
         }
-        let interps = interpretations(&file, &tree, &branches)?;
-        let plans: Vec<Vec<Planned>> = steps
-            .iter()
-            .map(|&(a, b)| plan_baskets(&tree, &branches, a, b))
-            .collect();
+        table.check(&items)?;
+        let mut plans = Vec::with_capacity(steps.len());
+        for &(a, b) in &steps {
+            plans.push(table.plan(&items, a, b).await?);
+        }
         let mut owner = HashMap::new();
         let mut owned = vec![Vec::new(); steps.len()];
-        let mut users = vec![std::collections::HashSet::new(); steps.len()];
+        let mut users = vec![HashSet::new(); steps.len()];
         for (k, plan) in plans.iter().enumerate() {
-            for p in plan {
-                let o = *owner.entry(*p).or_insert(k);
+            for u in plan {
+                let o = *owner.entry(*u).or_insert(k);
                 if o == k {
-                    owned[k].push(*p);
+                    owned[k].push(*u);
                 }
                 users[o].insert(k);
             }
@@ -129,20 +120,17 @@ impl StepReader {
             .collect();
         let shared = Arc::new(Shared {
             decoded: Mutex::new(slots),
-            file,
-            tree,
-            branches,
-            interps,
+            table: table.clone(),
+            items,
             plans,
             owned,
             owner,
             steps,
         });
         let (tx, rx) = mpsc::channel(options.max_steps_ahead);
-        let stats_file = shared.file.clone();
         let driver = tokio::spawn(drive(shared, options, tx));
         Ok(StepReader {
-            file: stats_file,
+            table,
             results: rx,
             _driver: AbortOnDrop(driver),
             blocked: Duration::ZERO,
@@ -150,35 +138,29 @@ impl StepReader {
     }
 
     /// The next step, or `None` after the last.
-    pub async fn next(&mut self) -> Option<Result<StepResult>> {
+    pub async fn next(&mut self) -> Option<Result<StepResult<T::Item>>> {
         let t = Instant::now();
         let out = self.results.recv().await;
         self.blocked += t.elapsed();
-        self.file.stats.record_blocked(t.elapsed());
+        self.table.file().stats.record_blocked(t.elapsed());
         out
     }
 }
 
-/// Memory a step will hold: its own baskets compressed, plus their estimated uncompressed size.
-fn step_cost(shared: &Shared, k: usize) -> u64 {
-    shared.owned[k]
-        .iter()
-        .map(|p| {
-            let b = &shared.tree.branches[p.branch];
-            let ratio = if b.zip_bytes > 0 {
-                (b.tot_bytes as f64 / b.zip_bytes as f64).clamp(1.0, 100.0)
-            } else {
-                3.0
-            };
-            (p.stored_bytes() as f64 * (1.0 + ratio)) as u64
-        })
-        .sum()
+/// Memory a step will hold: its own units as stored, plus their estimated decoded size.
+fn step_cost<T: Table>(shared: &Shared<T>, k: usize) -> u64 {
+    let units = &shared.owned[k];
+    stored_bytes(&*shared.table, units)
+        + units
+            .iter()
+            .map(|u| shared.table.decoded_estimate(u))
+            .sum::<u64>()
 }
 
-async fn drive(
-    shared: Arc<Shared>,
+async fn drive<T: Table>(
+    shared: Arc<Shared<T>>,
     options: PrefetchOptions,
-    tx: mpsc::Sender<Result<StepResult>>,
+    tx: mpsc::Sender<Result<StepResult<T::Item>>>,
 ) {
     // One permit per byte (acquire_many takes a u32, so budgets above 4 GiB are capped there).
     let budget_permits = options.memory_budget.min(u32::MAX as u64) as u32;
@@ -186,7 +168,8 @@ async fn drive(
     // A step larger than the whole budget still runs, alone.
     let permits_for = |cost: u64| -> u32 { cost.min(budget_permits as u64).max(1) as u32 };
     let mut in_flight: VecDeque<AbortOnDrop> = VecDeque::new();
-    let mut results: VecDeque<tokio::sync::oneshot::Receiver<Result<StepResult>>> = VecDeque::new();
+    let mut results: VecDeque<tokio::sync::oneshot::Receiver<Result<StepResult<T::Item>>>> =
+        VecDeque::new();
     let mut next = 0;
     loop {
         let can_start = next < shared.steps.len() && results.len() < options.max_steps_ahead;
@@ -218,76 +201,76 @@ async fn drive(
     }
 }
 
-/// Decode (once) the baskets step `k` owns.
-async fn owned_baskets(shared: &Shared, k: usize) -> Result<Decoded> {
+/// Decode (once) the units step `k` owns.
+async fn owned_units<T: Table>(shared: &Shared<T>, k: usize) -> Result<DecodedUnits<T>> {
     let cell = shared.decoded.lock().unwrap()[k]
         .cell
         .clone()
-        .ok_or_else(|| Error::Cancelled(format!("baskets of step {k} were freed early")))?;
+        .ok_or_else(|| Error::Cancelled(format!("units of step {k} were freed early")))?;
     cell.get_or_try_init(|| async {
         let plan = &shared.owned[k];
-        let (baskets, _) =
-            fetch_and_decode(&shared.file, &shared.tree, plan, &Default::default()).await?;
-        Ok::<_, Error>(Arc::new(
-            plan.iter()
-                .copied()
-                .zip(baskets.into_iter().map(Arc::new))
-                .collect(),
-        ))
+        let (decoded, _) = fetch_and_decode(&*shared.table, plan, &Held::new()).await?;
+        Ok::<_, Error>(Arc::new(plan.iter().copied().zip(decoded).collect()))
     })
     .await
     .cloned()
 }
 
-async fn read_step(shared: &Shared, k: usize, budget: OwnedSemaphorePermit) -> Result<StepResult> {
+async fn read_step<T: Table>(
+    shared: &Shared<T>,
+    k: usize,
+    budget: OwnedSemaphorePermit,
+) -> Result<StepResult<T::Item>> {
     let (start, stop) = shared.steps[k];
-    shared.file.stats.record_read_call();
-    shared.file.stats.record_prefetched_step();
+    let table = &*shared.table;
+    table.file().stats.record_read_call();
+    table.file().stats.record_prefetched_step();
     let t0 = Instant::now();
-    let mut by_owner: HashMap<usize, Decoded> = HashMap::new();
-    for p in &shared.plans[k] {
-        let o = shared.owner[p];
+    let mut by_owner: HashMap<usize, DecodedUnits<T>> = HashMap::new();
+    for u in &shared.plans[k] {
+        let o = shared.owner[u];
         if let std::collections::hash_map::Entry::Vacant(e) = by_owner.entry(o) {
-            e.insert(owned_baskets(shared, o).await?);
+            e.insert(owned_units(shared, o).await?);
         }
     }
     let fetched = t0.elapsed();
-    let pairs: Vec<(&Planned, &Basket)> = shared.plans[k]
-        .iter()
-        .map(|p| (p, by_owner[&shared.owner[p]][p].as_ref()))
+    // Free the decoded units no later step needs first: this step then holds them alone, and
+    // assembly may take their buffers instead of copying them.
+    {
+        let mut slots = shared.decoded.lock().unwrap();
+        for &o in by_owner.keys() {
+            slots[o].users_left -= 1;
+            if slots[o].users_left == 0 {
+                slots[o].cell = None;
+            }
+        }
+    }
+    let mut maps: HashMap<usize, HashMap<T::Unit, Arc<T::Decoded>>> = by_owner
+        .into_iter()
+        .map(|(o, m)| (o, Arc::try_unwrap(m).unwrap_or_else(|m| (*m).clone())))
         .collect();
+    let units: Vec<(T::Unit, Arc<T::Decoded>)> = shared.plans[k]
+        .iter()
+        .filter_map(|u| {
+            let d = maps.get_mut(&shared.owner[u])?.remove(u)?;
+            Some((*u, d))
+        })
+        .collect();
+    let uncompressed_bytes = units
+        .iter()
+        .filter(|(u, _)| shared.owner[u] == k)
+        .map(|(_, d)| table.decoded_len(d))
+        .sum();
     let t1 = Instant::now();
-    let arrays = assemble_all(
-        &shared.file,
-        &shared.tree,
-        &shared.branches,
-        shared.interps.clone(),
-        &pairs,
-        start,
-        stop,
-    )
-    .await?;
+    let arrays = table.assemble(&shared.items, start, stop, units).await?;
     let stats = ReadStats {
         baskets: shared.owned[k].len() as u64,
-        compressed_bytes: shared.owned[k].iter().map(|p| p.stored_bytes()).sum(),
-        uncompressed_bytes: pairs
-            .iter()
-            .filter(|(p, _)| shared.owner[*p] == k)
-            .map(|(_, b)| b.content.len() as u64)
-            .sum(),
+        compressed_bytes: stored_bytes(table, &shared.owned[k]),
+        uncompressed_bytes,
         fetch_seconds: fetched.as_secs_f64(),
         decode_seconds: t1.elapsed().as_secs_f64(),
         decompress_cpu_seconds: 0.0,
     };
-    // Free decoded baskets that no later step needs.
-    let mut slots = shared.decoded.lock().unwrap();
-    for &o in by_owner.keys() {
-        slots[o].users_left -= 1;
-        if slots[o].users_left == 0 {
-            slots[o].cell = None;
-        }
-    }
-    drop(slots);
     Ok(StepResult {
         start,
         stop,

@@ -1,45 +1,151 @@
-//! Reading branches over an entry range: plan the baskets (`plan.rs`), fetch them in one
-//! vectored request and decompress them in parallel (`fetch.rs`), and assemble native-endian
-//! arrays (`assemble.rs`).
+//! TTrees as the engine reads them (`TreeTable`): branches stored in baskets. Planning is in
+//! `plan.rs`, assembly in `assemble.rs`; the reading itself is `table::read`.
 
 use super::assemble::assemble_all;
-use super::fetch::{fetch_and_decode, HeldBaskets};
 use super::file::RootFile;
 use super::output::{BranchArray, ReadStats};
-use super::plan::{check_entry_range, interpretations, plan_baskets, Planned};
-use crate::error::Result;
-use crate::format::basket::Basket;
+use super::plan::{interpretations, plan_baskets, BasketSource, Planned};
+use super::table::{read, Held, Table};
+use crate::error::{Error, Result};
+use crate::format::basket::{decode_basket, Basket};
 use crate::format::tree::TreeMeta;
-use std::time::Instant;
+use crate::source::ByteRange;
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// A TTree of an open file.
+#[derive(Clone)]
+pub struct TreeTable {
+    pub file: Arc<RootFile>,
+    pub tree: Arc<TreeMeta>,
+}
+
+impl TreeTable {
+    pub fn new(file: Arc<RootFile>, tree: Arc<TreeMeta>) -> Self {
+        Self { file, tree }
+    }
+}
 
 /// Read `branches` (indices into `tree.branches`) over entries `[start, stop)`.
 pub async fn read_branches(
-    file: &RootFile,
-    tree: &TreeMeta,
+    table: &TreeTable,
     branches: &[usize],
     start: u64,
     stop: u64,
 ) -> Result<(Vec<BranchArray>, ReadStats)> {
-    read_branches_with(file, tree, branches, start, stop, &HeldBaskets::new()).await
+    read(table, branches, start, stop, &Held::new()).await
 }
 
-/// As `read_branches`, taking the baskets found in `held` from there.
-pub async fn read_branches_with(
+#[async_trait]
+impl Table for TreeTable {
+    type Unit = Planned;
+    type Decoded = Basket;
+    type Item = BranchArray;
+
+    fn file(&self) -> &RootFile {
+        &self.file
+    }
+
+    fn entries(&self) -> u64 {
+        self.tree.entries
+    }
+
+    fn item_count(&self) -> usize {
+        self.tree.branches.len()
+    }
+
+    fn path(&self, item: usize) -> String {
+        self.tree.branch_path(item)
+    }
+
+    fn check(&self, items: &[usize]) -> Result<()> {
+        interpretations(&self.file, &self.tree, items).map(|_| ())
+    }
+
+    async fn plan(&self, items: &[usize], start: u64, stop: u64) -> Result<Vec<Planned>> {
+        Ok(plan_baskets(&self.tree, items, start, stop))
+    }
+
+    fn ranges(&self, unit: &Planned) -> Vec<ByteRange> {
+        match unit.source {
+            BasketSource::Disk(loc) => vec![ByteRange::new(loc.seek, loc.bytes as u64)],
+            BasketSource::Embedded(_) => Vec::new(),
+        }
+    }
+
+    fn decoded_estimate(&self, unit: &Planned) -> u64 {
+        let b = &self.tree.branches[unit.branch];
+        let ratio = if b.zip_bytes > 0 {
+            (b.tot_bytes as f64 / b.zip_bytes as f64).clamp(1.0, 100.0)
+        } else {
+            3.0
+        };
+        (unit.stored_bytes() as f64 * ratio) as u64
+    }
+
+    fn decode(&self, unit: &Planned, stored: &[Bytes]) -> Result<Basket> {
+        decode_planned(&self.file, &self.tree, unit, stored.first().map(|b| &b[..]))
+    }
+
+    fn decoded_len(&self, basket: &Basket) -> u64 {
+        basket.content.len() as u64
+    }
+
+    async fn assemble(
+        &self,
+        items: &[usize],
+        start: u64,
+        stop: u64,
+        units: Vec<(Planned, Arc<Basket>)>,
+    ) -> Result<Vec<BranchArray>> {
+        let interps = interpretations(&self.file, &self.tree, items)?;
+        let pairs: Vec<(&Planned, &Basket)> = units.iter().map(|(p, b)| (p, b.as_ref())).collect();
+        assemble_all(self, items, interps, &pairs, start, stop).await
+    }
+
+    fn item_len(&self, item: &BranchArray) -> u64 {
+        item.array.nbytes() as u64
+    }
+}
+
+/// Decode one planned basket from its stored bytes (none for baskets in the metadata).
+fn decode_planned(
     file: &RootFile,
     tree: &TreeMeta,
-    branches: &[usize],
-    start: u64,
-    stop: u64,
-    held: &HeldBaskets,
-) -> Result<(Vec<BranchArray>, ReadStats)> {
-    check_entry_range(tree, start, stop)?;
-    let interps = interpretations(file, tree, branches)?;
-    file.stats.record_read_call();
-    let plan = plan_baskets(tree, branches, start, stop);
-    let (decoded, mut stats) = fetch_and_decode(file, tree, &plan, held).await?;
-    let t = Instant::now();
-    let pairs: Vec<(&Planned, &Basket)> = plan.iter().zip(&decoded).collect();
-    let arrays = assemble_all(file, tree, branches, interps, &pairs, start, stop).await?;
-    stats.decode_seconds += t.elapsed().as_secs_f64();
-    Ok((arrays, stats))
+    p: &Planned,
+    raw: Option<&[u8]>,
+) -> Result<Basket> {
+    let meta = &tree.branches[p.branch];
+    match (&p.source, raw) {
+        (BasketSource::Disk(loc), Some(raw)) => {
+            let origin = format!(
+                "basket at file offset {} of branch '{}'",
+                loc.seek,
+                tree.branch_path(p.branch)
+            );
+            let basket = decode_basket(raw, &origin).map_err(|e| e.in_file(file.name()))?;
+            let expected = loc.entry_stop - loc.entry_start;
+            if basket.entries as u64 != expected {
+                return Err(Error::format(
+                    origin,
+                    format!(
+                        "{expected} entries as the branch says, found {}",
+                        basket.entries
+                    ),
+                )
+                .in_file(file.name()));
+            }
+            Ok(basket)
+        }
+        (BasketSource::Embedded(i), _) => {
+            let e = &meta.embedded[*i];
+            Ok(Basket {
+                entries: e.entries,
+                content: e.content.clone(),
+                offsets: e.offsets.clone(),
+            })
+        }
+        _ => unreachable!("every disk basket was fetched"),
+    }
 }
