@@ -2,7 +2,7 @@
 
 >>> import cherenkov
 >>> f = cherenkov.open("events.root")
->>> tree = f["Events"]
+>>> tree = f["Events"]                      # a TTree, or an RNTuple (same methods)
 >>> arrays = tree.arrays(["Muon_pt", "Muon_eta"], library="ak")
 """
 
@@ -10,6 +10,7 @@ from cherenkov._core import (
     AccessProfile,
     BranchInfo,
     EngineCounters,
+    FieldInfo,
     LazyStats,
     Quality,
     ReadStats,
@@ -25,6 +26,7 @@ from cherenkov._core import (
 from cherenkov.arrays import Jagged
 from cherenkov.file import Directory, File, open
 from cherenkov.stats import Stats
+from cherenkov.ntuple import RNTuple
 from cherenkov.tree import LazyChunk, Tree
 from cherenkov.processing import process
 
@@ -34,6 +36,8 @@ __all__ = [
     "File",
     "Directory",
     "Tree",
+    "RNTuple",
+    "FieldInfo",
     "BranchInfo",
     "LazyChunk",
     "AccessProfile",

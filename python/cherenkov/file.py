@@ -6,6 +6,7 @@ import os
 import time
 
 from cherenkov import _core
+from cherenkov.ntuple import RNTuple
 from cherenkov.tree import Tree
 
 
@@ -35,6 +36,9 @@ def open(  # noqa: A001 - mirrors uproot.open
     """
     return File(path if isinstance(path, (list, tuple)) else os.fspath(path), connections=connections, timeout=timeout,
                 retries=retries, trace=trace, discover=discover, verify_checksums=verify_checksums)
+
+
+RNTUPLE_CLASS = "ROOT::RNTuple"
 
 
 class Directory:
@@ -70,6 +74,8 @@ class Directory:
         for p, _c, cls, _t in self._file._all_keys():
             if p == bare and cls in ("TDirectory", "TDirectoryFile"):
                 return Directory(self._file, bare + "/")
+            if p == bare and cls == RNTUPLE_CLASS:
+                return RNTuple(self._file._core.ntuple(path), self._file)
         return Tree(self._file._core.tree(path), self._file)
 
     def __repr__(self) -> str:

@@ -61,7 +61,11 @@ class Tree:
 
     def keys(self, filter_name: str | None = None) -> list[str]:
         """Branch paths, depth first; `filter_name` is a glob or a /regex/."""
-        return [b.path for b in self.branches if filter_name is None or _matches(filter_name, b)]
+        return [b.path for b in self.branches if filter_name is None or self._matches(filter_name, b)]
+
+    @staticmethod
+    def _matches(pattern: str, info) -> bool:
+        return _matches(pattern, info)
 
     def __getitem__(self, name: str) -> BranchInfo:
         try:
@@ -84,14 +88,14 @@ class Tree:
         """Names and patterns to (output key, branch). Explicit names must exist (unsupported ones
         raise when read); patterns and None select the readable branches they match."""
         if expressions is None:
-            return [(b.name, b) for b in self.branches if b.readable]
+            return [(b.name, b) for b in self.branches if b.readable and self._selected_by_default(b)]
         if isinstance(expressions, str):
             expressions = [expressions]
         out: list[tuple[str, BranchInfo]] = []
         seen: set[int] = set()
         for expr in expressions:
             if expr not in self._by_name and _is_pattern(expr):
-                picked = [(b.name, b) for b in self.branches if b.readable and _matches(expr, b)]
+                picked = [(b.name, b) for b in self.branches if b.readable and self._matches(expr, b)]
             else:
                 picked = [(expr, self[expr])]
             for key, info in picked:
@@ -99,6 +103,10 @@ class Tree:
                     seen.add(info.index)
                     out.append((key, info))
         return out
+
+    @staticmethod
+    def _selected_by_default(info) -> bool:
+        return True
 
     def _entry_range(self, entry_start, entry_stop) -> tuple[int, int]:
         n = self.num_entries

@@ -2,27 +2,46 @@
 //! in awkward's layout vocabulary (counters and reports cross as the core's own typed classes).
 
 use crate::tree::kind;
-use cherenkov_core::engine::output::BranchArray;
+use cherenkov_core::engine::output::{BranchArray, FieldArray};
 use cherenkov_core::format::array::{Array, Layout};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-pub fn arrays_to_py(py: Python<'_>, arrays: Vec<BranchArray>) -> PyResult<Bound<'_, PyList>> {
-    let out = PyList::empty(py);
-    for a in arrays {
-        out.append(branch_to_py(py, a)?)?;
-    }
-    Ok(out)
+/// What a read hands out per branch or field, as a dict: its name (`branch`), `kind`,
+/// `entries` and `array`.
+pub trait ItemToPy {
+    fn to_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>>;
 }
 
-pub fn branch_to_py(py: Python<'_>, a: BranchArray) -> PyResult<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
-    d.set_item("branch", &a.branch)?;
-    d.set_item("kind", kind(&a.interpretation))?;
-    d.set_item("entries", a.entries)?;
-    d.set_item("array", array_to_py(py, a.array)?)?;
-    Ok(d)
+impl ItemToPy for BranchArray {
+    fn to_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("branch", &self.branch)?;
+        d.set_item("kind", kind(&self.interpretation))?;
+        d.set_item("entries", self.entries)?;
+        d.set_item("array", array_to_py(py, self.array)?)?;
+        Ok(d)
+    }
+}
+
+impl ItemToPy for FieldArray {
+    fn to_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("branch", &self.field)?;
+        d.set_item("kind", "field")?;
+        d.set_item("entries", self.entries)?;
+        d.set_item("array", array_to_py(py, self.array)?)?;
+        Ok(d)
+    }
+}
+
+pub fn arrays_to_py<I: ItemToPy>(py: Python<'_>, arrays: Vec<I>) -> PyResult<Bound<'_, PyList>> {
+    let out = PyList::empty(py);
+    for a in arrays {
+        out.append(a.to_py(py)?)?;
+    }
+    Ok(out)
 }
 
 /// One layout node as a dict: `class` (awkward's class name), its buffers as numpy arrays (the

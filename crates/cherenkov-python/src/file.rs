@@ -1,6 +1,7 @@
 //! `RootFile`: opening a file (or replicas of one) and what its source and engine counted.
 
 use crate::errors::to_py;
+use crate::ntuple::Ntuple;
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::runtime;
@@ -180,6 +181,18 @@ impl RootFile {
             .into_iter()
             .map(|(p, k)| (p, k.cycle, k.class_name, k.title))
             .collect())
+    }
+
+    fn ntuple(&self, py: Python<'_>, path: String) -> PyResult<Ntuple> {
+        let file = self.inner.clone();
+        let inner = py
+            .detach(|| {
+                runtime().block_on(cherenkov_core::engine::ntuple::Ntuple::open(file, &path))
+            })
+            .map_err(to_py)?;
+        Ok(Ntuple {
+            inner: Arc::new(inner),
+        })
     }
 
     fn tree(&self, py: Python<'_>, path: String) -> PyResult<Tree> {

@@ -1,8 +1,9 @@
 //! Lazy chunks that learn what an analysis uses, and the profile that carries it across files.
 
-use crate::convert::branch_to_py;
+use crate::convert::ItemToPy;
 use crate::errors::to_py;
 use cherenkov_core::engine::lazy::{AccessProfile as CoreProfile, LazyReader, LazyStats};
+use cherenkov_core::engine::ntuple::Ntuple;
 use cherenkov_core::engine::read::TreeTable;
 use cherenkov_core::engine::runtime;
 use pyo3::prelude::*;
@@ -37,28 +38,50 @@ impl AccessProfile {
     }
 }
 
-/// Lazy chunks: `advance()` to the next chunk, `get(index)` a branch of it.
+/// A lazy reader of a TTree or an RNTuple.
+pub enum Lazy {
+    Tree(LazyReader<TreeTable>),
+    Ntuple(LazyReader<Ntuple>),
+}
+
+/// Lazy chunks: `advance()` to the next chunk, `get(index)` a branch (or field) of it.
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct LazyChunks {
-    pub reader: std::sync::Mutex<LazyReader<TreeTable>>,
+    pub reader: std::sync::Mutex<Lazy>,
 }
 
 #[pymethods]
 impl LazyChunks {
     fn advance(&self, py: Python<'_>) -> PyResult<Option<(u64, u64)>> {
-        py.detach(|| runtime().block_on(self.reader.lock().unwrap().advance()))
-            .map_err(to_py)
+        py.detach(|| match &mut *self.reader.lock().unwrap() {
+            Lazy::Tree(r) => runtime().block_on(r.advance()),
+            Lazy::Ntuple(r) => runtime().block_on(r.advance()),
+        })
+        .map_err(to_py)
     }
 
     fn get<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Bound<'py, PyDict>> {
-        let array = py
-            .detach(|| runtime().block_on(self.reader.lock().unwrap().get(index)))
+        enum Got {
+            Tree(<TreeTable as cherenkov_core::engine::table::Table>::Item),
+            Ntuple(<Ntuple as cherenkov_core::engine::table::Table>::Item),
+        }
+        let got = py
+            .detach(|| match &mut *self.reader.lock().unwrap() {
+                Lazy::Tree(r) => runtime().block_on(r.get(index)).map(Got::Tree),
+                Lazy::Ntuple(r) => runtime().block_on(r.get(index)).map(Got::Ntuple),
+            })
             .map_err(to_py)?;
-        branch_to_py(py, array)
+        match got {
+            Got::Tree(a) => a.to_py(py),
+            Got::Ntuple(a) => a.to_py(py),
+        }
     }
 
     /// The caches' counters so far.
     fn stats(&self) -> LazyStats {
-        self.reader.lock().unwrap().stats
+        match &*self.reader.lock().unwrap() {
+            Lazy::Tree(r) => r.stats,
+            Lazy::Ntuple(r) => r.stats,
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
 //! decompression, and turn core errors into Python exceptions. One file per family of classes:
-//! `file.rs` (RootFile), `tree.rs` (Tree), `iterate.rs`, `lazy.rs`, with `convert.rs` for arrays
+//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`, with `convert.rs` for arrays
 //! and `errors.rs` for exceptions.
 
 mod convert;
@@ -8,6 +8,7 @@ mod errors;
 mod file;
 mod iterate;
 mod lazy;
+mod ntuple;
 mod tree;
 
 use errors::{CherenkovError, FormatError, NotFoundError, SourceError, UnsupportedBranch};
@@ -18,6 +19,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file::locate, m)?)?;
     m.add_class::<file::RootFile>()?;
     m.add_class::<tree::Tree>()?;
+    m.add_class::<ntuple::Ntuple>()?;
+    m.add_class::<ntuple::FieldInfo>()?;
     m.add_class::<iterate::StepIterator>()?;
     m.add_class::<lazy::AccessProfile>()?;
     m.add_class::<lazy::LazyChunks>()?;

@@ -2,8 +2,8 @@
 
 use crate::convert::arrays_to_py;
 use crate::errors::to_py;
-use crate::iterate::StepIterator;
-use crate::lazy::{AccessProfile, LazyChunks};
+use crate::iterate::{StepIterator, Steps};
+use crate::lazy::{AccessProfile, Lazy, LazyChunks};
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::lazy::{LazyOptions, LazyReader};
 use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
@@ -195,7 +195,7 @@ impl Tree {
             .detach(|| runtime().block_on(StepReader::start(table, indices, steps, options)))
             .map_err(to_py)?;
         Ok(StepIterator {
-            reader: std::sync::Mutex::new(Some(reader)),
+            reader: std::sync::Mutex::new(Some(Steps::Tree(reader))),
         })
     }
 
@@ -228,7 +228,7 @@ impl Tree {
             options,
         );
         LazyChunks {
-            reader: std::sync::Mutex::new(reader),
+            reader: std::sync::Mutex::new(Lazy::Tree(reader)),
         }
     }
 }

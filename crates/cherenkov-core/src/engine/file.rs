@@ -163,7 +163,7 @@ impl RootFile {
     }
 
     /// Read metadata ranges, serving what earlier reads hold and fetching the rest in one request.
-    async fn read_metadata(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+    pub(crate) async fn read_metadata(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
         let cached = |r: &ByteRange| {
             let regions = self.metadata.lock().unwrap();
             regions

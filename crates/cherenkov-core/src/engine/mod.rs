@@ -4,6 +4,7 @@
 pub mod assemble;
 pub mod file;
 pub mod lazy;
+pub mod ntuple;
 pub mod output;
 pub mod plan;
 pub mod prefetch;

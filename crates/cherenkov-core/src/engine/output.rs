@@ -1,4 +1,4 @@
-//! What reads hand out: each branch's arrays, and what the read cost.
+//! What reads hand out: each branch's or field's array, and what the read cost.
 
 use crate::format::array::Array;
 use crate::format::interpretation::Interpretation;
@@ -8,6 +8,15 @@ use crate::format::interpretation::Interpretation;
 pub struct BranchArray {
     pub branch: String,
     pub interpretation: Interpretation,
+    pub entries: u64,
+    pub array: Array,
+}
+
+/// The array of one RNTuple field (with the collections that enclose it) over the entries read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FieldArray {
+    /// The field's path ("jets.pt").
+    pub field: String,
     pub entries: u64,
     pub array: Array,
 }

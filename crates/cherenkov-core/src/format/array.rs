@@ -310,6 +310,78 @@ impl Array {
         }
     }
 
+    /// Entries `[start, stop)` of a valid array (`start <= stop <= len`). Lists and fixed-size
+    /// arrays keep only the content their entries use (offsets start at 0 again); options and
+    /// unions keep their contents whole.
+    pub fn slice(self, start: usize, stop: usize) -> Array {
+        if start == 0 && stop == self.len() {
+            return self;
+        }
+        let parameters = self.parameters;
+        let layout = match self.layout {
+            Layout::Empty => Layout::Empty,
+            Layout::Numpy {
+                dtype,
+                inner_shape,
+                data,
+            } => {
+                let item = dtype.size() * inner_shape.iter().product::<usize>();
+                let data = AlignedBytes::from_slice(&data.as_bytes()[start * item..stop * item]);
+                Layout::Numpy {
+                    dtype,
+                    inner_shape,
+                    data,
+                }
+            }
+            Layout::ListOffset {
+                offsets,
+                content,
+                index_type,
+            } => {
+                let (lo, hi) = (offsets[start], offsets[stop]);
+                Layout::ListOffset {
+                    offsets: offsets[start..=stop].iter().map(|o| o - lo).collect(),
+                    content: Box::new(content.slice(lo as usize, hi as usize)),
+                    index_type,
+                }
+            }
+            Layout::Regular { size, content, .. } => Layout::Regular {
+                size,
+                length: stop - start,
+                content: Box::new(content.slice(start * size, stop * size)),
+            },
+            Layout::Record {
+                names, contents, ..
+            } => Layout::Record {
+                names,
+                contents: contents.into_iter().map(|c| c.slice(start, stop)).collect(),
+                length: stop - start,
+            },
+            Layout::IndexedOption {
+                index,
+                content,
+                index_type,
+            } => Layout::IndexedOption {
+                index: index[start..stop].to_vec(),
+                content,
+                index_type,
+            },
+            Layout::Unmasked { content } => Layout::Unmasked {
+                content: Box::new(content.slice(start, stop)),
+            },
+            Layout::Union {
+                tags,
+                index,
+                contents,
+            } => Layout::Union {
+                tags: tags[start..stop].to_vec(),
+                index: index[start..stop].to_vec(),
+                contents,
+            },
+        };
+        Array { layout, parameters }
+    }
+
     /// Whether every index, offset and tag points inside its content, so that a consumer can
     /// trust the array without checking (readers build arrays from untrusted bytes).
     pub fn is_valid(&self) -> bool {
@@ -388,6 +460,19 @@ mod tests {
         let strings = Array::strings(vec![0, 1], AlignedBytes::from_slice(b"a"));
         assert_eq!(strings.parameter("__array__"), Some("string"));
         assert!(list.is_valid() && strings.is_valid());
+    }
+
+    #[test]
+    fn slices_keep_the_content_their_entries_use() {
+        let nested = Array::list(vec![0, 2, 2, 3], ints(&[1, 2, 3]));
+        let outer = Array::list(vec![0, 1, 3], nested);
+        let tail = outer.clone().slice(1, 2);
+        let inner = Array::list(vec![0, 0, 1], ints(&[3]));
+        assert_eq!(tail, Array::list(vec![0, 2], inner));
+        assert!(tail.is_valid());
+        assert_eq!(outer.clone().slice(0, 2), outer);
+        let regular = Array::regular(2, 3, ints(&[1, 2, 3, 4, 5, 6])).slice(2, 3);
+        assert_eq!(regular, Array::regular(2, 1, ints(&[5, 6])));
     }
 
     #[test]

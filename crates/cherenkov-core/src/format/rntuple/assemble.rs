@@ -18,17 +18,12 @@ pub struct Decoded {
 }
 
 /// Where assembly finds decoded columns: the active column of `slot` in the `k`-th cluster read.
-pub trait Columns {
-    fn get(&mut self, slot: &Slot, k: usize) -> Result<Arc<Decoded>>;
+pub trait Columns: Sync {
+    fn get(&self, slot: &Slot, k: usize) -> Result<Arc<Decoded>>;
 }
 
 /// Assemble `node` over clusters holding `counts[k]` items of it each. `origin` names the field.
-pub fn assemble(
-    node: &Node,
-    counts: &[u64],
-    columns: &mut dyn Columns,
-    origin: &str,
-) -> Result<Array> {
+pub fn assemble(node: &Node, counts: &[u64], columns: &dyn Columns, origin: &str) -> Result<Array> {
     let bad = |what: String| Error::format(origin.to_string(), what);
     let total = counts.iter().try_fold(0u64, |a, &b| a.checked_add(b));
     let total = total.ok_or_else(|| bad("item counts that add up".into()))?;
@@ -119,7 +114,7 @@ fn numbers(
     slot: &Slot,
     dtype: DType,
     counts: &[u64],
-    columns: &mut dyn Columns,
+    columns: &dyn Columns,
     origin: &str,
 ) -> Result<AlignedBytes> {
     let mut chunks = Vec::with_capacity(counts.len());
@@ -192,12 +187,7 @@ struct Offsets {
 }
 
 /// An index column over the clusters: cluster-relative ends become offsets over all of them.
-fn offsets(
-    slot: &Slot,
-    counts: &[u64],
-    columns: &mut dyn Columns,
-    origin: &str,
-) -> Result<Offsets> {
+fn offsets(slot: &Slot, counts: &[u64], columns: &dyn Columns, origin: &str) -> Result<Offsets> {
     let total: u64 = counts.iter().sum();
     let mut offsets = Vec::with_capacity(total as usize + 1);
     let mut sizes = Vec::with_capacity(total as usize);
@@ -242,7 +232,7 @@ fn variant(
     switch: &Slot,
     contents: &[Node],
     counts: &[u64],
-    columns: &mut dyn Columns,
+    columns: &dyn Columns,
     origin: &str,
 ) -> Result<Array> {
     let bad = |what: String| Error::format(origin.to_string(), what);

@@ -22,6 +22,8 @@ pub struct Descriptor {
     top_level: Vec<usize>,
     /// Per field, its physical columns in ID order.
     columns: Vec<Vec<usize>>,
+    /// Per field, the name uproot shows (see `display_name`).
+    display: Vec<String>,
 }
 
 impl Descriptor {
@@ -79,7 +81,7 @@ impl Descriptor {
         if spans.try_fold(0u64, |a, b| a.checked_add(b)).is_none() {
             return Err(bad("cluster groups of at most 2^64 entries in all".into()));
         }
-        Ok(Descriptor {
+        let mut d = Descriptor {
             name: header.name,
             description: header.description,
             writer: header.writer,
@@ -90,7 +92,15 @@ impl Descriptor {
             children,
             top_level,
             columns,
-        })
+            display: Vec::new(),
+        };
+        d.display = (0..n_fields).map(|f| d.plain_name(f).to_string()).collect();
+        for r in 0..n_fields {
+            if d.schema.fields[r].role == Role::Record {
+                d.rename_collisions(r);
+            }
+        }
+        Ok(d)
     }
 
     pub fn entries(&self) -> u64 {
@@ -178,14 +188,109 @@ impl Descriptor {
         false
     }
 
-    /// The name uproot shows: members of tuples and pairs (`_0`, `_1`) lose their underscore.
+    /// The name uproot shows: members of tuples and pairs (`_0`, `_1`) lose their underscore;
+    /// a member a record inherits under the name of another is prefixed with the classes it
+    /// comes through (`Base::x`).
     pub fn display_name(&self, f: usize) -> &str {
+        &self.display[f]
+    }
+
+    fn plain_name(&self, f: usize) -> &str {
         let name = &self.schema.fields[f].name;
         match self.parent(f) {
             Some(p) if self.schema.fields[p].role == Role::Record && is_numbered(name, "_") => {
                 &name[1..]
             }
             _ => name,
+        }
+    }
+
+    /// The members of record `f` in uproot's order: its own members first, then those of its
+    /// base classes (last base first), recursively.
+    pub fn record_members(&self, f: usize) -> Vec<usize> {
+        let mut members = Vec::new();
+        let mut stack = vec![f];
+        while let Some(at) = stack.pop() {
+            for &c in self.children(at) {
+                if self.is_anonymous(c) {
+                    stack.push(c);
+                } else {
+                    members.push(c);
+                }
+            }
+        }
+        members
+    }
+
+    /// Members of record `r` sharing a name are told apart as uproot does: each is prefixed with
+    /// the type names of the classes it comes through, outermost first, until the names differ.
+    fn rename_collisions(&mut self, r: usize) {
+        let members = self.record_members(r);
+        let mut groups: std::collections::HashMap<String, Vec<usize>> = Default::default();
+        for &m in &members {
+            groups.entry(self.display[m].clone()).or_default().push(m);
+        }
+        for group in groups.into_values().filter(|g| g.len() > 1) {
+            // Ancestors of each member, innermost first, without those all of them share.
+            let mut stacks: Vec<Vec<usize>> = group
+                .iter()
+                .map(|&m| {
+                    let mut s = vec![m];
+                    while let Some(p) = self.parent(*s.last().unwrap()) {
+                        s.push(p);
+                    }
+                    s
+                })
+                .collect();
+            while stacks
+                .iter()
+                .all(|s| s.len() > 1 && s.last() == stacks[0].last())
+            {
+                stacks.iter_mut().for_each(|s| {
+                    s.pop();
+                });
+            }
+            let labels: Vec<Vec<String>> = stacks
+                .iter()
+                .map(|s| {
+                    let mut l = vec![self.display[s[0]].clone()];
+                    l.extend(
+                        s[1..]
+                            .iter()
+                            .map(|&a| self.schema.fields[a].type_name.clone()),
+                    );
+                    l
+                })
+                .collect();
+            let name = |l: &[String], n: usize| -> String {
+                let n = n.min(l.len() - 1);
+                let mut parts: Vec<&str> =
+                    l[1..].iter().rev().take(n).map(String::as_str).collect();
+                parts.push(&l[0]);
+                parts.join("::")
+            };
+            let mut prefixes = vec![0usize; group.len()];
+            let longest = labels.iter().map(Vec::len).max().unwrap_or(1);
+            let mut names: Vec<String> = labels.iter().map(|l| name(l, 0)).collect();
+            for _ in 0..longest {
+                let mut counts: std::collections::HashMap<&str, usize> = Default::default();
+                names
+                    .iter()
+                    .for_each(|n| *counts.entry(n).or_default() += 1);
+                let clashing: Vec<bool> = names.iter().map(|n| counts[n.as_str()] > 1).collect();
+                if !clashing.contains(&true) {
+                    break;
+                }
+                for (i, clash) in clashing.into_iter().enumerate() {
+                    if clash {
+                        prefixes[i] += 1;
+                        names[i] = name(&labels[i], prefixes[i]);
+                    }
+                }
+            }
+            for (&m, n) in group.iter().zip(names) {
+                self.display[m] = n;
+            }
         }
     }
 

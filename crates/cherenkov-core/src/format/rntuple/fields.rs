@@ -121,7 +121,8 @@ pub fn plan(d: &Descriptor, f: usize, keep: &dyn Fn(usize) -> bool) -> Plan {
             }
         }
         Role::Record => {
-            let members: Vec<usize> = record_members(d, f)
+            let members: Vec<usize> = d
+                .record_members(f)
                 .into_iter()
                 .filter(|&m| keep(m))
                 .collect();
@@ -163,6 +164,82 @@ pub fn plan(d: &Descriptor, f: usize, keep: &dyn Fn(usize) -> bool) -> Plan {
         Role::Streamer => refuse("objects serialized with ROOT's streamer are not read".into()),
         Role::Unknown(code) => refuse(format!("structural role {code} is unknown to this reader")),
     }
+}
+
+/// Field `f` read on its own: its whole node under the collections and fixed-size arrays that
+/// enclose it (as uproot's `RField.array()` gives it: `jets.pt` is a list of numbers).
+pub fn item(d: &Descriptor, f: usize) -> Plan {
+    let mut node = plan(d, f, &|_| true)?;
+    let mut at = d.parent(f);
+    while let Some(p) = at {
+        let rec = d.field(p);
+        node = match rec.role {
+            Role::Collection => {
+                let src = d.source(p);
+                let offsets = slot(d, src, 0).ok_or_else(|| unsupported(p, "no index column"))?;
+                let wide = index_width(d, &offsets, p)?;
+                let content = Box::new(node);
+                if d.field(src).type_name.starts_with("std::optional") {
+                    Node::Optional {
+                        offsets,
+                        wide,
+                        content,
+                    }
+                } else {
+                    Node::List {
+                        offsets,
+                        wide,
+                        content,
+                    }
+                }
+            }
+            _ if rec.repetition > 0 => Node::Regular {
+                size: usize::try_from(rec.repetition)
+                    .map_err(|_| unsupported(p, "an array size that fits memory"))?,
+                content: Box::new(node),
+            },
+            Role::Variant => {
+                return Err(unsupported(
+                    f,
+                    "an alternative of a variant is read with its variant",
+                ))
+            }
+            _ => node,
+        };
+        at = d.parent(p);
+    }
+    Ok(node)
+}
+
+/// Every slot a node reads, depth first.
+pub fn slots(node: &Node) -> Vec<&Slot> {
+    let mut out = Vec::new();
+    fn walk<'a>(n: &'a Node, out: &mut Vec<&'a Slot>) {
+        match n {
+            Node::Numpy { slot, .. } | Node::Cardinality { slot, .. } => out.push(slot),
+            Node::Strings { offsets, chars, .. } => {
+                out.push(offsets);
+                out.push(chars);
+            }
+            Node::Regular { content, .. } | Node::Unmasked(content) => walk(content, out),
+            Node::List {
+                offsets, content, ..
+            }
+            | Node::Optional {
+                offsets, content, ..
+            } => {
+                out.push(offsets);
+                walk(content, out);
+            }
+            Node::Record { contents, .. } => contents.iter().for_each(|c| walk(c, out)),
+            Node::Variant { switch, contents } => {
+                out.push(switch);
+                contents.iter().for_each(|c| walk(c, out));
+            }
+        }
+    }
+    walk(node, &mut out);
+    out
 }
 
 /// Numbers or a string from the columns of `src` (shown as field `f`).
@@ -256,23 +333,6 @@ fn index_width(d: &Descriptor, slot: &Slot, f: usize) -> Result<bool, Unsupporte
         }
     }
     Ok(d.schema.columns[slot.candidates[0]].bits == 64)
-}
-
-/// The members of record `f` in uproot's order: its own members first, then those of its base
-/// classes (last base first), recursively.
-pub fn record_members(d: &Descriptor, f: usize) -> Vec<usize> {
-    let mut members = Vec::new();
-    let mut stack = vec![f];
-    while let Some(at) = stack.pop() {
-        for &c in d.children(at) {
-            if d.is_anonymous(c) {
-                stack.push(c);
-            } else {
-                members.push(c);
-            }
-        }
-    }
-    members
 }
 
 /// Tuple members are named `_0`, `_1`, ...

@@ -6,6 +6,7 @@ use super::envelope::{xxh3, CHECKSUM_LEN};
 use super::page_list::PageInfo;
 use crate::error::{Error, Result};
 use crate::format::compression::decompress;
+use std::borrow::Cow;
 
 /// Bytes to read for a page: the stored page and its checksum, if it has one.
 pub fn stored_len(page: &PageInfo) -> u64 {
@@ -17,15 +18,14 @@ pub fn stored_len(page: &PageInfo) -> u64 {
         }
 }
 
-/// Decode one page read as `stored_len` bytes into `out` (its elements, in memory). `origin`
-/// names the page for errors.
-pub fn decode_page(
+/// The packed elements of one page read as `stored_len` bytes: its checksum verified, its
+/// compression undone (a page stored with its packed size is stored raw). `origin` names the page.
+pub fn packed_page<'a>(
     coding: &Coding,
     page: &PageInfo,
-    stored: &[u8],
-    out: &mut [u8],
+    stored: &'a [u8],
     origin: &str,
-) -> Result<()> {
+) -> Result<Cow<'a, [u8]>> {
     let bad = |what: String| Error::format(origin.to_string(), what);
     if stored.len() as u64 != stored_len(page) {
         return Err(bad(format!(
@@ -44,21 +44,12 @@ pub fn decode_page(
             )));
         }
     }
-    let n = page.elements as usize;
     let packed = coding.packed_len(page.elements as u64);
-    let element = coding.kind.element().expect("decodable column").size();
-    if out.len() != n * element {
-        return Err(bad(format!(
-            "{n} elements in the page, as its column range says"
-        )));
-    }
     if body.len() as u64 == packed {
-        coding.decode(body, n, out);
-    } else {
-        let raw = decompress(body, packed as usize, origin)?;
-        coding.decode(&raw, n, out);
+        return Ok(Cow::Borrowed(body));
     }
-    Ok(())
+    let packed = usize::try_from(packed).map_err(|_| bad("a page that fits memory".into()))?;
+    Ok(Cow::Owned(decompress(body, packed, origin)?))
 }
 
 /// The uncompressed bytes of an envelope stored as `stored` (`length` bytes uncompressed).
@@ -96,14 +87,15 @@ mod tests {
     #[test]
     fn raw_and_compressed_pages_with_checksums() {
         let values: Vec<u8> = (0..1000i32).flat_map(|v| v.to_le_bytes()).collect();
-        let mut out = vec![0u8; 4000];
         let mut stored = values.clone();
         stored.extend_from_slice(&xxh3(&values).to_le_bytes());
-        decode_page(&coding(), &info(4000, 1000, true), &stored, &mut out, "p").unwrap();
-        assert_eq!(out, values);
+        let page = info(4000, 1000, true);
+        assert_eq!(
+            packed_page(&coding(), &page, &stored, "p").unwrap(),
+            &values[..]
+        );
         stored[7] ^= 1;
-        let e =
-            decode_page(&coding(), &info(4000, 1000, true), &stored, &mut out, "p").unwrap_err();
+        let e = packed_page(&coding(), &page, &stored, "p").unwrap_err();
         assert!(e.to_string().contains("checksum"), "{e}");
 
         let zs = zstd::bulk::compress(&values, 1).unwrap();
@@ -113,18 +105,12 @@ mod tests {
         }
         block.extend_from_slice(&zs);
         let page = info(block.len() as u64, 1000, false);
-        out.fill(0);
-        decode_page(&coding(), &page, &block, &mut out, "p").unwrap();
-        assert_eq!(out, values);
+        assert_eq!(
+            packed_page(&coding(), &page, &block, "p").unwrap(),
+            &values[..]
+        );
         // A page claiming more elements than its blocks hold is an error.
-        let mut big = vec![0u8; 4400];
-        assert!(decode_page(
-            &coding(),
-            &info(block.len() as u64, 1100, false),
-            &block,
-            &mut big,
-            "p"
-        )
-        .is_err());
+        let page = info(block.len() as u64, 1100, false);
+        assert!(packed_page(&coding(), &page, &block, "p").is_err());
     }
 }

@@ -1,0 +1,390 @@
+//! Reading RNTuple fields: a `Table` whose units are one column's pages in one cluster. A
+//! step's plan is the pages of the columns its fields read, in its clusters; each unit decodes
+//! (pages decompressed and unpacked in parallel) into one buffer; fields are assembled over
+//! whole clusters and cut to the entries asked for.
+
+use super::Ntuple;
+use crate::engine::file::RootFile;
+use crate::engine::output::FieldArray;
+use crate::engine::table::Table;
+use crate::error::{Error, Result};
+use crate::format::array::AlignedBytes;
+use crate::format::rntuple::assemble::{assemble, Columns, Decoded};
+use crate::format::rntuple::clusters::{column_range, Cluster, ColumnRange, PageSource};
+use crate::format::rntuple::column::Coding;
+use crate::format::rntuple::fields::{slots, Slot};
+use crate::format::rntuple::page::{packed_page, stored_len};
+use crate::source::ByteRange;
+use async_trait::async_trait;
+use bytes::Bytes;
+use rayon::prelude::*;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// Elements a unit may hold of zeros that no page stores (a deferred column before its first
+/// element): bounded, since only the cluster's entry count, not data, says how many.
+const MAX_ZERO_BYTES: u64 = 1 << 32;
+
+/// One column's pages in one cluster.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ColumnChunk {
+    /// The physical column (the representation active in the cluster).
+    pub column: usize,
+    /// The cluster's index among all clusters.
+    pub cluster: usize,
+}
+
+impl Ntuple {
+    fn range_of(&self, unit: &ColumnChunk) -> Result<ColumnRange> {
+        let cluster = self.cluster(unit.cluster).ok_or_else(|| {
+            Error::Cancelled(format!(
+                "cluster {} read before its page list",
+                unit.cluster
+            ))
+        })?;
+        column_range(&self.desc, &[unit.column], &cluster, &self.origin)
+    }
+
+    fn coding(&self, column: usize) -> Coding {
+        let c = &self.desc.schema.columns[column];
+        Coding {
+            kind: c.kind,
+            bits: c.bits,
+            range: c.range,
+        }
+    }
+
+    /// The unit of `slot` in `cluster`: its active column there.
+    fn unit(&self, slot: &Slot, cluster: &Cluster) -> Result<ColumnChunk> {
+        let range = column_range(&self.desc, &slot.candidates, cluster, &self.origin)?;
+        Ok(ColumnChunk {
+            column: range.column,
+            cluster: cluster.index,
+        })
+    }
+}
+
+#[async_trait]
+impl Table for Ntuple {
+    type Unit = ColumnChunk;
+    type Decoded = Decoded;
+    type Item = FieldArray;
+
+    fn file(&self) -> &RootFile {
+        &self.file
+    }
+
+    fn entries(&self) -> u64 {
+        self.desc.entries()
+    }
+
+    fn item_count(&self) -> usize {
+        self.items.len()
+    }
+
+    fn path(&self, item: usize) -> String {
+        self.items[item].0.clone()
+    }
+
+    fn check(&self, items: &[usize]) -> Result<()> {
+        for &i in items {
+            let (path, field, node) = self.items.get(i).ok_or_else(|| {
+                Error::InvalidArgument(format!("no field number {i} in {}", self.origin))
+            })?;
+            if let Err(u) = node {
+                return Err(Error::UnsupportedBranch {
+                    file: self.file.name().to_string(),
+                    branch: path.clone(),
+                    typename: self.desc.field(*field).type_name.clone(),
+                    reason: if u.field == *field {
+                        u.reason.clone()
+                    } else {
+                        format!(
+                            "its field '{}': {}",
+                            self.desc.field(u.field).name,
+                            u.reason
+                        )
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn plan(&self, items: &[usize], start: u64, stop: u64) -> Result<Vec<ColumnChunk>> {
+        self.check(items)?;
+        if start >= stop {
+            return Ok(Vec::new());
+        }
+        let clusters = self.clusters(start, stop).await?;
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for &i in items {
+            let Ok(node) = &self.items[i].2 else { continue };
+            for slot in slots(node) {
+                for c in &clusters {
+                    let unit = self
+                        .unit(slot, c)
+                        .map_err(|e| e.in_file(self.file.name()))?;
+                    if seen.insert(unit) {
+                        out.push(unit);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn ranges(&self, unit: &ColumnChunk) -> Vec<ByteRange> {
+        let Ok(range) = self.range_of(unit) else {
+            return Vec::new();
+        };
+        range
+            .pages
+            .iter()
+            .filter_map(|p| match p {
+                PageSource::Stored(page) => {
+                    Some(ByteRange::new(page.locator.offset, stored_len(page)))
+                }
+                PageSource::Zeros(_) => None,
+            })
+            .collect()
+    }
+
+    fn decoded_estimate(&self, unit: &ColumnChunk) -> u64 {
+        let size = self
+            .coding(unit.column)
+            .kind
+            .element()
+            .map_or(0, |e| e.size() as u64);
+        self.range_of(unit)
+            .map_or(0, |r| r.elements.saturating_mul(size))
+    }
+
+    fn decode(&self, unit: &ColumnChunk, stored: &[Bytes]) -> Result<Decoded> {
+        self.decode_unit(unit, stored)
+            .map_err(|e| e.in_file(self.file.name()))
+    }
+
+    fn decoded_len(&self, decoded: &Decoded) -> u64 {
+        decoded.data.len as u64
+    }
+
+    async fn assemble(
+        &self,
+        items: &[usize],
+        start: u64,
+        stop: u64,
+        units: Vec<(ColumnChunk, Arc<Decoded>)>,
+    ) -> Result<Vec<FieldArray>> {
+        let clusters = if start < stop {
+            self.clusters(start, stop).await?
+        } else {
+            Vec::new()
+        };
+        let counts: Vec<u64> = clusters.iter().map(|c| c.summary.entries).collect();
+        let base = clusters.first().map_or(start, |c| c.summary.first_entry);
+        let mut next = base;
+        for c in &clusters {
+            if c.summary.first_entry != next {
+                return Err(Error::format(
+                    format!("{} cluster {}", self.origin, c.index),
+                    format!(
+                        "a cluster starting at entry {next}, found {}",
+                        c.summary.first_entry
+                    ),
+                )
+                .in_file(self.file.name()));
+            }
+            next += c.summary.entries;
+        }
+        if start < stop && (base > start || next < stop) {
+            return Err(Error::format(
+                self.origin.clone(),
+                format!("clusters holding entries {start}..{stop}, found {base}..{next}"),
+            )
+            .in_file(self.file.name()));
+        }
+        let nodes: Vec<(String, &crate::format::rntuple::fields::Node)> = items
+            .iter()
+            .filter_map(|&i| {
+                self.items[i]
+                    .2
+                    .as_ref()
+                    .ok()
+                    .map(|n| (self.items[i].0.clone(), n))
+            })
+            .collect();
+        let columns = UnitMap::new(&clusters, units, nodes.iter().map(|(_, n)| *n));
+        let origin = |path: &str| format!("{} field '{path}'", self.origin);
+        let (from, to) = ((start - base) as usize, (stop - base) as usize);
+        crate::engine::cpu_work(|| {
+            nodes
+                .par_iter()
+                .map(|(path, node)| {
+                    let array = assemble(node, &counts, &columns, &origin(path))
+                        .map_err(|e| e.in_file(self.file.name()))?;
+                    Ok(FieldArray {
+                        field: path.clone(),
+                        entries: stop - start,
+                        array: array.slice(from, to),
+                    })
+                })
+                .collect()
+        })
+    }
+
+    fn item_len(&self, item: &FieldArray) -> u64 {
+        item.array.nbytes() as u64
+    }
+}
+
+impl Ntuple {
+    fn decode_unit(&self, unit: &ColumnChunk, stored: &[Bytes]) -> Result<Decoded> {
+        let range = self.range_of(unit)?;
+        let coding = self.coding(unit.column);
+        let origin = |what: &str| {
+            format!(
+                "{} column {} (field '{}') cluster {} {what}",
+                self.origin,
+                unit.column,
+                self.desc
+                    .field(self.desc.schema.columns[unit.column].field)
+                    .name,
+                unit.cluster
+            )
+        };
+        let element = coding
+            .kind
+            .element()
+            .ok_or_else(|| {
+                Error::format(
+                    origin(""),
+                    format!(
+                        "a column type this reader knows, found {}",
+                        coding.kind.name()
+                    ),
+                )
+            })?
+            .size();
+        let zeros: u64 = range
+            .pages
+            .iter()
+            .map(|p| match p {
+                PageSource::Zeros(n) => *n,
+                PageSource::Stored(_) => 0,
+            })
+            .sum();
+        if zeros.saturating_mul(element as u64) > MAX_ZERO_BYTES {
+            return Err(Error::format(
+                origin(""),
+                format!("at most {MAX_ZERO_BYTES} bytes of a deferred column's zeros, found {zeros} elements"),
+            ));
+        }
+        // Decompress every page first: the output is then sized by bytes that exist.
+        let mut stored = stored.iter();
+        let pages: Vec<(PageSource, Option<&Bytes>)> = range
+            .pages
+            .iter()
+            .map(|p| match p {
+                PageSource::Stored(_) => (*p, stored.next()),
+                PageSource::Zeros(_) => (*p, None),
+            })
+            .collect();
+        let packed: Vec<(u64, Cow<[u8]>)> = pages
+            .par_iter()
+            .map(|(p, bytes)| match (p, bytes) {
+                (PageSource::Stored(page), Some(bytes)) => {
+                    let what = origin(&format!("page at file offset {}", page.locator.offset));
+                    Ok((
+                        page.elements as u64,
+                        packed_page(&coding, page, bytes, &what)?,
+                    ))
+                }
+                (PageSource::Zeros(n), _) => {
+                    Ok((*n, Cow::Owned(vec![0u8; coding.packed_len(*n) as usize])))
+                }
+                (PageSource::Stored(page), None) => Err(Error::Cancelled(format!(
+                    "the page at file offset {} was not fetched",
+                    page.locator.offset
+                ))),
+            })
+            .collect::<Result<_>>()?;
+        let mut data = AlignedBytes::zeroed(range.elements as usize * element);
+        let mut rest = data.as_bytes_mut();
+        let mut jobs = Vec::with_capacity(packed.len());
+        for (n, bytes) in &packed {
+            let (head, tail) = rest.split_at_mut(*n as usize * element);
+            jobs.push((*n as usize, bytes, head));
+            rest = tail;
+        }
+        jobs.into_par_iter()
+            .for_each(|(n, bytes, out)| coding.decode(bytes, n, out));
+        Ok(Decoded {
+            kind: coding.kind,
+            elements: range.elements,
+            data,
+        })
+    }
+}
+
+/// The decoded units of a read, handed to assembly: each one given away on its last use, so
+/// that a buffer used once moves into its array instead of being copied.
+struct UnitMap {
+    /// Per (column, position of the cluster in the read): the unit and its uses left.
+    units: Mutex<HashMap<(usize, usize), (Arc<Decoded>, usize)>>,
+}
+
+impl UnitMap {
+    fn new<'a>(
+        clusters: &[Cluster],
+        units: Vec<(ColumnChunk, Arc<Decoded>)>,
+        nodes: impl Iterator<Item = &'a crate::format::rntuple::fields::Node>,
+    ) -> Self {
+        let position: HashMap<usize, usize> = clusters
+            .iter()
+            .enumerate()
+            .map(|(k, c)| (c.index, k))
+            .collect();
+        let mut map: HashMap<(usize, usize), (Arc<Decoded>, usize)> = units
+            .into_iter()
+            .filter_map(|(u, d)| Some(((u.column, *position.get(&u.cluster)?), (d, 0))))
+            .collect();
+        for node in nodes {
+            for slot in slots(node) {
+                for k in 0..clusters.len() {
+                    if let Some(c) = slot.candidates.iter().find(|&&c| map.contains_key(&(c, k))) {
+                        map.get_mut(&(*c, k)).unwrap().1 += 1;
+                    }
+                }
+            }
+        }
+        UnitMap {
+            units: Mutex::new(map),
+        }
+    }
+}
+
+impl Columns for UnitMap {
+    fn get(&self, slot: &Slot, k: usize) -> Result<Arc<Decoded>> {
+        let mut units = self.units.lock().unwrap();
+        let key = slot
+            .candidates
+            .iter()
+            .map(|&c| (c, k))
+            .find(|key| units.contains_key(key))
+            .ok_or_else(|| {
+                Error::Cancelled(format!(
+                    "columns {:?} of cluster {k} were not decoded",
+                    slot.candidates
+                ))
+            })?;
+        let (decoded, uses) = units.get_mut(&key).unwrap();
+        *uses = uses.saturating_sub(1);
+        if *uses == 0 {
+            return Ok(units.remove(&key).unwrap().0);
+        }
+        Ok(decoded.clone())
+    }
+}
