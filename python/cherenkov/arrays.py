@@ -81,13 +81,18 @@ def to_layout(node: dict):
 
 
 def to_numpy(branch: dict):
-    """numpy: numbers as arrays (fixed dimensions as extra axes), jagged numbers as `Jagged`,
+    """numpy: numbers as arrays (fixed dimensions, NumpyArray or RegularArray, as extra axes),
+    jagged numbers as `Jagged`,
     strings as an object array of str, leaf lists as a structured array; anything else as an
     object array of one awkward value per entry."""
     node = branch["array"]
     cls = node["class"]
     if cls == "NumpyArray":
         return _numbers(node)
+    if cls == "RegularArray" and node["content"]["class"] in ("NumpyArray", "RegularArray") and not node["content"]["parameters"]:
+        inner = to_numpy({"array": node["content"]})
+        if isinstance(inner, np.ndarray) and inner.dtype != object:
+            return inner.reshape((node["length"], node["size"]) + inner.shape[1:])
     if _is_string(node):
         raw = _numbers(node["content"]).tobytes()
         offsets = node["offsets"]
