@@ -42,7 +42,8 @@ pub struct StepResult {
     pub stop: u64,
     pub arrays: Vec<BranchArray>,
     pub stats: ReadStats,
-    _budget: OwnedSemaphorePermit,
+    /// Its share of the memory budget and its place among the steps in flight, until dropped.
+    _held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
 type Decoded = Arc<HashMap<Planned, Arc<Basket>>>;
@@ -185,6 +186,8 @@ async fn drive(
     let budget = Arc::new(Semaphore::new(budget_permits as usize));
     // A step larger than the whole budget still runs, alone.
     let permits_for = |cost: u64| -> u32 { cost.min(budget_permits as u64).max(1) as u32 };
+    // A step holds one place from its start until the consumer drops it.
+    let depth = Arc::new(Semaphore::new(options.max_steps_ahead));
     let mut in_flight: VecDeque<AbortOnDrop> = VecDeque::new();
     let mut results: VecDeque<tokio::sync::oneshot::Receiver<Result<StepResult>>> = VecDeque::new();
     let mut next = 0;
@@ -202,8 +205,15 @@ async fn drive(
                 }
             }
             // (select! builds every branch's future before checking guards: keep this one lazy.)
-            permit = async { budget.clone().acquire_many_owned(permits_for(step_cost(&shared, next))).await }, if can_start => {
-                let permit = permit.expect("the budget semaphore is never closed");
+            permits = async {
+                let place = depth.clone().acquire_owned().await;
+                let bytes = budget.clone().acquire_many_owned(permits_for(step_cost(&shared, next))).await;
+                (bytes, place)
+            }, if can_start => {
+                let permit = match permits {
+                    (Ok(bytes), Ok(place)) => (bytes, place),
+                    _ => unreachable!("the semaphores are never closed"),
+                };
                 let (done_tx, done_rx) = tokio::sync::oneshot::channel();
                 let task_shared = shared.clone();
                 let k = next;
@@ -239,7 +249,11 @@ async fn owned_baskets(shared: &Shared, k: usize) -> Result<Decoded> {
     .cloned()
 }
 
-async fn read_step(shared: &Shared, k: usize, budget: OwnedSemaphorePermit) -> Result<StepResult> {
+async fn read_step(
+    shared: &Shared,
+    k: usize,
+    held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+) -> Result<StepResult> {
     let (start, stop) = shared.steps[k];
     shared.file.stats.record_read_call();
     shared.file.stats.record_prefetched_step();
@@ -293,6 +307,6 @@ async fn read_step(shared: &Shared, k: usize, budget: OwnedSemaphorePermit) -> R
         stop,
         arrays,
         stats,
-        _budget: budget,
+        _held: held,
     })
 }

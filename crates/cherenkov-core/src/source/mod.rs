@@ -6,6 +6,7 @@
 
 pub mod http;
 pub mod local;
+pub mod memory;
 pub mod multi;
 pub mod retry;
 pub mod trace;
