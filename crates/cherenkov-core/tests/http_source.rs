@@ -5,6 +5,7 @@
 
 mod support;
 
+use cherenkov_core::engine::file::ROOT_OPENING;
 use cherenkov_core::source::http::{HttpOptions, HttpSource};
 use cherenkov_core::source::{ByteRange, ByteSource, SourceCounters};
 use std::time::{Duration, Instant};
@@ -87,7 +88,6 @@ fn quick_options() -> HttpOptions {
     HttpOptions {
         request_timeout: Duration::from_secs(2),
         retries: 2,
-        open_tail_bytes: 0,
         ..HttpOptions::default()
     }
 }
@@ -181,11 +181,14 @@ async fn opening_reads_the_head_and_tail_with_the_size() {
         return;
     };
     bounded(async {
-        let options = HttpOptions::default();
+        let options = HttpOptions {
+            opening: ROOT_OPENING,
+            ..HttpOptions::default()
+        };
         let source = HttpSource::open(&server.url("large.bin"), options.clone())
             .await
             .unwrap();
-        let (head, tail) = (options.open_head_bytes, options.open_tail_bytes);
+        let (head, tail) = (ROOT_OPENING.head, ROOT_OPENING.tail);
         let size = large.len() as u64;
         let opening = source.opening_reads();
         let ranges: Vec<ByteRange> = opening.iter().map(|(r, _)| *r).collect();
