@@ -240,9 +240,13 @@ async fn tried_sends_the_open_to_a_server_not_in_use() {
         // of the opens there, and they would hang.
         fed.freeze(0);
         for _ in 0..4 {
-            let other = open_excluding(&fed.url(FILE), &[in_use.clone()], quick_xrootd())
-                .await
-                .expect("open excluding the server in use");
+            let other = open_excluding(
+                &fed.url(FILE),
+                std::slice::from_ref(&in_use),
+                quick_xrootd(),
+            )
+            .await
+            .expect("open excluding the server in use");
             assert_eq!(other.server_address(), fed.servers[1].address());
             let source: SharedSource = Arc::new(other);
             read_and_check(&source, &data, &mut Random::new(6), 1).await;

@@ -274,10 +274,11 @@ impl LazyReader {
         });
         let mut wanted = vec![b];
         if !self.training && self.options.learning {
-            let mut state = self.profile.state.lock().unwrap();
-            let known = !state.missed.insert(path);
-            let others = state.missed.clone();
-            drop(state);
+            let (known, others) = {
+                let mut state = self.profile.state.lock().unwrap();
+                let known = !state.missed.insert(path);
+                (known, state.missed.clone())
+            };
             let unread: Vec<usize> = self
                 .readable
                 .iter()

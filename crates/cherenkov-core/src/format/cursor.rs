@@ -29,6 +29,9 @@ impl<'a> Cursor<'a> {
     pub fn len(&self) -> usize {
         self.data.len()
     }
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
     pub fn remaining(&self) -> usize {
         self.data.len() - self.pos
     }
