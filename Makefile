@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 SHARED ?= $(abspath ../shared)
 export CHERENKOV_SHARED := $(SHARED)
 
-.PHONY: setup demo test test-rust test-python bench-local bench fmt clean
+.PHONY: setup demo test lint test-rust test-python bench-local bench fmt clean
 
 setup:
 	@bash scripts/setup.sh
@@ -14,7 +14,11 @@ setup:
 demo: setup
 	$(PY) -m cherenkov.demo
 
-test: setup test-rust test-python
+test: setup lint test-rust test-python
+
+# Checks that keep the code as it is: clippy with every warning an error.
+lint:
+	. scripts/env.sh && cargo clippy --workspace --all-targets -- -D warnings
 
 test-rust:
 	. scripts/env.sh && cargo test --workspace --exclude cherenkov-python
