@@ -11,8 +11,9 @@ export CHERENKOV_SHARED := $(SHARED)
 setup:
 	@bash scripts/setup.sh
 
+# The demo compares cherenkov with uproot and ROOT: their setup installs them (ROOT: about 250 MB).
 demo: setup
-	$(PY) -m cherenkov.demo
+	bash scripts/setup-bench.sh && $(PY) -m cherenkov.demo
 
 test: setup lint test-rust test-python
 
