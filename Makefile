@@ -6,15 +6,20 @@ PY     := $(VENV)/bin/python
 SHARED ?= $(abspath ../shared)
 export CHERENKOV_SHARED := $(SHARED)
 
-.PHONY: setup demo test test-rust test-python bench-local bench fmt clean
+.PHONY: setup demo test lint test-rust test-python bench-local bench fmt clean
 
 setup:
 	@bash scripts/setup.sh
 
+# The demo compares cherenkov with uproot and ROOT: their setup installs them (ROOT: about 250 MB).
 demo: setup
-	$(PY) -m cherenkov.demo
+	bash scripts/setup-bench.sh && $(PY) -m cherenkov.demo
 
-test: setup test-rust test-python
+test: setup lint test-rust test-python
+
+# Checks that keep the code as it is: clippy with every warning an error.
+lint:
+	. scripts/env.sh && cargo clippy --workspace --all-targets -- -D warnings
 
 test-rust:
 	. scripts/env.sh && cargo test --workspace --exclude cherenkov-python

@@ -32,7 +32,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
@@ -214,23 +213,6 @@ def _read_progress(path: Path) -> tuple[float | None, float | None]:
         return None, None
 
 
-@contextmanager
-def lab_servers(data_dir: Path):
-    """`cherenkov.lab.Lab`, with nginx stopped gracefully at the end (Lab kills its master process,
-    which leaves the worker process behind)."""
-    with Lab(data_dir) as lab:
-        try:
-            yield lab
-        finally:
-            proc = lab.nginx.proc
-            if proc is not None and proc.poll() is None:
-                proc.terminate()  # nginx's fast shutdown: the master stops its worker, then exits
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
-
-
 # ---------------------------------------------------------------- checking
 
 
@@ -364,7 +346,7 @@ def run_matrix(plan: Plan, config: Config, log=print) -> tuple[list[dict], dict]
                 if rep and _slow(runs.get((tool.label(vers), scenario, "file", 0), []), config.once_over):
                     continue
                 measure(0, "file", scenario, tool)
-    with lab_servers(data_dir) as lab:
+    with Lab(data_dir) as lab:
         availability = probe_protocols(lab, names[0], config.protocols)
         protocols = list(config.protocols)
         for (tool_name, protocol), why in availability.items():

@@ -228,9 +228,9 @@ def markdown(table: dict) -> str:
 
 def lab_replay(path: Path, names: list[str] | None, rtt: float, budget: float = 60, connections: int = 4, log=print) -> dict:
     """Record a trace of reading `names` from `path` through the lab, then replay it at `rtt` ms."""
-    from lab import lab_servers
+    from cherenkov.lab import Lab
 
-    with lab_servers(path.parent) as lab:
+    with Lab(path.parent) as lab:
         url = lab.url("http", path.name)
         trace = record(url, names)
         lab.set_rtt(rtt)
@@ -279,13 +279,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{len(np.unique(trace['request']))} requests, recorded on {path}")
         return 0
     if args.command == "replay":
-        from lab import lab_servers
+        from cherenkov.lab import Lab
 
         trace = load(args.trace)
         path = args.file or Path(str(trace["source"]))
         if not path.exists():
             parser.error(f"{path} is absent: pass --file, the local copy of the traced file")
-        with lab_servers(path.parent) as lab:
+        with Lab(path.parent) as lab:
             lab.set_rtt(args.rtt)
             table = replay(trace, lab.url("http", path.name), path, strategies, args.connections, args.budget)
         table["rtt_ms"] = args.rtt

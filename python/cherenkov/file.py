@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 from cherenkov import _core
 from cherenkov.ntuple import RNTuple
 from cherenkov.tree import Tree
+
+if TYPE_CHECKING:
+    from cherenkov.stats import Stats
 
 
 def open(  # noqa: A001 - mirrors uproot.open
@@ -102,7 +106,7 @@ class File(Directory):
     def size(self) -> int:
         return self._core.size
 
-    def stats(self) -> "Stats":
+    def stats(self) -> Stats:
         """What reads of this file did so far (see `cherenkov.Stats`)."""
         from cherenkov.stats import Stats
 
@@ -120,7 +124,7 @@ class File(Directory):
         answered, ok; times in seconds since opening), or None unless opened with trace=True."""
         return self._core.trace()
 
-    def replicas(self) -> "list[cherenkov.ReplicaReport] | None":
+    def replicas(self) -> list[_core.ReplicaReport] | None:
         """Per replica: requests, bytes, errors, hedges won, probes, measured quality (latency,
         throughput), whether it is disabled and its last error (None for a single source)."""
         return self._core.replicas()
@@ -131,7 +135,7 @@ class File(Directory):
         (HTTP, local files)."""
         return self._core.checksum()
 
-    def source_counters(self) -> "cherenkov.SourceCounters":
+    def source_counters(self) -> _core.SourceCounters:
         """What the file's source has done so far: requests, round_trips, ranges, bytes."""
         return self._core.source_counters()
 

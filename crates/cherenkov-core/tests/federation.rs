@@ -14,23 +14,14 @@ use cherenkov_core::source::xrootd::{
     open_excluding, RedirectorFinder, XrootdOptions, XrootdSource,
 };
 use cherenkov_core::source::{self, ByteRange, SharedSource, SourceOptions};
-use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use support::federation::Federation;
 use support::xrootd::XrootdServer;
-use support::{shared_testdata, Random};
+use support::{bounded, shared_testdata, Random};
 
-/// No test may take longer than this, whatever the servers do.
-const TEST_LIMIT: Duration = Duration::from_secs(120);
 const FILE: &str = "nanolike-root6.40-zstd-4clusters.root";
-
-async fn bounded<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(TEST_LIMIT, test)
-        .await
-        .expect("the test did not finish in time")
-}
 
 /// Short timeouts, no retries: a dead or frozen server shows within seconds.
 fn quick() -> SourceOptions {
@@ -249,9 +240,13 @@ async fn tried_sends_the_open_to_a_server_not_in_use() {
         // of the opens there, and they would hang.
         fed.freeze(0);
         for _ in 0..4 {
-            let other = open_excluding(&fed.url(FILE), &[in_use.clone()], quick_xrootd())
-                .await
-                .expect("open excluding the server in use");
+            let other = open_excluding(
+                &fed.url(FILE),
+                std::slice::from_ref(&in_use),
+                quick_xrootd(),
+            )
+            .await
+            .expect("open excluding the server in use");
             assert_eq!(other.server_address(), fed.servers[1].address());
             let source: SharedSource = Arc::new(other);
             read_and_check(&source, &data, &mut Random::new(6), 1).await;

@@ -5,87 +5,24 @@
 
 mod support;
 
+use cherenkov_core::engine::file::ROOT_OPENING;
 use cherenkov_core::source::http::{HttpOptions, HttpSource};
 use cherenkov_core::source::{ByteRange, ByteSource, SourceCounters};
-use std::future::Future;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use support::nginx::{fresh_dir, Nginx};
+use support::nginx::Nginx;
 use support::toxiproxy::Toxiproxy;
+use support::{bounded, shared_testdata, Random, TempDir};
 
-/// No test may take longer than this, whatever the server does.
-const TEST_LIMIT: Duration = Duration::from_secs(120);
-
-async fn bounded<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(TEST_LIMIT, test)
-        .await
-        .expect("the test did not finish in time")
-}
-
-/// Deterministic random bytes (splitmix64).
-struct Random(u64);
-
-impl Random {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len.div_ceil(8))
-            .flat_map(|_| self.next().to_le_bytes())
-            .take(len)
-            .collect()
-    }
-}
-
-/// A directory of generated files that nginx serves; removed on drop.
-struct DataDir(PathBuf);
-
-impl DataDir {
-    fn new() -> Self {
-        DataDir(fresh_dir("http-data"))
-    }
-    fn write_random(&self, name: &str, len: usize, seed: u64) -> Vec<u8> {
-        let bytes = Random(seed).bytes(len);
-        std::fs::write(self.0.join(name), &bytes).unwrap();
-        bytes
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for DataDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn shared_testdata() -> Option<PathBuf> {
-    let dir = std::env::var_os("CHERENKOV_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"))
-        .join("testdata");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!(
-            "SKIPPED: {} is absent (set CHERENKOV_SHARED to the shared folder)",
-            dir.display()
-        );
-        None
-    }
+/// Write `len` deterministic random bytes to `name` in `dir`; returns them.
+fn write_random(dir: &TempDir, name: &str, len: usize, seed: u64) -> Vec<u8> {
+    let bytes = Random::new(seed).bytes(len);
+    dir.write(name, &bytes);
+    bytes
 }
 
 /// Ranges of every shape: tiny, large, overlapping, repeated, empty, touching the end.
 fn random_ranges(size: u64, count: usize, seed: u64) -> Vec<ByteRange> {
-    let mut random = Random(seed);
+    let mut random = Random::new(seed);
     let mut ranges: Vec<ByteRange> = (0..count)
         .map(|_| {
             let len = match random.below(4) {
@@ -108,7 +45,7 @@ fn random_ranges(size: u64, count: usize, seed: u64) -> Vec<ByteRange> {
 
 /// `count` basket-like ranges spread over the file with gaps between them, in file order.
 fn basket_ranges(size: u64, count: u64, seed: u64) -> Vec<ByteRange> {
-    let mut random = Random(seed);
+    let mut random = Random::new(seed);
     let slot = size / count;
     (0..count)
         .map(|i| {
@@ -151,7 +88,6 @@ fn quick_options() -> HttpOptions {
     HttpOptions {
         request_timeout: Duration::from_secs(2),
         retries: 2,
-        open_tail_bytes: 0,
         ..HttpOptions::default()
     }
 }
@@ -160,8 +96,8 @@ const MB: usize = 1 << 20;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn size_and_random_ranges_match_the_local_file() {
-    let data = DataDir::new();
-    let file = data.write_random("random.bin", 3 * MB + 17, 1);
+    let data = TempDir::new("http-data");
+    let file = write_random(&data, "random.bin", 3 * MB + 17, 1);
     let Some(server) = Nginx::start(data.path(), "max_ranges 4096;") else {
         return;
     };
@@ -215,8 +151,8 @@ async fn real_root_files_read_the_same_as_on_disk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_file_has_size_zero() {
-    let data = DataDir::new();
-    data.write_random("empty.bin", 0, 0);
+    let data = TempDir::new("http-data");
+    write_random(&data, "empty.bin", 0, 0);
     let Some(server) = Nginx::start(data.path(), "") else {
         return;
     };
@@ -238,18 +174,21 @@ async fn an_empty_file_has_size_zero() {
 /// both comes whole and needs no further request.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opening_reads_the_head_and_tail_with_the_size() {
-    let data = DataDir::new();
-    let large = data.write_random("large.bin", 4 * MB, 31);
-    let small = data.write_random("small.bin", 300_000, 32);
+    let data = TempDir::new("http-data");
+    let large = write_random(&data, "large.bin", 4 * MB, 31);
+    let small = write_random(&data, "small.bin", 300_000, 32);
     let Some(server) = Nginx::start(data.path(), "") else {
         return;
     };
     bounded(async {
-        let options = HttpOptions::default();
+        let options = HttpOptions {
+            opening: ROOT_OPENING,
+            ..HttpOptions::default()
+        };
         let source = HttpSource::open(&server.url("large.bin"), options.clone())
             .await
             .unwrap();
-        let (head, tail) = (options.open_head_bytes, options.open_tail_bytes);
+        let (head, tail) = (ROOT_OPENING.head, ROOT_OPENING.tail);
         let size = large.len() as u64;
         let opening = source.opening_reads();
         let ranges: Vec<ByteRange> = opening.iter().map(|(r, _)| *r).collect();
@@ -280,8 +219,8 @@ async fn opening_reads_the_head_and_tail_with_the_size() {
 /// a few requests sent together (two round trips) with the default header budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_thousand_baskets_take_one_or_two_round_trips() {
-    let data = DataDir::new();
-    let file = data.write_random("baskets.bin", 24 * MB, 2);
+    let data = TempDir::new("http-data");
+    let file = write_random(&data, "baskets.bin", 24 * MB, 2);
     let tuned = "max_ranges 4096; large_client_header_buffers 4 64k;";
     let Some(server) = Nginx::start(data.path(), tuned) else {
         return;
@@ -319,8 +258,8 @@ async fn two_thousand_baskets_take_one_or_two_round_trips() {
 /// budget, still returns the right bytes, and later reads go straight to accepted requests.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_nginx_gets_more_smaller_requests() {
-    let data = DataDir::new();
-    let file = data.write_random("baskets.bin", 24 * MB, 4);
+    let data = TempDir::new("http-data");
+    let file = write_random(&data, "baskets.bin", 24 * MB, 4);
     let Some(server) = Nginx::start(data.path(), "") else {
         return;
     };
@@ -354,8 +293,8 @@ async fn default_nginx_gets_more_smaller_requests() {
 /// nginx with `max_ranges 1` answers a multi-range request with the whole file (200).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_without_multi_range_still_gives_the_right_bytes() {
-    let data = DataDir::new();
-    let file = data.write_random("file.bin", 4 * MB, 6);
+    let data = TempDir::new("http-data");
+    let file = write_random(&data, "file.bin", 4 * MB, 6);
     let Some(server) = Nginx::start(data.path(), "max_ranges 1;") else {
         return;
     };
@@ -395,8 +334,8 @@ async fn server_without_multi_range_still_gives_the_right_bytes() {
 /// nginx with `max_ranges 0` ignores every Range header.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_ignoring_ranges_is_used_only_for_small_files() {
-    let data = DataDir::new();
-    let file = data.write_random("file.bin", 2 * MB, 9);
+    let data = TempDir::new("http-data");
+    let file = write_random(&data, "file.bin", 2 * MB, 9);
     let Some(server) = Nginx::start(data.path(), "max_ranges 0;") else {
         return;
     };
@@ -432,8 +371,8 @@ async fn server_ignoring_ranges_is_used_only_for_small_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ranges_past_the_end_are_clear_errors() {
-    let data = DataDir::new();
-    let file = data.write_random("shrinks.bin", MB, 11);
+    let data = TempDir::new("http-data");
+    let file = write_random(&data, "shrinks.bin", MB, 11);
     let Some(server) = Nginx::start(data.path(), "max_ranges 4096;") else {
         return;
     };
@@ -471,8 +410,8 @@ async fn ranges_past_the_end_are_clear_errors() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_files_and_redirects() {
-    let data = DataDir::new();
-    let file = data.write_random("target.bin", 100_000, 12);
+    let data = TempDir::new("http-data");
+    let file = write_random(&data, "target.bin", 100_000, 12);
     let directives = "location /old/ { rewrite ^/old/(.*)$ /$1 redirect; }
     location = /loop { return 302 /loop; }";
     let Some(server) = Nginx::start(data.path(), directives) else {
@@ -540,8 +479,8 @@ async fn nothing_listening_is_a_clear_error() {
 /// TLS is verified: a self-signed certificate is refused, with an error that says so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_with_an_untrusted_certificate_is_refused() {
-    let data = DataDir::new();
-    data.write_random("file.bin", 1000, 26);
+    let data = TempDir::new("http-data");
+    write_random(&data, "file.bin", 1000, 26);
     let Some(server) = Nginx::start_tls(data.path(), "") else {
         return;
     };
@@ -564,14 +503,14 @@ struct Proxied {
     url: String,
     toxiproxy: Toxiproxy,
     _nginx: Nginx,
-    _data: DataDir,
+    _data: TempDir,
 }
 
 const PROXY: &str = "web";
 
 fn proxied_nginx(len: usize, seed: u64) -> Option<Proxied> {
-    let data = DataDir::new();
-    let file = data.write_random("file.bin", len, seed);
+    let data = TempDir::new("http-data");
+    let file = write_random(&data, "file.bin", len, seed);
     let nginx = Nginx::start(data.path(), "max_ranges 4096;")?;
     let toxiproxy = Toxiproxy::start()?;
     let listen = format!("127.0.0.1:{}", toxiproxy.proxy(PROXY, nginx.port()));

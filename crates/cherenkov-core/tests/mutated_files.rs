@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use support::shared_testdata as testdata;
+use support::{shared_testdata as testdata, Random, TempDir};
 
 /// Cases per run; set CHERENKOV_MUTANTS to run more (or fewer).
 const CASES: usize = 4000;
@@ -145,35 +145,7 @@ impl Drop for Watchdog {
     }
 }
 
-/// Removes the mutants' folder however the test ends.
-struct TempDir(PathBuf);
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 // ---- deterministic mutations ----
-
-/// SplitMix64: small, seedable, good enough to spread mutations.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
-}
 
 /// A pristine file and the offsets of its 4-byte size, count and seek fields.
 struct Seed {
@@ -198,22 +170,22 @@ fn hostile_values(file_len: usize) -> [u32; 8] {
 
 /// Apply mutation number `case` to `seed`; returns the bytes and a description to reproduce it.
 fn mutate(seed: &Seed, case: usize) -> (Vec<u8>, String) {
-    let mut rng = Rng(case as u64 ^ 0x5EED_0000);
+    let mut rng = Random::new(case as u64 ^ 0x5EED_0000);
     let mut data = seed.bytes.clone();
     let len = data.len();
-    let at = |rng: &mut Rng, len: usize| rng.below(len.max(1));
-    let what = match rng.below(100) {
+    let at = |rng: &mut Random, len: usize| rng.index(len.max(1));
+    let what = match rng.index(100) {
         0..=19 => {
-            let n = 1 + rng.below(8);
+            let n = 1 + rng.index(8);
             for _ in 0..n {
                 let pos = at(&mut rng, len);
-                data[pos] ^= 1 << rng.below(8);
+                data[pos] ^= 1 << rng.index(8);
             }
             format!("{n} bit flips")
         }
         20..=34 => {
             let pos = at(&mut rng, len);
-            let n = (1 + rng.below(16)).min(len - pos);
+            let n = (1 + rng.index(16)).min(len - pos);
             let random = rng.next() as u8;
             let value = rng.pick(&[0x00, 0xFF, 0x7F, random]);
             data[pos..pos + n].fill(value);
@@ -226,14 +198,14 @@ fn mutate(seed: &Seed, case: usize) -> (Vec<u8>, String) {
         }
         45..=51 => {
             let pos = at(&mut rng, len);
-            let n = 1 + rng.below(16);
+            let n = 1 + rng.index(16);
             let junk: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
             data.splice(pos..pos, junk);
             format!("{n} bytes inserted at {pos}")
         }
         52..=58 => {
             let pos = at(&mut rng, len);
-            let n = (1 + rng.below(16)).min(len - pos);
+            let n = (1 + rng.index(16)).min(len - pos);
             data.drain(pos..pos + n);
             format!("{n} bytes deleted at {pos}")
         }
@@ -250,7 +222,7 @@ fn mutate(seed: &Seed, case: usize) -> (Vec<u8>, String) {
             format!("word at {pos} set to {value:#010x}")
         }
         96..=97 => {
-            let n = rng.below(4096);
+            let n = rng.index(4096);
             data = b"root".to_vec();
             data.extend((0..n).map(|_| rng.next() as u8));
             format!("'root' and {n} random bytes")
@@ -470,9 +442,7 @@ fn mutated_files_give_errors_not_panics() {
     let t0 = Instant::now();
     let seeds = seeds(&dir);
     assert!(seeds.len() >= 10, "only {} small seed files", seeds.len());
-    let work =
-        TempDir(std::env::temp_dir().join(format!("cherenkov-mutants-{}", std::process::id())));
-    std::fs::create_dir_all(&work.0).unwrap();
+    let work = TempDir::new("mutants");
 
     // The pristine seeds themselves read consistently.
     for seed in &seeds {
@@ -492,7 +462,7 @@ fn mutated_files_give_errors_not_panics() {
     for case in 0..cases {
         let seed = &seeds[case % seeds.len()];
         let (bytes, what) = mutate(seed, case);
-        let path = work.0.join(format!("case-{case:05}.root"));
+        let path = work.path().join(format!("case-{case:05}.root"));
         std::fs::write(&path, &bytes).unwrap();
         let path = path.to_str().unwrap().to_string();
         *CURRENT_CASE.lock().unwrap() = what.clone();

@@ -11,20 +11,10 @@ use bytes::Bytes;
 use cherenkov_core::source::xrootd::{XrootdOptions, XrootdSource};
 use cherenkov_core::source::{ByteRange, ByteSource};
 use cherenkov_core::Error;
-use std::future::Future;
 use std::time::{Duration, Instant};
 use support::toxiproxy::Toxiproxy;
 use support::xrootd::XrootdServer;
-use support::{shared_testdata, Random, TempDir};
-
-/// No test may take longer than this, whatever the server does.
-const TEST_LIMIT: Duration = Duration::from_secs(120);
-
-async fn bounded<F: Future>(test: F) -> F::Output {
-    tokio::time::timeout(TEST_LIMIT, test)
-        .await
-        .expect("the test did not finish in time")
-}
+use support::{bounded, shared_testdata, Random, TempDir};
 
 /// Options for tests: short timeouts so that faults show quickly.
 fn test_options() -> XrootdOptions {

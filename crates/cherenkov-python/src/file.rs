@@ -54,6 +54,7 @@ impl RootFile {
             trace,
             discover: Some(discover),
             verify_checksums,
+            ..SourceOptions::default()
         };
         let inner = py
             .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))

@@ -324,6 +324,17 @@ class NginxServer(_Process):
     def url(self, name: str, port: int | None = None) -> str:
         return f"http://127.0.0.1:{port or self.port}/{name}"
 
+    def stop(self) -> None:
+        """nginx's fast shutdown (SIGTERM): the master stops its worker, then exits; killing the
+        master would leave the worker behind."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+        super().stop()
+
 
 class Toxiproxy(_Process):
     """Shopify's toxiproxy: TCP proxies with injected latency, bandwidth limits and faults."""

@@ -9,18 +9,21 @@ use crate::format::directory::{
 };
 use crate::format::streamers::{parse_streamer_infos, StreamerInfo};
 use crate::format::tree::{parse_tree, TreeMeta};
-use crate::source::{ByteRange, SharedSource, SourceOptions};
+use crate::source::{ByteRange, OpeningHint, SharedSource, SourceOptions};
 use bytes::Bytes;
 use std::sync::Mutex;
 
-/// The first read of a file is one vectored request for its head (header, top directory record)
-/// and its tail, where ROOT usually writes the keys list, the streamer infos and the trees last
-/// written. What the guess misses costs one more request.
-const HEAD_READ: u64 = 64 << 10;
-const TAIL_READ_MIN: u64 = 256 << 10;
-const TAIL_READ_MAX: u64 = 4 << 20;
-/// The tail read grows with the file (tree metadata grows with the number of baskets).
-const TAIL_READ_FRACTION: u64 = 32;
+/// Where ROOT keeps what opening needs: the header and top directory record in the first bytes;
+/// the keys list, the streamer infos and the trees last written usually at the end. Sources that
+/// can read these while learning the size (HTTP) are asked for them; the others get one vectored
+/// read of head and tail once the size is known, whose tail grows with the file (tree metadata
+/// grows with the number of baskets): a 32nd of it, within a quarter and four times this tail.
+/// What the guess misses costs one more request.
+pub const ROOT_OPENING: OpeningHint = OpeningHint {
+    head: 64 << 10,
+    tail: 1 << 20,
+};
+const TAIL_FRACTION: u64 = 32;
 
 #[derive(Debug)]
 pub struct RootFile {
@@ -45,12 +48,13 @@ pub struct RootFile {
 impl RootFile {
     /// Open a path or URL (see `source::open`).
     pub async fn open_url(url: &str, options: &SourceOptions) -> Result<RootFile> {
-        Self::open(crate::source::open(url, options).await?).await
+        Self::open(crate::source::open(url, &with_root_opening(options)).await?).await
     }
 
     /// Open replicas of one file as one (see `source::multi`).
     pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<RootFile> {
-        Self::open(crate::source::open_replicas(urls, options).await?).await
+        let options = with_root_opening(options);
+        Self::open(crate::source::open_replicas(urls, &options).await?).await
     }
 
     pub async fn open(source: SharedSource) -> Result<RootFile> {
@@ -69,9 +73,9 @@ impl RootFile {
         }
         // Sources that read the head and tail while opening (HTTP) spare the speculative read.
         let opening = source.opening_reads();
-        let head = ByteRange::new(0, size.min(HEAD_READ));
-        let tail_len = (size / TAIL_READ_FRACTION)
-            .clamp(TAIL_READ_MIN, TAIL_READ_MAX)
+        let head = ByteRange::new(0, size.min(ROOT_OPENING.head));
+        let tail_len = (size / TAIL_FRACTION)
+            .clamp(ROOT_OPENING.tail / 4, ROOT_OPENING.tail * 4)
             .min(size - head.len);
         let mut speculative = vec![head];
         if tail_len > 0 && opening.is_empty() {
@@ -323,6 +327,14 @@ impl RootFile {
             self.streamers().await;
         }
         Ok(tree)
+    }
+}
+
+/// `options`, asking sources to read where ROOT keeps what opening needs.
+fn with_root_opening(options: &SourceOptions) -> SourceOptions {
+    SourceOptions {
+        opening: ROOT_OPENING,
+        ..options.clone()
     }
 }
 

@@ -36,7 +36,8 @@ pub struct StepResult<I> {
     pub stop: u64,
     pub arrays: Vec<I>,
     pub stats: ReadStats,
-    _budget: OwnedSemaphorePermit,
+    /// Its share of the memory budget and its place among the steps in flight, until dropped.
+    _held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
 type DecodedUnits<T> = Arc<HashMap<<T as Table>::Unit, Arc<<T as Table>::Decoded>>>;
@@ -167,6 +168,8 @@ async fn drive<T: Table>(
     let budget = Arc::new(Semaphore::new(budget_permits as usize));
     // A step larger than the whole budget still runs, alone.
     let permits_for = |cost: u64| -> u32 { cost.min(budget_permits as u64).max(1) as u32 };
+    // A step holds one place from its start until the consumer drops it.
+    let depth = Arc::new(Semaphore::new(options.max_steps_ahead));
     let mut in_flight: VecDeque<AbortOnDrop> = VecDeque::new();
     let mut results: VecDeque<tokio::sync::oneshot::Receiver<Result<StepResult<T::Item>>>> =
         VecDeque::new();
@@ -185,8 +188,15 @@ async fn drive<T: Table>(
                 }
             }
             // (select! builds every branch's future before checking guards: keep this one lazy.)
-            permit = async { budget.clone().acquire_many_owned(permits_for(step_cost(&shared, next))).await }, if can_start => {
-                let permit = permit.expect("the budget semaphore is never closed");
+            permits = async {
+                let place = depth.clone().acquire_owned().await;
+                let bytes = budget.clone().acquire_many_owned(permits_for(step_cost(&shared, next))).await;
+                (bytes, place)
+            }, if can_start => {
+                let permit = match permits {
+                    (Ok(bytes), Ok(place)) => (bytes, place),
+                    _ => unreachable!("the semaphores are never closed"),
+                };
                 let (done_tx, done_rx) = tokio::sync::oneshot::channel();
                 let task_shared = shared.clone();
                 let k = next;
@@ -219,7 +229,7 @@ async fn owned_units<T: Table>(shared: &Shared<T>, k: usize) -> Result<DecodedUn
 async fn read_step<T: Table>(
     shared: &Shared<T>,
     k: usize,
-    budget: OwnedSemaphorePermit,
+    held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 ) -> Result<StepResult<T::Item>> {
     let (start, stop) = shared.steps[k];
     let table = &*shared.table;
@@ -276,6 +286,6 @@ async fn read_step<T: Table>(
         stop,
         arrays,
         stats,
-        _budget: budget,
+        _held: held,
     })
 }

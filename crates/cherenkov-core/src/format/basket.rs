@@ -18,20 +18,49 @@ pub struct Basket {
     pub offsets: Option<Vec<u32>>,
 }
 
+/// The TBasket fields after its key, which a basket on disk and one streamed inside its branch
+/// both begin with.
+pub struct BasketHeader {
+    pub version: i16,
+    /// Entries in the basket (fNevBuf), not yet checked: see `nev_pos`.
+    pub nev_buf: i32,
+    /// Where fNevBuf is, for errors about it.
+    pub nev_pos: usize,
+    /// End of the entry data, counted from the key's start (fLast).
+    pub last: i32,
+}
+
+impl BasketHeader {
+    pub fn parse(cur: &mut Cursor) -> Result<BasketHeader> {
+        let version = cur.i16("TBasket version")?;
+        cur.i32("TBasket fBufferSize")?;
+        // A negative fNevBufSize announces a byte of IO bits (ROOT 6.12 and later).
+        if cur.i32("TBasket fNevBufSize")? < 0 {
+            cur.u8("TBasket fIOBits")?;
+        }
+        let nev_pos = cur.pos();
+        let nev_buf = cur.i32("TBasket fNevBuf")?;
+        let last = cur.i32("TBasket fLast")?;
+        Ok(BasketHeader {
+            version,
+            nev_buf,
+            nev_pos,
+            last,
+        })
+    }
+}
+
 /// Decode a basket from its stored bytes (`raw` = the whole key: header and payload).
 /// `origin` names it for errors, e.g. "basket 3 of branch 'Muon_pt' (file offset 1234)".
 pub fn decode_basket(raw: &[u8], origin: &str) -> Result<Basket> {
     let mut cur = Cursor::new(raw, origin, 0);
     let key = Key::parse(&mut cur)?;
-    let _version = cur.i16("TBasket version")?;
-    cur.i32("TBasket fBufferSize")?;
-    // A negative fNevBufSize announces a byte of IO bits (ROOT 6.12 and later).
-    if cur.i32("TBasket fNevBufSize")? < 0 {
-        cur.u8("TBasket fIOBits")?;
-    }
-    let nev_pos = cur.pos();
-    let nev_buf = cur.i32("TBasket fNevBuf")?;
-    let last = cur.i32("TBasket fLast")?;
+    let BasketHeader {
+        nev_buf,
+        nev_pos,
+        last,
+        ..
+    } = BasketHeader::parse(&mut cur)?;
     let keylen = key.keylen as usize;
     if key.nbytes as usize != raw.len() || keylen > raw.len() || keylen < cur.pos() {
         return Err(cur.error_at(

@@ -94,6 +94,11 @@ pub enum Pointer<T> {
     Object(T),
 }
 
+/// Reads the body of a new object: given the class name and, when known, where the object ends
+/// (the cursor must be left there); returns its id.
+pub type ReadBody<'a, T> =
+    dyn FnMut(&mut PointerReader<T>, &mut Cursor, &str, Option<usize>) -> Result<T> + 'a;
+
 /// Reads pointers (`ReadObjectAny`) and remembers classes and objects by their tag, so later
 /// references to them resolve. `key_len` is the length of the key header before the object data:
 /// tags count from the start of the key.
@@ -117,11 +122,7 @@ impl<T: Clone> PointerReader<T> {
 
     /// Read one pointer. For a new object, `read_body(cur, class_name, end)` reads it (it must
     /// leave the cursor at `end` when that is known) and returns its id.
-    pub fn read(
-        &mut self,
-        cur: &mut Cursor,
-        read_body: &mut dyn FnMut(&mut Self, &mut Cursor, &str, Option<usize>) -> Result<T>,
-    ) -> Result<Pointer<T>> {
+    pub fn read(&mut self, cur: &mut Cursor, read_body: &mut ReadBody<T>) -> Result<Pointer<T>> {
         let begin = cur.pos();
         let first = cur.u32("object pointer byte count or tag")?;
         let (tag, end, class_pos) = if first & BYTE_COUNT_MASK == 0 || first == NEW_CLASS_TAG {
@@ -188,7 +189,7 @@ impl<T: Clone> PointerReader<T> {
 pub fn read_obj_array<T: Clone>(
     cur: &mut Cursor,
     pointers: &mut PointerReader<T>,
-    read_body: &mut dyn FnMut(&mut PointerReader<T>, &mut Cursor, &str, Option<usize>) -> Result<T>,
+    read_body: &mut ReadBody<T>,
 ) -> Result<Vec<T>> {
     let v = read_version(cur, "TObjArray")?;
     if v.version > 2 {
@@ -215,7 +216,7 @@ pub fn read_obj_array<T: Clone>(
 pub fn read_list<T: Clone>(
     cur: &mut Cursor,
     pointers: &mut PointerReader<T>,
-    read_body: &mut dyn FnMut(&mut PointerReader<T>, &mut Cursor, &str, Option<usize>) -> Result<T>,
+    read_body: &mut ReadBody<T>,
 ) -> Result<Vec<T>> {
     let v = read_version(cur, "TList")?;
     if v.version > 3 {

@@ -1,7 +1,9 @@
 //! TTree, TBranch, TBranchElement, TLeaf* and embedded TBasket models, read from the streamed
 //! TTree object. Class versions from ROOT 5.23 (TTree 16, TBranch 10) to 6.40 (TTree 20, TBranch 13).
 
+use super::basket::BasketHeader;
 use super::cursor::Cursor;
+use super::directory::Key;
 use super::objects::{
     read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version,
 };
@@ -584,37 +586,26 @@ impl TreeParser {
     /// entry offsets and the buffer.
     fn read_embedded_basket(&mut self, cur: &mut Cursor) -> Result<Item> {
         let start = cur.pos();
-        let nbytes = cur.i32("embedded TBasket fNbytes")?;
-        let key_version = cur.i16("embedded TBasket key version")?;
-        cur.i32("embedded TBasket fObjlen")?;
-        cur.u32("embedded TBasket fDatime")?;
-        let keylen = cur.i16("embedded TBasket fKeylen")?;
-        cur.i16("embedded TBasket fCycle")?;
-        cur.skip(if key_version > 1000 { 16 } else { 8 })?;
-        for what in ["class name", "name", "title"] {
-            cur.string(&format!("embedded TBasket {what}"))?;
-        }
-        let version = cur.i16("TBasket version")?;
-        cur.i32("TBasket fBufferSize")?;
-        // A negative fNevBufSize announces a byte of IO bits (ROOT 6.12 and later).
-        if cur.i32("TBasket fNevBufSize")? < 0 {
-            cur.u8("TBasket fIOBits")?;
-        }
-        let nev_pos = cur.pos();
-        let nev_buf = cur.i32("TBasket fNevBuf")?;
-        let last = cur.i32("TBasket fLast")?;
+        let key = Key::parse(cur)?;
+        let (nbytes, keylen) = (key.nbytes as i64, key.keylen as i64);
+        let BasketHeader {
+            version,
+            nev_buf,
+            nev_pos,
+            last,
+        } = BasketHeader::parse(cur)?;
         let mut flag = cur.u8("TBasket flag")?;
         let generate_offsets = flag >= 80;
         if generate_offsets {
             flag -= 80;
         }
-        if nbytes > keylen as i32 {
+        if nbytes > keylen {
             // Only a header: the data is on disk, listed in fBasketSeek.
             self.embedded.push(None);
             return Ok(Item::Embedded(self.embedded.len() - 1));
         }
         let nev = cur.non_negative(nev_pos, nev_buf as i64, "TBasket fNevBuf")?;
-        let keylen = keylen.max(0) as usize;
+        let keylen = keylen as usize;
         let mut offsets = None;
         if !generate_offsets && flag != 0 && flag % 10 != 2 {
             let n = cur.count("TBasket entry offset count", 4)?;

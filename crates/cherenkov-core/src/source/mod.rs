@@ -6,6 +6,7 @@
 
 pub mod http;
 pub mod local;
+pub mod memory;
 pub mod multi;
 pub mod retry;
 pub mod trace;
@@ -136,6 +137,16 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
 
 pub type SharedSource = Arc<dyn ByteSource>;
 
+/// How much of a file's start and end a source reads in the same request that learns its size,
+/// when it can (HTTP: `Range: bytes=0-(head-1),-tail`), so that opening the file needs no
+/// request of its own. The format above decides (see `engine::file::ROOT_OPENING`); the default
+/// reads nothing beyond what learning the size takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpeningHint {
+    pub head: u64,
+    pub tail: u64,
+}
+
 /// Options common to the remote sources; each protocol keeps its own further settings.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SourceOptions {
@@ -154,6 +165,8 @@ pub struct SourceOptions {
     /// Replicas (a list, or found through a redirector) must have the same checksum on their
     /// servers, not only the same size (see `multi::MultiOptions::verify_checksums`).
     pub verify_checksums: bool,
+    /// What to read while opening, where the protocol allows it.
+    pub opening: OpeningHint,
 }
 
 /// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
@@ -233,6 +246,7 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSourc
                 connections: options.connections.unwrap_or(defaults.connections),
                 request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
                 retries: options.retries.unwrap_or(defaults.retries),
+                opening: options.opening,
                 ..defaults
             };
             Ok(Arc::new(http::HttpSource::open(url, http_options).await?))

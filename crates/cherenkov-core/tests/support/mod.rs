@@ -8,6 +8,7 @@ pub mod nginx;
 pub mod toxiproxy;
 pub mod xrootd;
 
+use std::future::Future;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -56,6 +57,16 @@ fn make_public(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     let mode = if path.is_dir() { 0o777 } else { 0o644 };
     let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+}
+
+/// No test may take longer than this, whatever the servers do.
+pub const TEST_LIMIT: Duration = Duration::from_secs(120);
+
+/// Run `test`, failing it if it takes longer than [`TEST_LIMIT`].
+pub async fn bounded<F: Future>(test: F) -> F::Output {
+    tokio::time::timeout(TEST_LIMIT, test)
+        .await
+        .expect("the test did not finish in time")
 }
 
 /// A TCP port nobody listens on right now.
@@ -127,6 +138,13 @@ impl Random {
     /// A number in `0..n`.
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
+    }
+    /// An index in `0..n`.
+    pub fn index(&mut self, n: usize) -> usize {
+        self.below(n as u64) as usize
+    }
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.index(items.len())]
     }
     pub fn bytes(&mut self, len: usize) -> Vec<u8> {
         let mut out = Vec::with_capacity(len + 8);

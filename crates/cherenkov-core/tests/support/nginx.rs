@@ -5,11 +5,11 @@
 
 #![allow(dead_code)]
 
+use super::{free_port, TempDir};
 use std::io::Write;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How long nginx gets to start listening.
@@ -18,7 +18,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct Nginx {
     child: Child,
     port: u16,
-    dir: PathBuf,
+    dir: TempDir,
     scheme: &'static str,
 }
 
@@ -41,16 +41,6 @@ pub fn nginx_binary() -> Option<PathBuf> {
     found
 }
 
-/// A fresh directory under the system temp dir, unique to this process and call.
-pub fn fresh_dir(label: &str) -> PathBuf {
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("cherenkov-{label}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create a temporary directory");
-    dir
-}
-
 impl Nginx {
     /// Serve the files under `root`; `server_directives` go inside the `server { }` block (for
     /// example `max_ranges 1;`). `None` if nginx is not installed.
@@ -66,7 +56,8 @@ impl Nginx {
 
     fn start_with(root: &Path, server_directives: &str, tls: bool) -> Option<Nginx> {
         let binary = nginx_binary()?;
-        let dir = fresh_dir("nginx");
+        let dir = TempDir::new("nginx");
+        let path = dir.path().to_path_buf();
         let mut server_directives = server_directives.to_string();
         if tls {
             let made = Command::new("openssl")
@@ -81,9 +72,9 @@ impl Nginx {
                 ])
                 .args(["-addext", "basicConstraints=critical,CA:FALSE"])
                 .arg("-keyout")
-                .arg(dir.join("key.pem"))
+                .arg(path.join("key.pem"))
                 .arg("-out")
-                .arg(dir.join("cert.pem"))
+                .arg(path.join("cert.pem"))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .status();
@@ -93,25 +84,25 @@ impl Nginx {
             }
             server_directives = format!(
                 "ssl_certificate {d}/cert.pem; ssl_certificate_key {d}/key.pem;\n    {server_directives}",
-                d = dir.display()
+                d = path.display()
             );
         }
         // A port taken between choosing it and nginx binding it: try again with another.
         for _ in 0..5 {
             let port = free_port();
-            let conf = dir.join("nginx.conf");
+            let conf = path.join("nginx.conf");
             let listen = if tls {
                 format!("{port} ssl")
             } else {
                 port.to_string()
             };
-            std::fs::write(&conf, config(&dir, root, &listen, &server_directives))
+            std::fs::write(&conf, config(&path, root, &listen, &server_directives))
                 .expect("write nginx.conf");
-            let child = Command::new(&binary)
+            let mut child = Command::new(&binary)
                 .arg("-e")
-                .arg(dir.join("error.log"))
+                .arg(path.join("error.log"))
                 .arg("-p")
-                .arg(&dir)
+                .arg(&path)
                 .arg("-c")
                 .arg(&conf)
                 .stdin(Stdio::null())
@@ -120,37 +111,21 @@ impl Nginx {
                 .spawn()
                 .expect("start nginx");
             let scheme = if tls { "https" } else { "http" };
-            let mut nginx = Nginx {
-                child,
-                port,
-                dir: dir.clone(),
-                scheme,
-            };
-            if nginx.wait_until_listening() {
-                return Some(nginx);
+            if listening(&mut child, port) {
+                return Some(Nginx {
+                    child,
+                    port,
+                    dir,
+                    scheme,
+                });
             }
-            let _ = nginx.child.kill();
-            let _ = nginx.child.wait();
-            std::mem::forget(nginx); // keep the directory for the next try
+            let _ = child.kill();
+            let _ = child.wait();
         }
         panic!(
             "nginx did not start; see {}",
-            dir.join("error.log").display()
+            path.join("error.log").display()
         );
-    }
-
-    fn wait_until_listening(&mut self) -> bool {
-        let deadline = Instant::now() + START_TIMEOUT;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
-            }
-            if TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
     }
 
     pub fn port(&self) -> u16 {
@@ -174,7 +149,7 @@ impl Nginx {
 
     /// nginx's error log so far, for failure messages.
     pub fn error_log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("error.log")).unwrap_or_default()
+        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
     }
 }
 
@@ -182,16 +157,25 @@ impl Drop for Nginx {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
-fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    listener.local_addr().expect("local address").port()
+/// `listen` is the port, followed by ` ssl` for HTTPS.
+/// Whether nginx (`child`) listens on `port` within [`START_TIMEOUT`]; false if it exits first.
+fn listening(child: &mut Child, port: u16) -> bool {
+    let deadline = Instant::now() + START_TIMEOUT;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
 }
 
-/// `listen` is the port, followed by ` ssl` for HTTPS.
 fn config(dir: &Path, root: &Path, listen: &str, server_directives: &str) -> String {
     let d = dir.display();
     let mut conf = Vec::new();

@@ -333,8 +333,10 @@ impl Ntuple {
 /// that a buffer used once moves into its array instead of being copied.
 struct UnitMap {
     /// Per (column, position of the cluster in the read): the unit and its uses left.
-    units: Mutex<HashMap<(usize, usize), (Arc<Decoded>, usize)>>,
+    units: Mutex<HashMap<(usize, usize), WithUsesLeft>>,
 }
+
+type WithUsesLeft = (Arc<Decoded>, usize);
 
 impl UnitMap {
     fn new<'a>(

@@ -18,8 +18,8 @@ use self::probe::probe;
 use self::range_header::{plan_requests, range_header_value, ContentRange};
 use self::response::{content_range, header_str, read_body, reject_encoded, send};
 use super::{
-    coalesce_ranges, describe_ranges, slice_from_fetched, ByteRange, ByteSource, SourceCounters,
-    SourceLimits,
+    coalesce_ranges, describe_ranges, slice_from_fetched, ByteRange, ByteSource, OpeningHint,
+    SourceCounters, SourceLimits,
 };
 use crate::error::{Error, Result};
 use async_trait::async_trait;
@@ -56,11 +56,9 @@ pub struct HttpOptions {
     /// Largest whole-file answer (a 200 to a range request) that is used; a larger one is dropped
     /// and the ranges are asked one by one instead. Default 64 MiB.
     pub max_full_body_bytes: u64,
-    /// The first request, which learns the size, also reads this many bytes from the start and
-    /// from the end of the file, where ROOT keeps what opening needs. Defaults 64 KiB and 1 MiB;
-    /// a tail of 0 makes it a plain one-range probe.
-    pub open_head_bytes: u64,
-    pub open_tail_bytes: u64,
+    /// The first request, which learns the size, also reads this much of the file's start and
+    /// end (default: nothing; the engine asks for where ROOT keeps what opening needs).
+    pub opening: OpeningHint,
 }
 
 impl Default for HttpOptions {
@@ -73,8 +71,7 @@ impl Default for HttpOptions {
             retries: 3,
             max_redirects: 10,
             max_full_body_bytes: 64 << 20,
-            open_head_bytes: 64 << 10,
-            open_tail_bytes: 1 << 20,
+            opening: OpeningHint::default(),
         }
     }
 }

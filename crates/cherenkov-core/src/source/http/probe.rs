@@ -55,7 +55,7 @@ pub async fn probe(
     url: &Url,
     options: &HttpOptions,
 ) -> Result<Probe, Failure> {
-    let (head, tail) = (options.open_head_bytes.max(1), options.open_tail_bytes);
+    let (head, tail) = (options.opening.head.max(1), options.opening.tail);
     if tail == 0 {
         return probe_head(client, url, options, head).await;
     }
