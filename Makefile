@@ -17,9 +17,10 @@ demo: setup
 
 test: setup lint test-rust test-python
 
-# Checks that keep the code as it is: clippy with every warning an error.
+# Checks that keep the code as it is: clippy with every warning an error, ruff's lint and format.
 lint:
 	. scripts/env.sh && cargo clippy --workspace --all-targets -- -D warnings
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
 test-rust:
 	. scripts/env.sh && cargo test --workspace --exclude cherenkov-python
@@ -34,7 +35,7 @@ bench: setup
 	bash scripts/setup-bench.sh && $(PY) bench/lab.py
 
 fmt:
-	cargo fmt --all
+	cargo fmt --all && $(VENV)/bin/ruff format .
 
 clean:
 	rm -rf target $(VENV) .setup-stamps

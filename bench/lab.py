@@ -69,7 +69,9 @@ class Tool:
     ablation: bool = False  # a cherenkov switch: run on the first protocol only (and locally)
 
     def label(self, versions: dict) -> str:
-        name = {"cherenkov": "cherenkov", "root": f"ROOT {versions.get('root', '')}", "uproot": f"uproot {versions.get('uproot', '')}"}[self.tool]
+        name = {"cherenkov": "cherenkov", "root": f"ROOT {versions.get('root', '')}", "uproot": f"uproot {versions.get('uproot', '')}"}[
+            self.tool
+        ]
         return name if self.variant == "default" else f"{name}, {self.variant}"
 
 
@@ -105,9 +107,18 @@ class Plan:
 
     def spec(self, tool: Tool, scenario: str, urls: list[str]) -> dict:
         return {
-            "tool": tool.tool, "variant": tool.variant, "scenario": scenario, "urls": urls, "tree": TREE,
-            "fixed": self.fixed, "others": self.others, "step_size": self.step_size, "steps": self.steps,
-            "trigger_from": self.trigger_from, "trigger_every": self.trigger_every, "checks": self.checks,
+            "tool": tool.tool,
+            "variant": tool.variant,
+            "scenario": scenario,
+            "urls": urls,
+            "tree": TREE,
+            "fixed": self.fixed,
+            "others": self.others,
+            "step_size": self.step_size,
+            "steps": self.steps,
+            "trigger_from": self.trigger_from,
+            "trigger_every": self.trigger_every,
+            "checks": self.checks,
             "interactive": self.interactive,
         }
 
@@ -123,7 +134,10 @@ def make_plan(files: list[Path], trigger_every: int = 50, interactive_branch: st
     # counters first: ROOT reads a jagged branch's counter with it, and must count it once
     fixed = [n for n in every if n in fixed_set and n in counter_names] + [n for n in every if n in fixed_set and n not in counter_names]
     others = [n for n in every if n not in fixed_set]
-    floats = lambda names: [n for n in names if tree[n].typename.lower().startswith(("float", "double")) or "float" in tree[n].typename.lower()]  # noqa: E731
+
+    def floats(names):
+        return [n for n in names if tree[n].typename.lower().startswith(("float", "double")) or "float" in tree[n].typename.lower()]
+
     checks = {"fixed": checked_branches(tree, floats(fixed) or fixed)[:3], "trigger": checked_branches(tree, floats(others) or others)[:2]}
     bounds = tree.cluster_boundaries.tolist()
     clusters = len(bounds) - 1
@@ -135,10 +149,18 @@ def make_plan(files: list[Path], trigger_every: int = 50, interactive_branch: st
     except (OSError, ValueError, KeyError):
         writer = "unknown writer"
     return Plan(
-        files=files, fixed=fixed, others=others, step_size=1, steps=[list(s) for s in tree.steps(1)],
-        trigger_from=trigger_from, trigger_every=trigger_every, checks=checks,
-        interactive={"branch": branch, "entries": min(100, tree.num_entries)}, entries=tree.num_entries,
-        clusters=bounds, writer=writer,
+        files=files,
+        fixed=fixed,
+        others=others,
+        step_size=1,
+        steps=[list(s) for s in tree.steps(1)],
+        trigger_from=trigger_from,
+        trigger_every=trigger_every,
+        checks=checks,
+        interactive={"branch": branch, "entries": min(100, tree.num_entries)},
+        entries=tree.num_entries,
+        clusters=bounds,
+        writer=writer,
     )
 
 
@@ -171,8 +193,14 @@ def run_child(spec: dict, env: dict, budget: float) -> dict:
     spec = dict(spec, progress=str(progress), budget=budget)
     environment = dict(os.environ, PYTHONWARNINGS="ignore", **env)
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen([sys.executable, str(BENCH / "lab_tools.py"), json.dumps(spec)],
-                                stdout=out, stderr=err, text=True, env=environment, cwd=str(BENCH))
+        proc = subprocess.Popen(
+            [sys.executable, str(BENCH / "lab_tools.py"), json.dumps(spec)],
+            stdout=out,
+            stderr=err,
+            text=True,
+            env=environment,
+            cwd=str(BENCH),
+        )
         launched, killed = time.time(), False
         try:
             while proc.poll() is None:
@@ -197,7 +225,7 @@ def run_child(spec: dict, env: dict, budget: float) -> dict:
         stdout, stderr = out.read(), err.read()
     for line in stdout.splitlines():
         if line.startswith(RESULT_MARK):
-            result = json.loads(line[len(RESULT_MARK):])
+            result = json.loads(line[len(RESULT_MARK) :])
             if result["status"] == "timeout":
                 return {**result, "budget": budget}
             return result
@@ -219,7 +247,11 @@ def _read_progress(path: Path) -> tuple[float | None, float | None]:
 def compare(check: dict, reference: dict) -> list[str]:
     """Differences between what a run read and the reference (cherenkov, local file)."""
     problems = []
-    if check.get("value_bytes") is not None and reference.get("value_bytes") is not None and check["value_bytes"] != reference["value_bytes"]:
+    if (
+        check.get("value_bytes") is not None
+        and reference.get("value_bytes") is not None
+        and check["value_bytes"] != reference["value_bytes"]
+    ):
         problems.append(f"{check['value_bytes']} bytes of values, reference {reference['value_bytes']}")
     for name, want in reference.get("sums", {}).items():
         got = check.get("sums", {}).get(name)
@@ -260,7 +292,7 @@ def probe_protocols(lab: Lab, name: str, protocols: list[str]) -> dict:
             out[("cherenkov", protocol)] = None
         except ValueError as e:
             out[("cherenkov", protocol)] = f"cherenkov cannot open {protocol}:// yet ({e})"
-        except Exception as e:  # noqa: BLE001 - reported, not hidden
+        except Exception as e:
             out[("cherenkov", protocol)] = f"cherenkov failed on {protocol}://: {type(e).__name__}: {e}"
         if protocol == "root":
             try:
@@ -384,8 +416,10 @@ def run_matrix(plan: Plan, config: Config, log=print) -> tuple[list[dict], dict]
     notes.update(method_notes(plan, config, vers))
     notes["cherenkov build"] = build
     if extension_build() != build:
-        notes["WARNING"] = (f"the cherenkov extension was rebuilt during this run (was {build}, now {extension_build()}): "
-                            "the results mix two builds; run the lab again")
+        notes["WARNING"] = (
+            f"the cherenkov extension was rebuilt during this run (was {build}, now {extension_build()}): "
+            "the results mix two builds; run the lab again"
+        )
         log("WARNING: " + notes["WARNING"])
     return rows, notes
 
@@ -406,7 +440,8 @@ def describe(key: tuple, r: dict) -> str:
     if r["status"] == "ok":
         bad = "" if not r.get("problems") else f"  MISMATCH: {'; '.join(r['problems'])}"
         trips = f", {r['round_trips']} round trips" if r.get("round_trips") is not None else ""
-        return f"{head} {r['seconds']:8.3f} s  {r['requests']} requests{trips}, {r['bytes'] / 1e6:.1f} MB, peak RSS {r['peak_rss'] / 1e6:.0f} MB{bad}"
+        sizes = f"{r['bytes'] / 1e6:.1f} MB, peak RSS {r['peak_rss'] / 1e6:.0f} MB"
+        return f"{head} {r['seconds']:8.3f} s  {r['requests']} requests{trips}, {sizes}{bad}"
     if r["status"] == "timeout":
         done = f", {100 * r['done']:.0f} % done" if r.get("done") is not None else ""
         so_far = f" ({r['requests']} requests so far)" if r.get("requests") is not None else ""
@@ -421,9 +456,17 @@ def summarize(runs: dict, plan: Plan) -> list[dict]:
         stopped = [r for r in results if r["status"] in ("timeout", "skipped")]
         errors = [r for r in results if r["status"] == "error"]
         row = {
-            "tool": label, "scenario": scenario, "protocol": protocol, "rtt_ms": rtt,
-            "seconds": None, "bytes": None, "requests": None, "round_trips": None, "peak_rss": None,
-            "runs": len(results), "status": "ok",
+            "tool": label,
+            "scenario": scenario,
+            "protocol": protocol,
+            "rtt_ms": rtt,
+            "seconds": None,
+            "bytes": None,
+            "requests": None,
+            "round_trips": None,
+            "peak_rss": None,
+            "runs": len(results),
+            "status": "ok",
         }
         if stopped or errors or not ok:
             row["status"] = "timeout" if stopped else "error"
@@ -438,7 +481,10 @@ def summarize(runs: dict, plan: Plan) -> list[dict]:
             if errors:
                 row["error"] = errors[0].get("error", "")[-500:]
         if ok:
-            med = lambda k: median(r[k] for r in ok) if all(r.get(k) is not None for r in ok) else None  # noqa: E731
+
+            def med(k, ok=ok):
+                return median(r[k] for r in ok) if all(r.get(k) is not None for r in ok) else None
+
             if row["status"] == "ok":
                 row["seconds"] = med("seconds")
                 row["open_seconds"] = med("open_seconds")
@@ -511,7 +557,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtt", help="round-trip times in ms, comma-separated (default 0,10,50,137,240)")
     parser.add_argument("--bandwidth", type=float, help="cap every link at this many MB/s (toxiproxy)")
     parser.add_argument("--repeat", type=int, help="repetitions (default 3; --quick 1)")
-    parser.add_argument("--quick", action="store_true", help="0 and 137 ms, http only, one repetition, fewer variants, 20 s budget: a few minutes")
+    parser.add_argument(
+        "--quick", action="store_true", help="0 and 137 ms, http only, one repetition, fewer variants, 20 s budget: a few minutes"
+    )
     parser.add_argument("--entries", type=int, default=40_000, help="entries of the generated files (default 40000)")
     parser.add_argument("--protocols", help="http, root or both (default both; --quick http)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"some of {', '.join(SCENARIOS)}")
@@ -523,7 +571,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-multi-source", action="store_true", help="skip the multi-source setups at the end (bench/multi_source.py)")
     parser.add_argument("--out", type=Path, default=RESULTS, help="folder for latency.json/.md/.png (default bench/results)")
     publish = parser.add_mutually_exclusive_group()
-    publish.add_argument("--publish", dest="publish", action="store_true", default=None, help="also write docs/bench (default: unless --quick)")
+    publish.add_argument(
+        "--publish", dest="publish", action="store_true", default=None, help="also write docs/bench (default: unless --quick)"
+    )
     publish.add_argument("--no-publish", dest="publish", action="store_false")
     args = parser.parse_args(argv)
 
@@ -534,14 +584,22 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(wanted) - {t.key for t in TOOLS}
     if unknown:
         parser.error(f"unknown tools {sorted(unknown)}")
-    tools = [t if t.key != "root-nocache" else Tool(**{**t.__dict__, "max_rtt": args.root_nocache_max_rtt}) for t in TOOLS if t.key in wanted]
+    tools = [
+        t if t.key != "root-nocache" else Tool(**{**t.__dict__, "max_rtt": args.root_nocache_max_rtt}) for t in TOOLS if t.key in wanted
+    ]
     scenarios = parse_list(args.scenarios, str)
     if set(scenarios) - set(SCENARIOS):
         parser.error(f"unknown scenarios {sorted(set(scenarios) - set(SCENARIOS))}")
     config = Config(
-        rtts=rtts, protocols=parse_list(args.protocols or ("http" if quick else "http,root"), str), scenarios=scenarios, tools=tools,
-        repeat=args.repeat or (1 if quick else 3), budget=args.budget or (20 if quick else 90),
-        once_over=20, bandwidth=args.bandwidth, local=not args.no_local,
+        rtts=rtts,
+        protocols=parse_list(args.protocols or ("http" if quick else "http,root"), str),
+        scenarios=scenarios,
+        tools=tools,
+        repeat=args.repeat or (1 if quick else 3),
+        budget=args.budget or (20 if quick else 90),
+        once_over=20,
+        bandwidth=args.bandwidth,
+        local=not args.no_local,
         nocache_max_rtt=args.root_nocache_max_rtt,
     )
     if not config.local:
@@ -549,8 +607,10 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     files = ensure_data(args.entries)
     plan = make_plan(files)
-    print(f"latency lab: {len(config.rtts)} RTTs {config.rtts} ms, protocols {config.protocols}, scenarios {config.scenarios}, "
-          f"{len(config.tools)} tool variants, {config.repeat} repetition(s), {config.budget:g} s budget per run")
+    print(
+        f"latency lab: {len(config.rtts)} RTTs {config.rtts} ms, protocols {config.protocols}, scenarios {config.scenarios}, "
+        f"{len(config.tools)} tool variants, {config.repeat} repetition(s), {config.budget:g} s budget per run"
+    )
     rows, notes = run_matrix(plan, config)
     replay_table = None
     if not args.no_replay and not quick:

@@ -76,9 +76,11 @@ def cost_table(rows: list[dict], rtt: float) -> list[str]:
             f"{num(r['round_trips']) or 'n/a'} | {mb(r['bytes'])} | {mb(r['peak_rss'])} |"
         )
     out.append("")
-    out.append("Requests: cherenkov's source counters (requests on the wire; round trips = requests that waited for "
-               "one another), ROOT's TFile::GetReadCalls, uproot's Source.num_requests; MB read: bytes requested "
-               "(ROOT: TFile::GetBytesRead). Peak RSS includes the tool's imports (ROOT's alone is about 450 MB).\n")
+    out.append(
+        "Requests: cherenkov's source counters (requests on the wire; round trips = requests that waited for "
+        "one another), ROOT's TFile::GetReadCalls, uproot's Source.num_requests; MB read: bytes requested "
+        "(ROOT: TFile::GetBytesRead). Peak RSS includes the tool's imports (ROOT's alone is about 450 MB).\n"
+    )
     return out
 
 
@@ -101,19 +103,30 @@ def latency_cost_table(rows: list[dict], rtt: float) -> list[str]:
     ]
     for r in rows:
         local = by_key.get((r["tool"], r["scenario"], "file", 0))
-        if (r["tool"] != "cherenkov" or r["rtt_ms"] != rtt or r["protocol"] == "file" or r["status"] != "ok"
-                or r["round_trips"] is None or not local or local["status"] != "ok"):
+        if (
+            r["tool"] != "cherenkov"
+            or r["rtt_ms"] != rtt
+            or r["protocol"] == "file"
+            or r["status"] != "ok"
+            or r["round_trips"] is None
+            or not local
+            or local["status"] != "ok"
+        ):
             continue
         extra = r["seconds"] - local["seconds"]
         files = len(r.get("file_seconds") or [None])  # lazy reads a dataset of two files
         trips = r["round_trips"] + files * CONNECT_ROUND_TRIPS[r["protocol"]]
-        out.append(f"| {r['scenario']} | {PROTOCOL_NAMES[r['protocol']]} | {local['seconds']:.2f} | {r['seconds']:.2f} | "
-                   f"{r['seconds'] / local['seconds']:.1f}x | {extra:.2f} | {extra / (rtt / 1000):.1f} | {trips:g} |")
+        out.append(
+            f"| {r['scenario']} | {PROTOCOL_NAMES[r['protocol']]} | {local['seconds']:.2f} | {r['seconds']:.2f} | "
+            f"{r['seconds'] / local['seconds']:.1f}x | {extra:.2f} | {extra / (rtt / 1000):.1f} | {trips:g} |"
+        )
     out.append("")
-    out.append("Round trips: the sequential waits of the byte source, plus XRootD's login (which carries the open); "
-               "toxiproxy does not delay TCP's handshake, which a real WAN adds once per connection. Prefetched "
-               "round trips overlap with decompression and use. Any reader needs at least 2 round trips before its "
-               "first data (metadata, then data) over HTTP, 3 over XRootD (login and open first).\n")
+    out.append(
+        "Round trips: the sequential waits of the byte source, plus XRootD's login (which carries the open); "
+        "toxiproxy does not delay TCP's handshake, which a real WAN adds once per connection. Prefetched "
+        "round trips overlap with decompression and use. Any reader needs at least 2 round trips before its "
+        "first data (metadata, then data) over HTTP, 3 over XRootD (login and open first).\n"
+    )
     return out if len(out) > 5 else []
 
 
@@ -139,9 +152,11 @@ def checks_text(rows: list[dict]) -> list[str]:
     measured = [r for r in rows if r["status"] == "ok" or r.get("verified") is not None]
     bad = [r for r in measured if r.get("verified") is False]
     if not bad:
-        return [f"**Checked:** all {len(measured)} measurements read the same values as cherenkov's local read of the "
-                "same scenario (bytes of values as ROOT's GetEntry counts them, and the sums and numbers of values of "
-                "a few branches; the interactive scenario compares sums and counts).\n"]
+        return [
+            f"**Checked:** all {len(measured)} measurements read the same values as cherenkov's local read of the "
+            "same scenario (bytes of values as ROOT's GetEntry counts them, and the sums and numbers of values of "
+            "a few branches; the interactive scenario compares sums and counts).\n"
+        ]
     out = [f"**Check failed** for {len(bad)} of {len(measured)} measurements (✗ in the tables):\n"]
     for r in bad:
         out.append(f"- {r['tool']}, {r['scenario']}, {r['protocol']} {r['rtt_ms']:g} ms: {'; '.join(r['problems'])}")
@@ -180,7 +195,10 @@ def plot(rows: list[dict], scenarios: dict, path: Path, title: str) -> bool:
     for ax, scenario in zip(axes.flat, present):
         lines = [(t, p) for t in tools for p in ("http", "root")]
         for k, (tool, protocol) in enumerate(lines):
-            series = sorted((r for r in rows if r["tool"] == tool and r["scenario"] == scenario and r["protocol"] == protocol), key=lambda r: r["rtt_ms"])
+            series = sorted(
+                (r for r in rows if r["tool"] == tool and r["scenario"] == scenario and r["protocol"] == protocol),
+                key=lambda r: r["rtt_ms"],
+            )
             ok = [(r["rtt_ms"], r["seconds"]) for r in series if r["status"] == "ok"]
             stopped = [(r["rtt_ms"], r["budget_seconds"]) for r in series if r["status"] == "timeout"]
             if not ok and not stopped:
@@ -195,18 +213,22 @@ def plot(rows: list[dict], scenarios: dict, path: Path, title: str) -> bool:
                 if ok:
                     ax.plot([ok[-1][0], x], [ok[-1][1], y], ":", color=colors[tool], linewidth=1)
                 ax.plot([x], [y], linestyle="none", marker="^", ms=8, color=colors[tool], label=label)
-        local = [r for r in rows if r["scenario"] == scenario and r["protocol"] == "file" and r["tool"] == "cherenkov" and r["status"] == "ok"]
+        local = [
+            r for r in rows if r["scenario"] == scenario and r["protocol"] == "file" and r["tool"] == "cherenkov" and r["status"] == "ok"
+        ]
         if local:
             ax.axhline(local[0]["seconds"], color=colors.get("cherenkov", "k"), linestyle=":", linewidth=1, label="cherenkov, local file")
         ax.set_yscale("log")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if v > 0 and round(v / 10 ** math.floor(math.log10(v))) in (2, 5) else ""))
+        ax.yaxis.set_minor_formatter(
+            FuncFormatter(lambda v, _: f"{v:g}" if v > 0 and round(v / 10 ** math.floor(math.log10(v))) in (2, 5) else "")
+        )
         ax.set_xlabel("round-trip time (ms)")
         ax.set_ylabel("seconds")
         ax.set_title(scenario)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
-    for ax in list(axes.flat)[len(present):]:
+    for ax in list(axes.flat)[len(present) :]:
         ax.axis("off")
     fig.suptitle(title + "  (▲: stopped at the time budget)", fontsize=10)
     fig.tight_layout()
@@ -215,8 +237,9 @@ def plot(rows: list[dict], scenarios: dict, path: Path, title: str) -> bool:
     return True
 
 
-def write_outputs(rows, notes, config, plan, scenarios, out: Path, publish_to: Path | None, replay_table=None,
-                  multi_source_table=None) -> str:
+def write_outputs(
+    rows, notes, config, plan, scenarios, out: Path, publish_to: Path | None, replay_table=None, multi_source_table=None
+) -> str:
     out.mkdir(parents=True, exist_ok=True)
     rtts = sorted(config.rtts)
     command = "python bench/lab.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
@@ -247,7 +270,12 @@ def write_outputs(rows, notes, config, plan, scenarios, out: Path, publish_to: P
     text = "\n".join(lines)
     (out / "latency.json").write_text(json.dumps(rows, indent=1) + "\n")
     (out / "latency.md").write_text(text)
-    plotted = plot(rows, scenarios, out / "latency.png", f"{plan.files[0].name}: {len(plan.fixed)}-branch fixed set of {len(plan.fixed) + len(plan.others)}")
+    plotted = plot(
+        rows,
+        scenarios,
+        out / "latency.png",
+        f"{plan.files[0].name}: {len(plan.fixed)}-branch fixed set of {len(plan.fixed) + len(plan.others)}",
+    )
     if publish_to is not None:
         publish_to.mkdir(parents=True, exist_ok=True)
         names = ("latency.json", "latency.md") + (("latency.png",) if plotted else ())

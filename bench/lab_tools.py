@@ -53,7 +53,7 @@ class Progress:
     """Counts the work done; writes the fraction to a file (read by the lab if it has to kill the
     process) and stops the run once the clock passes the budget."""
 
-    def __init__(self, spec: dict, total: float, clock: "Clock"):
+    def __init__(self, spec: dict, total: float, clock: Clock):
         self.path, self.budget, self.clock = spec.get("progress"), spec.get("budget"), clock
         self.total, self.done = max(total, 1), 0.0
         self.started = time.time()  # when the clock started, for the lab's watchdog
@@ -332,8 +332,6 @@ struct Loop {
 """
 
 
-
-
 def import_root():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the PyPI build warns that it is an alpha
@@ -387,7 +385,15 @@ def run_root(spec: dict, run: Run) -> None:
             per_branch = scenario in ("trigger", "lazy")
             stop = int(tree.GetEntries())
         every = spec["trigger_every"] if scenario == "trigger" else 0
-        loop.setup(tree, strings(ROOT, names), per_branch, strings(ROOT, checked_fixed), strings(ROOT, checked_trigger), spec["trigger_from"], every)
+        loop.setup(
+            tree,
+            strings(ROOT, names),
+            per_branch,
+            strings(ROOT, checked_fixed),
+            strings(ROOT, checked_trigger),
+            spec["trigger_from"],
+            every,
+        )
         try:
             for lo in range(0, stop, ROOT_BLOCK):
                 hi = min(lo + ROOT_BLOCK, stop)

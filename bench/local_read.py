@@ -22,13 +22,12 @@ from pathlib import Path
 from statistics import median
 
 import awkward as ak
+import cherenkov
 import numpy as np
 import uproot
+from make_nanolike import TREE, default_output, ensure, import_root
 from rich.console import Console
 from rich.table import Table
-
-import cherenkov
-from make_nanolike import TREE, default_output, ensure, import_root
 
 SELECTED_FRACTION = 0.30
 CHECKED_BRANCHES = 6  # branches whose sums are compared between the tools
@@ -224,18 +223,20 @@ def run(path: Path, repeat: int) -> dict:
             }
             for name, runs in times.items()
         ]
-        report["selections"].append({
-            "selection": label,
-            "branches": len(names),
-            "compressed_bytes": stats.compressed_bytes,
-            "uncompressed_bytes": unzipped,
-            "baskets": stats.baskets,
-            "results": results,
-            "awkward_vs_awkward_speedup": medians[theirs.name] / medians[ours_ak.name],
-            "verified": not problems,
-            "checked_with_root": root is not None,
-            "problems": problems,
-        })
+        report["selections"].append(
+            {
+                "selection": label,
+                "branches": len(names),
+                "compressed_bytes": stats.compressed_bytes,
+                "uncompressed_bytes": unzipped,
+                "baskets": stats.baskets,
+                "results": results,
+                "awkward_vs_awkward_speedup": medians[theirs.name] / medians[ours_ak.name],
+                "verified": not problems,
+                "checked_with_root": root is not None,
+                "problems": problems,
+            }
+        )
     return report
 
 
@@ -254,12 +255,20 @@ def print_report(report: dict, console: Console) -> None:
         for col in ("tool", "seconds", "cpu seconds", "unzipped MB/s", "cherenkov np faster by"):
             table.add_column(col, justify="left" if col == "tool" else "right")
         for r in sel["results"]:
-            table.add_row(r["tool"], f"{r['median_seconds']:.3f}", f"{r['median_cpu_seconds']:.3f}", f"{r['unzipped_mb_per_s']:.0f}", f"{r['cherenkov_speedup']:.2f}x")
+            table.add_row(
+                r["tool"],
+                f"{r['median_seconds']:.3f}",
+                f"{r['median_cpu_seconds']:.3f}",
+                f"{r['unzipped_mb_per_s']:.0f}",
+                f"{r['cherenkov_speedup']:.2f}x",
+            )
         table.caption = f"both making awkward arrays, cherenkov is faster than uproot by {sel['awkward_vs_awkward_speedup']:.2f}x"
         console.print(table)
         if sel["verified"]:
-            console.print("  [green]verified[/green]: cherenkov and uproot equal branch by branch"
-                          + ("; ROOT read as many bytes of values and its sums agree" if sel["checked_with_root"] else ""))
+            console.print(
+                "  [green]verified[/green]: cherenkov and uproot equal branch by branch"
+                + ("; ROOT read as many bytes of values and its sums agree" if sel["checked_with_root"] else "")
+            )
         else:
             for p in sel["problems"]:
                 console.print(f"  [red]MISMATCH[/red] {p}")
@@ -273,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     console = Console(width=120)  # wide enough for the tables when piped to a file
-    path = args.file if args.file and args.file.exists() else ensure(args.file or default_output(args.entries), args.entries, log=console.print)
+    path = (
+        args.file
+        if args.file and args.file.exists()
+        else ensure(args.file or default_output(args.entries), args.entries, log=console.print)
+    )
     report = run(path, args.repeat)
     print_report(report, console)
     if args.json:

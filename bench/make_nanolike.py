@@ -39,8 +39,17 @@ FEW_DISTINCT = 16  # at most this many distinct sample values: draw them exactly
 
 # numpy dtype -> ROOT leaf type code
 LEAF_CODES = {
-    "bool": "O", "int8": "B", "uint8": "b", "int16": "S", "uint16": "s", "int32": "I",
-    "uint32": "i", "int64": "L", "uint64": "l", "float32": "F", "float64": "D",
+    "bool": "O",
+    "int8": "B",
+    "uint8": "b",
+    "int16": "S",
+    "uint16": "s",
+    "int32": "I",
+    "uint32": "i",
+    "int64": "L",
+    "uint64": "l",
+    "float32": "F",
+    "float64": "D",
 }
 
 
@@ -307,7 +316,8 @@ def ensure(path: Path | None = None, entries: int = 40_000, seed: int = 1, level
     (write_with_root if use_root else write_with_uproot)(partial, schema, entries, seed, level)
     partial.replace(path)
     sidecar(path).write_text(json.dumps({"parameters": params, "writer": made_by}, indent=1) + "\n")
-    log(f"{path}: {path.stat().st_size / 1e6:.1f} MB, {len(schema.branches)} branches, written by {made_by} in {time.perf_counter() - t0:.1f} s")
+    seconds = time.perf_counter() - t0
+    log(f"{path}: {path.stat().st_size / 1e6:.1f} MB, {len(schema.branches)} branches, written by {made_by} in {seconds:.1f} s")
     return path
 
 

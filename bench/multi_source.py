@@ -80,8 +80,12 @@ def measure(runs: int, url_one: str, url_both: str, names, connections: int | No
         shares.append(served.get(url_one, 0) / max(1, sum(served.values())))
         log(f"  run {run + 1}/{runs}: one {one[-1][0]:.2f} / {one[-1][1]:.2f} s, both {both[-1][0]:.2f} / {both[-1][1]:.2f} s")
     return [
-        {"read": label, "one_seconds": median(t[k] for t in one), "both_seconds": median(t[k] for t in both),
-         "share_of_the_one": median(shares)}
+        {
+            "read": label,
+            "one_seconds": median(t[k] for t in one),
+            "both_seconds": median(t[k] for t in both),
+            "share_of_the_one": median(shares),
+        }
         for k, label in enumerate(("first", "second"))
     ]
 
@@ -89,8 +93,15 @@ def measure(runs: int, url_one: str, url_both: str, names, connections: int | No
 def run_setups(data: Path, file: str, runs: int = 5, rate: float = 20, near: float = 10, far: float = 100, log=print) -> dict:
     """Start a proxied federation serving `data` and measure the three setups on `file`."""
     names = [b.path for b in cherenkov.open(data / file)["Events"].branches if b.readable]
-    setup = {"file": file, "size_bytes": (data / file).stat().st_size, "branches": len(names), "runs": runs,
-             "near_rtt_ms": near, "far_rtt_ms": far, "cap_mb_per_s": rate}
+    setup = {
+        "file": file,
+        "size_bytes": (data / file).stat().st_size,
+        "branches": len(names),
+        "runs": runs,
+        "near_rtt_ms": near,
+        "far_rtt_ms": far,
+        "cap_mb_per_s": rate,
+    }
     results = {}
     with XrootdFederation(data, servers=2, proxied=True) as fed:
         toxiproxy = fed.toxiproxy

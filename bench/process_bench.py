@@ -93,8 +93,9 @@ def run_cherenkov(urls: list[str], executor, step_size: int) -> dict:
     import cherenkov
 
     start = time.perf_counter()
-    out, report = cherenkov.process({"dataset": urls}, CherenkovAnalysis(), tree=TREE, executor=executor,
-                                    step_size=step_size, progress=False, return_report=True)
+    out, report = cherenkov.process(
+        {"dataset": urls}, CherenkovAnalysis(), tree=TREE, executor=executor, step_size=step_size, progress=False, return_report=True
+    )
     seconds = time.perf_counter() - start
     result = out["dataset"]
     counts = {k: result[k].values(flow=True).tolist() for k in ("muon_pt", "jet_pt", "met")}
@@ -129,12 +130,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(BENCH))
+    from cherenkov.lab import Lab
+    from cherenkov.processing import InProcess, LocalProcesses
     from make_nanolike import ensure
     from rich.console import Console
     from rich.table import Table
-
-    from cherenkov.lab import Lab
-    from cherenkov.processing import InProcess, LocalProcesses
 
     console = Console(width=None if sys.stdout.isatty() else 140)
     folder = dataset_folder(ensure(entries=args.entries, log=console.print), args.files)
@@ -177,9 +177,14 @@ def main(argv: list[str] | None = None) -> int:
         coffea_runs = runs.get(("coffea futures", workers))
         ratio = f"{median(r['seconds'] for r in coffea_runs) / seconds:.1f}" if coffea_runs and report else ""
         table.add_row(
-            tool, str(workers), f"{seconds:.2f}", f"{reference['events'] / seconds:,.0f}",
-            f"{report.total.bytes / 1e6:.1f}" if report else "", str(report.total.requests) if report else "",
-            report.bound if report else "", ratio,
+            tool,
+            str(workers),
+            f"{seconds:.2f}",
+            f"{reference['events'] / seconds:,.0f}",
+            f"{report.total.bytes / 1e6:.1f}" if report else "",
+            str(report.total.requests) if report else "",
+            report.bound if report else "",
+            ratio,
         )
     console.print(table)
     widest = max((k for k in runs if k[0] == "cherenkov processes"), key=lambda k: k[1])

@@ -194,16 +194,24 @@ def replay(trace: dict, url: str, local_file: Path, strategies=STRATEGIES, conne
         seconds, finished = asyncio.run(r.run(groups, conns, depth, budget))
         fraction = finished / len(groups)
         row = {
-            "strategy": strategy, "requests": len(groups), "ranges": len(ranges), "connections": conns,
-            "bytes": int(sum(n for _, n in ranges)), "seconds": seconds / fraction if fraction else None,
-            "projected": fraction < 1, "done_fraction": fraction, "mismatches": r.mismatches,
+            "strategy": strategy,
+            "requests": len(groups),
+            "ranges": len(ranges),
+            "connections": conns,
+            "bytes": int(sum(n for _, n in ranges)),
+            "seconds": seconds / fraction if fraction else None,
+            "projected": fraction < 1,
+            "done_fraction": fraction,
+            "mismatches": r.mismatches,
             "bytes_verified": r.bytes,
         }
         rows.append(row)
-        log(f"  {strategy:<13} {len(groups):6d} requests on {conns} connection(s): "
+        log(
+            f"  {strategy:<13} {len(groups):6d} requests on {conns} connection(s): "
             f"{'projected ' if row['projected'] else ''}{row['seconds']:.2f} s"
             + (f" ({100 * fraction:.0f} % done in the {budget:g} s budget)" if row["projected"] else "")
-            + (f", {r.mismatches} ranges DIFFER from the file" if r.mismatches else ", every byte checked against the file"))
+            + (f", {r.mismatches} ranges DIFFER from the file" if r.mismatches else ", every byte checked against the file")
+        )
     return {"rows": rows, "url": url, "ranges": len(ranges), "bytes": int(sum(n for _, n in ranges))}
 
 
@@ -221,8 +229,10 @@ def markdown(table: dict) -> str:
         ratio = f"{base / r['seconds']:.0f}x faster" if base and r["seconds"] and r["strategy"] != "sync-single" else ""
         lines.append(f"| {r['strategy']} | {r['requests']:,} | {r['connections']} | {secs} | {ratio} |")
     lines.append("")
-    lines.append("~: stopped at the time budget and projected from the fraction done. Every byte read was compared "
-                 "with the file on disk" + (" (all equal)." if all(r["mismatches"] == 0 for r in table["rows"]) else ": MISMATCHES, see the log."))
+    lines.append(
+        "~: stopped at the time budget and projected from the fraction done. Every byte read was compared "
+        "with the file on disk" + (" (all equal)." if all(r["mismatches"] == 0 for r in table["rows"]) else ": MISMATCHES, see the log.")
+    )
     return "\n".join(lines)
 
 
@@ -275,8 +285,10 @@ def main(argv: list[str] | None = None) -> int:
         trace = record(str(path), fixed_names(path) if args.scenario == "fixed" else None)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         save(trace, args.out)
-        print(f"{args.out}: {len(trace['offset'])} ranges, {int(trace['length'].sum()) / 1e6:.1f} MB, "
-              f"{len(np.unique(trace['request']))} requests, recorded on {path}")
+        print(
+            f"{args.out}: {len(trace['offset'])} ranges, {int(trace['length'].sum()) / 1e6:.1f} MB, "
+            f"{len(np.unique(trace['request']))} requests, recorded on {path}"
+        )
         return 0
     if args.command == "replay":
         from cherenkov.lab import Lab

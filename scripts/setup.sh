@@ -39,7 +39,7 @@ if [ ! -f "$stamps/python-$python_inputs" ]; then
   log "installing Python dependencies"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q "maturin>=1.5,<2" numpy "awkward>=2.5" rich pytest "uproot>=5.3" \
-    xxhash lz4 zstandard matplotlib hist "dask[distributed]"
+    xxhash lz4 zstandard matplotlib hist "dask[distributed]" "ruff==0.17.6"
   rm -f "$stamps"/python-*
   touch "$stamps/python-$python_inputs"
 fi

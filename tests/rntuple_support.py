@@ -7,9 +7,8 @@ import math
 from pathlib import Path
 
 import awkward as ak
-import numpy as np
-
 import cherenkov
+import numpy as np
 
 ANCHOR = "ROOT::RNTuple"
 # Entries per `extend` call: each call writes a cluster group of one cluster.
@@ -34,10 +33,13 @@ def _values(rng: np.random.Generator, dtype: str, n: int) -> np.ndarray:
 
 
 def chunk(n: int, seed: int) -> ak.Array:
-    """Every type uproot's writer writes: numbers of each dtype, strings, lists, nested lists, fixed-size arrays, records, lists of records, tuples, options
-    and unions (variants)."""
+    """Every type uproot's writer writes: numbers of each dtype, strings, lists, nested lists,
+    fixed-size arrays, records, lists of records, tuples, options and unions (variants)."""
     rng = np.random.default_rng(seed)
-    d = {f"x_{t}": _values(rng, t, n) for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")}
+    d = {
+        f"x_{t}": _values(rng, t, n)
+        for t in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64")
+    }
     counts = rng.integers(0, 5, n)
     counts[: min(n, 1)] = 0
     d["jagged"] = ak.unflatten(_values(rng, "float32", int(counts.sum())), counts)
@@ -47,7 +49,12 @@ def chunk(n: int, seed: int) -> ak.Array:
     d["nested"] = ak.unflatten(ak.unflatten(np.arange(int(inner.sum()), dtype=np.int64), inner), counts)
     d["fixed"] = ak.to_regular(ak.Array(rng.standard_normal((n, 3))), axis=1)
     d["record"] = ak.zip({"a": rng.integers(0, 5, n), "b": rng.standard_normal(n)})
-    d["particles"] = ak.zip({"pt": ak.unflatten(rng.standard_normal(int(counts.sum())), counts), "charge": ak.unflatten(rng.integers(-1, 2, int(counts.sum())).astype("int8"), counts)})
+    d["particles"] = ak.zip(
+        {
+            "pt": ak.unflatten(rng.standard_normal(int(counts.sum())), counts),
+            "charge": ak.unflatten(rng.integers(-1, 2, int(counts.sum())).astype("int8"), counts),
+        }
+    )
     d["pair"] = ak.zip((rng.integers(0, 5, n), ak.Array([str(i) for i in range(n)])))
     present = np.arange(n) % 3 != 0
     index = np.where(present, np.cumsum(present) - 1, -1)
@@ -55,7 +62,13 @@ def chunk(n: int, seed: int) -> ak.Array:
     d["optional"] = ak.Array(ak.contents.IndexedOptionArray(ak.index.Index64(index), values))
     tags = (np.arange(n) % 2).astype(np.int8)
     index = np.arange(n, dtype=np.int64)
-    d["variant"] = ak.Array(ak.contents.UnionArray.simplified(ak.index.Index8(tags), ak.index.Index64(index), [ak.to_layout(np.arange(n, dtype=np.int64)), ak.to_layout([str(i) for i in range(n)])]))
+    d["variant"] = ak.Array(
+        ak.contents.UnionArray.simplified(
+            ak.index.Index8(tags),
+            ak.index.Index64(index),
+            [ak.to_layout(np.arange(n, dtype=np.int64)), ak.to_layout([str(i) for i in range(n)])],
+        )
+    )
     return ak.Array(d)
 
 

@@ -3,10 +3,9 @@
 import subprocess
 import sys
 
+import cherenkov
 import numpy as np
 import pytest
-
-import cherenkov
 from cherenkov.cli import main as cli
 
 
@@ -105,7 +104,9 @@ def test_cli_read_writes_plots(testdata, tmp_path, capsys):
 
 
 def test_cli_errors_are_one_line_and_exit_nonzero(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "cherenkov.cli", "ls", str(tmp_path / "missing.root")], capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "cherenkov.cli", "ls", str(tmp_path / "missing.root")], capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 1
     assert result.stderr.startswith("cherenkov: error:") and "missing.root" in result.stderr
     assert "Traceback" not in result.stderr

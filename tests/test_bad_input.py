@@ -12,9 +12,8 @@ import struct
 import subprocess
 import sys
 
-import pytest
-
 import cherenkov
+import pytest
 
 SOURCE = "uproot-sample-6.20.04-zlib.root"  # small, TTree 'sample'
 COMPRESSED_SOURCE = "uproot-HZZ-zlib.root"  # TTree 'events', large zlib baskets (checksummed)
@@ -41,9 +40,7 @@ print(json.dumps([read_everything(p) for p in sys.argv[1:]]))
 
 def read_in_child(*paths) -> list[dict]:
     """Open each file and read every tree in it, in a child process; one outcome per file."""
-    run = subprocess.run(
-        [sys.executable, "-c", READ_EVERYTHING, *map(str, paths)], capture_output=True, text=True, timeout=TIME_LIMIT
-    )
+    run = subprocess.run([sys.executable, "-c", READ_EVERYTHING, *map(str, paths)], capture_output=True, text=True, timeout=TIME_LIMIT)
     assert run.returncode == 0, f"the reader crashed (exit status {run.returncode}):\n{run.stderr[-3000:]}"
     return json.loads(run.stdout.splitlines()[-1])
 

@@ -14,10 +14,9 @@ import time
 import zlib
 from pathlib import Path
 
+import cherenkov
 import numpy as np
 import pytest
-
-import cherenkov
 from cherenkov.lab import NginxServer, XrootdFederation, XrootdServer
 
 NAME = "nanolike-root6.40-zstd-4clusters.root"

@@ -3,10 +3,9 @@ by value with uproot reading the same file: every numeric type, fixed-size and j
 every compression, several baskets per branch, entry ranges across basket boundaries, iteration."""
 
 import awkward as ak
+import cherenkov
 import numpy as np
 import pytest
-
-import cherenkov
 
 uproot = pytest.importorskip("uproot")
 
@@ -55,6 +54,7 @@ def jagged(rng, dtype, counts) -> ak.Array:
 def make_chunk(rng: np.random.Generator, n: int, empty_lists: bool) -> dict:
     """67 branches: for each dtype a scalar, a (3,) and a (2, 3) array, a jagged array with its own
     counter, and a field of the record `particle`, whose jagged fields share the counter nparticle."""
+
     def counts():
         return np.zeros(n, dtype=np.int64) if empty_lists else rng.integers(0, 6, n)
 

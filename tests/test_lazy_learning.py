@@ -6,9 +6,8 @@ split into several requests sent together (one round trip)."""
 import shutil
 
 import awkward as ak
-import pytest
-
 import cherenkov
+import pytest
 from cherenkov.lab import Lab
 
 USED = ["Muon_pt", "Muon_eta", "nMuon"]

@@ -2,10 +2,9 @@
 
 import shutil
 
+import cherenkov
 import numpy as np
 import pytest
-
-import cherenkov
 from cherenkov.lab import NginxServer, Toxiproxy
 
 NAME = "nanolike-root6.40-zstd-4clusters.root"

@@ -2,9 +2,8 @@
 early exit cancels."""
 
 import awkward as ak
-import pytest
-
 import cherenkov
+import pytest
 from cherenkov.arrays import to_awkward_layout
 
 

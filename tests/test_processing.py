@@ -11,11 +11,10 @@ import tempfile
 from pathlib import Path
 
 import awkward as ak
+import cherenkov
 import hist
 import numpy as np
 import pytest
-
-import cherenkov
 from cherenkov.processing import Dask, LocalProcesses, ProcessingError
 from cherenkov.processing.dataset import normalize
 from cherenkov.processing.merge import BlockFolder, TreeMerge, merge
@@ -158,8 +157,6 @@ def test_all_executors_give_the_same_result_over_local_files(dataset, sequential
     assert_identical(results["dask"], results["in-process"])
 
 
-
-
 @pytest.fixture(scope="module")
 def lab(data_dir):
     if not (shutil.which("xrootd") and shutil.which("nginx")):
@@ -201,7 +198,7 @@ def test_a_worker_killed_mid_job_loses_and_double_counts_nothing(dataset, sequen
 
 def test_an_unreadable_file_is_reported_by_name_or_skipped(dataset, data_dir, sequential, tmp_path):
     truncated = tmp_path / "truncated.root"
-    truncated.write_bytes((data_dir / "nano-0.root").read_bytes()[: 3_000_000])
+    truncated.write_bytes((data_dir / "nano-0.root").read_bytes()[:3_000_000])
     broken = {"nano": dataset["nano"] + [str(truncated)], "hzz": dataset["hzz"]}
     with pytest.raises(ProcessingError, match="truncated.root"):
         cherenkov.process(broken, Analysis(), executor="in-process", step_size=STEP)
@@ -265,7 +262,9 @@ def test_progress_callback_sees_partial_results(dataset, capsys):
 def test_merge_rules():
     h1 = hist.Hist(hist.axis.Regular(4, 0, 4)).fill([0.5, 1.5])
     h2 = hist.Hist(hist.axis.Regular(4, 0, 4)).fill([1.5])
-    merged = merge({"h": h1, "n": 2, "a": np.array([1, 2]), "d": {"x": 1.5}}, {"h": h2, "n": 3, "a": np.array([3]), "d": {"x": 1.0, "y": 2}})
+    merged = merge(
+        {"h": h1, "n": 2, "a": np.array([1, 2]), "d": {"x": 1.5}}, {"h": h2, "n": 3, "a": np.array([3]), "d": {"x": 1.0, "y": 2}}
+    )
     assert list(merged["h"].values()) == [1, 2, 0, 0] and list(h1.values()) == [1, 1, 0, 0]
     assert merged["n"] == 5 and list(merged["a"]) == [1, 2, 3] and merged["d"] == {"x": 2.5, "y": 2}
     assert ak.to_list(merge(ak.Array([[1], []]), ak.Array([[2, 3]]))) == [[1], [], [2, 3]]
@@ -372,7 +371,11 @@ def test_a_failed_packet_waits_for_another_worker():
 def test_dataset_specs():
     specs = normalize({"a": ["x.root", ["r1.root", "r2.root"]], "b": {"files": ["y.root"], "tree": "t"}})
     # a file with replicas is opened as a replica set
-    assert [(s.dataset, s.url, s.tree) for s in specs] == [("a", "x.root", "Events"), ("a", ("r1.root", "r2.root"), "Events"), ("b", "y.root", "t")]
+    assert [(s.dataset, s.url, s.tree) for s in specs] == [
+        ("a", "x.root", "Events"),
+        ("a", ("r1.root", "r2.root"), "Events"),
+        ("b", "y.root", "t"),
+    ]
     assert specs[1].replicas == ("r1.root", "r2.root")
     with pytest.raises(TypeError):
         normalize({"a": "x.root"})

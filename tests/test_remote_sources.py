@@ -4,10 +4,9 @@ injected by toxiproxy: remote reads equal local reads, and cost the round trips 
 import shutil
 import time
 
+import cherenkov
 import numpy as np
 import pytest
-
-import cherenkov
 from cherenkov.lab import Lab
 from conftest import shared_root_files
 
@@ -20,8 +19,6 @@ pytestmark = [
     ),
 ]
 PROTOCOLS = ["http", "root"]
-
-
 
 
 @pytest.fixture(scope="module")

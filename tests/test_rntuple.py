@@ -4,10 +4,9 @@ type it writes, every compression, several cluster groups), whole, by subfield, 
 step by step and lazily; as numpy too; and the TTree surface (keys, names, patterns) on them."""
 
 import awkward as ak
+import cherenkov
 import numpy as np
 import pytest
-
-import cherenkov
 from conftest import TESTDATA
 from rntuple_support import CHUNKS, assert_same_array, chunk, ntuples_of, same_values, write_generated
 

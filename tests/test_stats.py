@@ -57,7 +57,6 @@ def test_stats_sum_over_files_and_export(testdata):
 
 def test_trace_records_every_range_and_plots_are_drawn(testdata, tmp_path):
     import pytest
-
     from cherenkov import plots
 
     f = cherenkov.open(testdata / "uproot-HZZ.root", trace=True)

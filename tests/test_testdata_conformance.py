@@ -2,10 +2,9 @@
 exactly; every other branch fails loudly, by name."""
 
 import awkward as ak
+import cherenkov
 import numpy as np
 import pytest
-
-import cherenkov
 from conftest import TESTDATA, shared_root_files
 
 uproot = pytest.importorskip("uproot")

@@ -9,26 +9,26 @@
 from cherenkov._core import (
     AccessProfile,
     BranchInfo,
+    CherenkovError,
     EngineCounters,
     FieldInfo,
+    FormatError,
     LazyStats,
+    NotFoundError,
     Quality,
     ReadStats,
     ReplicaReport,
     SourceCounters,
-    CherenkovError,
-    FormatError,
-    NotFoundError,
     SourceError,
     UnsupportedBranch,
     __version__,
 )
 from cherenkov.arrays import Jagged
 from cherenkov.file import Directory, File, open
-from cherenkov.stats import Stats
 from cherenkov.ntuple import RNTuple
-from cherenkov.tree import LazyChunk, Tree
 from cherenkov.processing import process
+from cherenkov.stats import Stats
+from cherenkov.tree import LazyChunk, Tree
 
 __all__ = [
     "open",

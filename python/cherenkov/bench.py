@@ -42,8 +42,9 @@ def add_subcommand(subparsers) -> None:
     """Register `bench` on the `cherenkov` command's subparsers (cli.py: `add_subcommand(sub)`).
     Every argument after `bench`, options included, goes to bench/lab.py: the subparser has no
     option prefix of its own, so `cherenkov bench --quick` and `cherenkov bench --help` reach it."""
-    parser = subparsers.add_parser("bench", help="the latency lab: cherenkov, ROOT and uproot at simulated round trips",
-                                   add_help=False, prefix_chars="\x00")
+    parser = subparsers.add_parser(
+        "bench", help="the latency lab: cherenkov, ROOT and uproot at simulated round trips", add_help=False, prefix_chars="\x00"
+    )
     parser.add_argument("lab_args", nargs="*", help="options of bench/lab.py (see `cherenkov bench --help`)")
     parser.set_defaults(run=lambda args: main(args.lab_args))
 

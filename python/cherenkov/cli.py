@@ -64,7 +64,9 @@ def cmd_read(args) -> int:
     selected = tree.resolve(args.branches or None)
     steps = 0
     progress = False if args.quiet else None
-    for _ in tree.iterate([k for k, _ in selected], step_size=args.step_size, entry_start=start, entry_stop=stop, library="np", progress=progress):
+    for _ in tree.iterate(
+        [k for k, _ in selected], step_size=args.step_size, entry_start=start, entry_stop=stop, library="np", progress=progress
+    ):
         steps += 1
     seconds = time.perf_counter() - t0
     stats = f.stats()

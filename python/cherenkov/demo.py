@@ -42,8 +42,10 @@ def summary(console: Console, path: Path) -> None:
     arrays = tree.arrays(["nMuon", "Muon_pt", "Muon_eta"], library="np")
     event = next((i for i, n in enumerate(arrays["nMuon"]) if n > 0), 0)
     pts = ", ".join(f"{x:.1f}" for x in arrays["Muon_pt"][event])
-    console.print(f"[bold]cherenkov {cherenkov.__version__}[/bold]: opened {path.name} and its {len(tree.branches)}-branch tree "
-                  f"in {1000 * opened:.1f} ms; event {event} has {arrays['nMuon'][event]} muon(s), pt = {pts} GeV")
+    console.print(
+        f"[bold]cherenkov {cherenkov.__version__}[/bold]: opened {path.name} and its {len(tree.branches)}-branch tree "
+        f"in {1000 * opened:.1f} ms; event {event} has {arrays['nMuon'][event]} muon(s), pt = {pts} GeV"
+    )
     console.print(tree_overview(tree))
 
 
@@ -53,7 +55,7 @@ def load_lab():
     if not (bench / "lab.py").exists():
         return None
     sys.path.insert(0, str(bench))
-    import lab  # noqa: PLC0415 - bench/lab.py
+    import lab
 
     return lab
 
@@ -61,15 +63,24 @@ def load_lab():
 def latency_table(rows: list[dict], rtt: float) -> Table:
     protocols = [p for p in ("http", "root") if any(r["protocol"] == p for r in rows)]
     table = Table(title=f"seconds, locally and at a {rtt:g} ms round trip", title_justify="left")
-    for name in ["scenario", "tool", "local"] + [f"{p}://" for p in protocols] + ["requests" + (f" ({' / '.join(protocols)})" if len(protocols) > 1 else "")]:
+    for name in (
+        ["scenario", "tool", "local"]
+        + [f"{p}://" for p in protocols]
+        + ["requests" + (f" ({' / '.join(protocols)})" if len(protocols) > 1 else "")]
+    ):
         table.add_column(name, justify="left" if name in ("scenario", "tool") else "right")
     by_key = {(r["tool"], r["scenario"], r["protocol"]): r for r in rows}
     for scenario in dict.fromkeys(r["scenario"] for r in rows):
         for tool in dict.fromkeys(r["tool"] for r in rows if r["scenario"] == scenario):
             remote = [by_key.get((tool, scenario, p)) for p in protocols]
             counts = [_count(r, "requests") for r in remote]
-            table.add_row(scenario, tool, _seconds(by_key.get((tool, scenario, "file"))), *map(_seconds, remote),
-                          " / ".join(counts) if any(counts) else "")
+            table.add_row(
+                scenario,
+                tool,
+                _seconds(by_key.get((tool, scenario, "file"))),
+                *map(_seconds, remote),
+                " / ".join(counts) if any(counts) else "",
+            )
         table.add_section()
     return table
 
@@ -109,8 +120,10 @@ def main() -> int:
 
     lab = load_lab()
     if lab is None:
-        console.print("[yellow]The latency demo runs the lab from a source checkout (bench/lab.py, the servers set up by "
-                      "`make setup`); clone the repository and run `make demo` there.[/yellow]")
+        console.print(
+            "[yellow]The latency demo runs the lab from a source checkout (bench/lab.py, the servers set up by "
+            "`make setup`); clone the repository and run `make demo` there.[/yellow]"
+        )
         return 0
     plan = lab.make_plan([lab_file])
     tree = cherenkov.open(lab_file)["Events"]
@@ -125,8 +138,16 @@ def main() -> int:
     )
     tools = [t for t in lab.TOOLS if t.key in ("cherenkov", "uproot", "root")]
     config = lab.Config(
-        rtts=[RTT_MS], protocols=["http", "root"], scenarios=["fixed", "trigger"], tools=tools, repeat=1,
-        budget=BUDGET_S, once_over=BUDGET_S, bandwidth=None, local=True, cherenkov_protocols_only=True,
+        rtts=[RTT_MS],
+        protocols=["http", "root"],
+        scenarios=["fixed", "trigger"],
+        tools=tools,
+        repeat=1,
+        budget=BUDGET_S,
+        once_over=BUDGET_S,
+        bandwidth=None,
+        local=True,
+        cherenkov_protocols_only=True,
     )
     t0 = time.perf_counter()
     rows, notes = run(lab, plan, config, console)
@@ -138,13 +159,17 @@ def main() -> int:
         for r in bad:
             console.print(f"[red]MISMATCH[/red] {r['tool']}, {r['scenario']}, {r['protocol']}: {'; '.join(r['problems'])}")
     else:
-        console.print(f"[green]checked[/green]: all {len(checked)} finished runs read the same values as cherenkov's local read "
-                      "(bytes of values, sums and counts of a few branches)")
+        console.print(
+            f"[green]checked[/green]: all {len(checked)} finished runs read the same values as cherenkov's local read "
+            "(bytes of values, sums and counts of a few branches)"
+        )
     for key, why in notes.items():
         if key.split("-")[0] in ("root", "uproot", "cherenkov") and key != "cherenkov build":
             console.print(f"[dim]{key}: {why}[/dim]")
-    console.print(f"[dim]{time.perf_counter() - t0:.0f} s. The full lab (5 round-trip times, lazy and interactive "
-                  "scenarios, cherenkov's switches, ROOT without TTreeCache, trace replay): make bench[/dim]")
+    console.print(
+        f"[dim]{time.perf_counter() - t0:.0f} s. The full lab (5 round-trip times, lazy and interactive "
+        "scenarios, cherenkov's switches, ROOT without TTreeCache, trace replay): make bench[/dim]"
+    )
     return 0 if not bad else 1
 
 

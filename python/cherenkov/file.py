@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from cherenkov.stats import Stats
 
 
-def open(  # noqa: A001 - mirrors uproot.open
+def open(
     path: str | os.PathLike | list,
     *,
     connections: int | None = None,
@@ -23,7 +23,7 @@ def open(  # noqa: A001 - mirrors uproot.open
     trace: bool = False,
     discover: bool = True,
     verify_checksums: bool = False,
-) -> "File":
+) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file (same size, checked): reads are then
     shared between the two fastest, weighted by measured quality, and survive a failing replica
@@ -38,8 +38,15 @@ def open(  # noqa: A001 - mirrors uproot.open
     ``verify_checksums``: replicas must also have the same checksum on their servers (XRootD
     ``kXR_query``), else the open fails naming each one's; a server that cannot tell fails it too.
     """
-    return File(path if isinstance(path, (list, tuple)) else os.fspath(path), connections=connections, timeout=timeout,
-                retries=retries, trace=trace, discover=discover, verify_checksums=verify_checksums)
+    return File(
+        path if isinstance(path, (list, tuple)) else os.fspath(path),
+        connections=connections,
+        timeout=timeout,
+        retries=retries,
+        trace=trace,
+        discover=discover,
+        verify_checksums=verify_checksums,
+    )
 
 
 RNTUPLE_CLASS = "ROOT::RNTuple"
@@ -48,7 +55,7 @@ RNTUPLE_CLASS = "ROOT::RNTuple"
 class Directory:
     """A directory inside a file: ``keys()`` and ``dir["name"]``."""
 
-    def __init__(self, file: "File", prefix: str):
+    def __init__(self, file: File, prefix: str):
         self._file = file
         self._prefix = prefix
 
@@ -64,9 +71,7 @@ class Directory:
         return out
 
     def classnames(self) -> dict[str, str]:
-        return {
-            f"{p[len(self._prefix):]};{c}": cls for p, c, cls, _ in self._file._all_keys() if p.startswith(self._prefix)
-        }
+        return {f"{p[len(self._prefix) :]};{c}": cls for p, c, cls, _ in self._file._all_keys() if p.startswith(self._prefix)}
 
     def __contains__(self, name: str) -> bool:
         want = name.split(";")[0].strip("/")
@@ -146,7 +151,7 @@ class File(Directory):
     def close(self) -> None:
         """Files hold no resources beyond their source; present for `with` and uproot habits."""
 
-    def __enter__(self) -> "File":
+    def __enter__(self) -> File:
         return self
 
     def __exit__(self, *exc) -> None:

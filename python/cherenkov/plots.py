@@ -80,7 +80,7 @@ def timeline(file, path: str | Path, consumed: list[float] | None = None, title:
     """Requests in flight (step line) and cumulative megabytes received against time; `consumed`
     marks the moments (seconds since opening) the consumer took data."""
     plt = _pyplot()
-    (name, t), = _traces([file])
+    ((name, t),) = _traces([file])
     requests = {}
     for r, sent, answered, length in zip(t["request"], t["sent"], t["answered"], t["length"]):
         s, a, n = requests.get(r, (sent, answered, 0))

@@ -58,7 +58,8 @@ class _Bars:
 
     def __init__(self, totals: dict[str, int]):
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import Progress as RichProgress
 
         self.progress = RichProgress(
             TextColumn("[bold]{task.description}"),

@@ -50,7 +50,7 @@ class Stats:
     def bytes_read(self) -> int:
         return self.source.bytes
 
-    def __add__(self, other: "Stats") -> "Stats":
+    def __add__(self, other: Stats) -> Stats:
         """Counters add up; times since opening do not (files read together overlap): the sum keeps
         the longest."""
         return Stats(
@@ -63,7 +63,7 @@ class Stats:
         )
 
     @staticmethod
-    def total(items) -> "Stats":
+    def total(items) -> Stats:
         out = Stats()
         for s in items:
             out = out + s
@@ -106,8 +106,12 @@ class Stats:
             ("waiting for bytes", f"{self.fetch_seconds:.3f} s", "summed over reads"),
             ("decompression", f"{self.decompress_wall_seconds:.3f} s", f"{self.decompress_cpu_seconds:.3f} s CPU over threads"),
             ("blocked on data", f"{self.blocked_seconds:.3f} s", f"{self.prefetched_steps:,} steps prefetched"),
-            ("cache", f"{self.cache_hits:,} hits", f"{self.cache_misses:,} misses in {self.miss_fetches:,} fetches; "
-             f"{self.startup_fetches} startup, {self.learned_fetches} learned-set fetches"),
+            (
+                "cache",
+                f"{self.cache_hits:,} hits",
+                f"{self.cache_misses:,} misses in {self.miss_fetches:,} fetches; "
+                f"{self.startup_fetches} startup, {self.learned_fetches} learned-set fetches",
+            ),
             ("read but unused", human_bytes(self.unused_bytes), "unzipped bytes read ahead and never used"),
         ]
         for row in rows:
@@ -124,7 +128,7 @@ class Stats:
 class Timer:
     """Real and CPU time of a block: ``with Timer() as t: ...; t.real, t.cpu``."""
 
-    def __enter__(self) -> "Timer":
+    def __enter__(self) -> Timer:
         self._real, self._cpu = time.perf_counter(), time.process_time()
         return self
 

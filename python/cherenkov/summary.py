@@ -41,7 +41,14 @@ def tree_overview(tree: Tree) -> Table:
 
 def branch_table(tree: Tree, limit: int | None = None) -> Table:
     t = Table(title=f"branches of {tree.name!r}", title_justify="left")
-    for col, justify in [("branch", "left"), ("type", "left"), ("compressed", "right"), ("uncompressed", "right"), ("ratio", "right"), ("baskets", "right")]:
+    for col, justify in [
+        ("branch", "left"),
+        ("type", "left"),
+        ("compressed", "right"),
+        ("uncompressed", "right"),
+        ("ratio", "right"),
+        ("baskets", "right"),
+    ]:
         t.add_column(col, justify=justify)
     ordered = sorted(tree.branches, key=lambda b: -b.compressed_bytes)
     for b in ordered[:limit]:

@@ -17,6 +17,7 @@ from cherenkov.progress import Progress
 
 log = logging.getLogger("cherenkov")
 
+
 def _is_pattern(s: str) -> bool:
     return any(ch in s for ch in "*?[") or (len(s) > 1 and s.startswith("/") and s.endswith("/"))
 
@@ -123,7 +124,13 @@ class Tree:
         branches, stats = self._core.read([info.index for _, info in selected], start, stop)
         log.debug(
             "%s: read %d branches, entries %d..%d: %d baskets, %d bytes in %.3f s",
-            self._where(), len(selected), start, stop, stats.baskets, stats.compressed_bytes, time.perf_counter() - t0,
+            self._where(),
+            len(selected),
+            start,
+            stop,
+            stats.baskets,
+            stats.compressed_bytes,
+            time.perf_counter() - t0,
         )
         return [(key, b) for (key, _), b in zip(selected, branches)], stats
 
@@ -181,11 +188,11 @@ class Tree:
         step_size: int = 100_000,
         entry_start=None,
         entry_stop=None,
-        profile: "_core.AccessProfile | None" = None,
+        profile: _core.AccessProfile | None = None,
         prefetch: bool = True,
         learning: bool = True,
         memory_budget: int = 256 << 20,
-    ) -> Iterator["LazyChunk"]:
+    ) -> Iterator[LazyChunk]:
         """Yield lazy chunks of whole clusters: ``chunk["Muon_pt"]`` reads a branch on first use.
 
         The engine learns which branches are used: the first branch touched in the first chunk
@@ -265,6 +272,6 @@ class LazyChunk:
         return _convert([(n, self._branch(n)) for n in names], library)
 
     @property
-    def stats(self) -> "_core.LazyStats":
+    def stats(self) -> _core.LazyStats:
         """Cache counters so far: hits, misses, miss_fetches, startup_fetches, learned_fetches."""
         return self._core.stats()

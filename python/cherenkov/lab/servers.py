@@ -196,7 +196,7 @@ class XrootdFederation:
             return "no IPv6 loopback (::1), which proxied data servers need"
         return None
 
-    def __enter__(self) -> "XrootdFederation":
+    def __enter__(self) -> XrootdFederation:
         self.workdir = Path(tempfile.mkdtemp(prefix="cherenkov-federation-"))
         os.chmod(self.workdir, 0o777)
         self.daemons: list[_Daemon] = []
@@ -263,7 +263,7 @@ class XrootdFederation:
             try:
                 if len(locate(self.url(name), timeout=2.0)) >= count:
                     return
-            except Exception as e:  # noqa: BLE001 - only the last one matters, in the message below
+            except Exception as e:
                 last = e
             else:
                 last = None
@@ -361,7 +361,11 @@ class Toxiproxy(_Process):
         """Create a proxy to 127.0.0.1:upstream_port; returns the port it listens on (on
         `listen_host`: an IPv6 address in brackets)."""
         listen_port = listen_port or free_port()
-        self.api("POST", "/proxies", {"name": name, "listen": f"{listen_host}:{listen_port}", "upstream": f"127.0.0.1:{upstream_port}", "enabled": True})
+        self.api(
+            "POST",
+            "/proxies",
+            {"name": name, "listen": f"{listen_host}:{listen_port}", "upstream": f"127.0.0.1:{upstream_port}", "enabled": True},
+        )
         return listen_port
 
     def toxic(self, proxy: str, name: str, kind: str, stream: str = "downstream", **attributes) -> None:
@@ -400,7 +404,7 @@ class Lab:
         self.data_dir = Path(data_dir)
         self.nginx_max_ranges = nginx_max_ranges
 
-    def __enter__(self) -> "Lab":
+    def __enter__(self) -> Lab:
         self.xrootd = XrootdServer(self.data_dir).__enter__()
         self.nginx = NginxServer(self.data_dir, max_ranges=self.nginx_max_ranges).__enter__()
         self.toxiproxy = Toxiproxy().__enter__()

@@ -58,7 +58,7 @@ class WorkerStats:
     requests: int = 0
     round_trips: int = 0
 
-    def __add__(self, other: "WorkerStats") -> "WorkerStats":
+    def __add__(self, other: WorkerStats) -> WorkerStats:
         return WorkerStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
 
@@ -200,7 +200,9 @@ def pickled(processor) -> bytes:
         try:
             return pickle.dumps(processor)
         except Exception as e:
-            raise TypeError(f"the processor cannot be pickled for worker processes ({e}); define it at module level or install cloudpickle") from e
+            raise TypeError(
+                f"the processor cannot be pickled for worker processes ({e}); define it at module level or install cloudpickle"
+            ) from e
 
 
 # ---- the executors ---------------------------------------------------------------------------------
@@ -319,9 +321,7 @@ class Dask:
         if self.client is None:
             from distributed import Client, LocalCluster
 
-            self._cluster = LocalCluster(
-                n_workers=self.num_workers, threads_per_worker=1, processes=self.processes, dashboard_address=":0"
-            )
+            self._cluster = LocalCluster(n_workers=self.num_workers, threads_per_worker=1, processes=self.processes, dashboard_address=":0")
             self.client = Client(self._cluster)
         self.client.wait_for_workers(1)
         self._listed_at = -1e9  # list the workers afresh
@@ -340,9 +340,13 @@ class Dask:
     def submit(self, worker: str, job: Job, packet: Packet, done) -> None:
         address = worker.rsplit("#", 1)[0]
         future = self.client.submit(
-            run_packet, job, packet,
+            run_packet,
+            job,
+            packet,
             key=f"cherenkov-packet-{job.id}-{packet.id}-{packet.attempts}",
-            workers=[address], allow_other_workers=True, pure=False,
+            workers=[address],
+            allow_other_workers=True,
+            pure=False,
         )
         future.add_done_callback(done)
 

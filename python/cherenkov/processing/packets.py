@@ -142,7 +142,9 @@ class Packetizer:
             taken += _size(info.chunks[cursor.next])
             cursor.next += 1
         self._ids += 1
-        packet = Packet(self._ids, index, info.spec.dataset, info.url, info.spec.tree, info.first_chunk + first, info.chunks[first : cursor.next])
+        packet = Packet(
+            self._ids, index, info.spec.dataset, info.url, info.spec.tree, info.first_chunk + first, info.chunks[first : cursor.next]
+        )
         packet.open_ahead = tuple(self.cursors[i].info.url for i in self._claim_ahead(worker, len(workers)))
         return packet
 
@@ -209,7 +211,11 @@ class Packetizer:
             info = cursor.info
             if info.url == url and cursor.next < len(info.chunks):
                 self._ids += 1
-                dropped.append(Packet(self._ids, index, info.spec.dataset, url, info.spec.tree, info.first_chunk + cursor.next, info.chunks[cursor.next :]))
+                dropped.append(
+                    Packet(
+                        self._ids, index, info.spec.dataset, url, info.spec.tree, info.first_chunk + cursor.next, info.chunks[cursor.next :]
+                    )
+                )
                 cursor.next = len(info.chunks)
         return dropped
 

@@ -68,7 +68,8 @@ class Report:
         return "latency-bound" if slow_trips else "I/O-bound"
 
     def summary(self) -> str:
-        rows = [f"{'worker':<28} {'packets':>7} {'entries':>10} {'wall s':>8} {'cpu s':>8} {'wait s':>8} {'fetch s':>8} {'MB':>9} {'requests':>8} {'trips':>6}"]
+        head = f"{'worker':<28} {'packets':>7} {'entries':>10} {'wall s':>8} {'cpu s':>8} {'wait s':>8} {'fetch s':>8}"
+        rows = [f"{head} {'MB':>9} {'requests':>8} {'trips':>6}"]
         for name, s in sorted(self.workers.items()) + [("total", self.total)]:
             rows.append(
                 f"{name[-28:]:<28} {s.packets:>7} {s.entries:>10} {s.wall_seconds:>8.2f} {s.cpu_seconds:>8.2f} "
