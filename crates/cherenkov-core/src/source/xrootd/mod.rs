@@ -17,6 +17,7 @@
 mod connection;
 mod locate;
 mod protocol;
+mod streams;
 mod url;
 
 pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinder};
