@@ -49,6 +49,12 @@ impl FieldInfo {
         self.unsupported.is_none()
     }
 
+    /// "zstd:5", "none" (of its first stored column; "none" too when it has no pages).
+    #[getter]
+    fn compression_name(&self) -> String {
+        crate::tree::compression_name(i32::try_from(self.compression).unwrap_or(i32::MAX))
+    }
+
     fn __repr__(&self) -> String {
         format!("<FieldInfo {:?} {}>", self.path, self.typename)
     }

@@ -57,20 +57,25 @@ impl BranchInfo {
     /// "zstd:5", "none", "inherit" (ROOT's algorithm * 100 + level).
     #[getter]
     fn compression_name(&self) -> String {
-        const NAMES: [&str; 6] = ["inherit", "zlib", "lzma", "old", "lz4", "zstd"];
-        let (algorithm, level) = (self.compression / 100, self.compression % 100);
-        match self.compression {
-            c if c < 0 => "inherit".to_string(),
-            0 => "none".to_string(),
-            _ => match NAMES.get(algorithm as usize) {
-                Some(name) => format!("{name}:{level}"),
-                None => format!("algorithm {algorithm}:{level}"),
-            },
-        }
+        compression_name(self.compression)
     }
 
     fn __repr__(&self) -> String {
         format!("<BranchInfo {:?} {}>", self.path, self.typename)
+    }
+}
+
+/// ROOT's compression settings (algorithm * 100 + level) by name: "zstd:5", "none", "inherit".
+pub fn compression_name(settings: i32) -> String {
+    const NAMES: [&str; 6] = ["inherit", "zlib", "lzma", "old", "lz4", "zstd"];
+    let (algorithm, level) = (settings / 100, settings % 100);
+    match settings {
+        c if c < 0 => "inherit".to_string(),
+        0 => "none".to_string(),
+        _ => match NAMES.get(algorithm as usize) {
+            Some(name) => format!("{name}:{level}"),
+            None => format!("algorithm {algorithm}:{level}"),
+        },
     }
 }
 
