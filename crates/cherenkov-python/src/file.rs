@@ -6,7 +6,9 @@ use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::stats::StatsSnapshot;
+use cherenkov_core::source::credentials::TlsOptions;
 use cherenkov_core::source::multi::ReplicaReport;
+use cherenkov_core::source::redact::Secret;
 use cherenkov_core::source::{SourceCounters, SourceOptions};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
@@ -22,7 +24,7 @@ pub struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, token=None, ca=None, insecure_skip_verify=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn open(
         py: Python<'_>,
@@ -33,6 +35,9 @@ impl RootFile {
         trace: bool,
         discover: bool,
         verify_checksums: bool,
+        token: Option<String>,
+        ca: Option<std::path::PathBuf>,
+        insecure_skip_verify: bool,
     ) -> PyResult<Self> {
         let timeout = match timeout {
             Some(t) if !(t.is_finite() && t > 0.0) => {
@@ -54,6 +59,11 @@ impl RootFile {
             trace,
             discover: Some(discover),
             verify_checksums,
+            token: token.map(Secret::new),
+            tls: TlsOptions {
+                ca,
+                insecure_skip_verify,
+            },
             ..SourceOptions::default()
         };
         let inner = py
@@ -224,4 +234,11 @@ pub fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec
     }
     py.detach(|| runtime().block_on(cherenkov_core::source::xrootd::locate(&url, &options)))
         .map_err(to_py)
+}
+
+/// `text` with the secrets of any URL in it (passwords, tokens, `authz=`) replaced by `***`:
+/// what `File.path`, messages and reports show.
+#[pyfunction]
+pub fn redact(text: &str) -> String {
+    cherenkov_core::source::redact::redact(text)
 }

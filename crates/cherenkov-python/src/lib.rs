@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file::locate, m)?)?;
+    m.add_function(wrap_pyfunction!(file::redact, m)?)?;
     m.add_class::<file::RootFile>()?;
     m.add_class::<tree::Tree>()?;
     m.add_class::<ntuple::Ntuple>()?;

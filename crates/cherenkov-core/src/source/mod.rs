@@ -4,10 +4,12 @@
 //! The engine above never knows the protocol. Range coalescing is a plain function,
 //! [`coalesce_ranges`], so every backend and the engine plan requests the same way.
 
+pub mod credentials;
 pub mod http;
 pub mod local;
 pub mod memory;
 pub mod multi;
+pub mod redact;
 pub mod retry;
 pub mod trace;
 pub mod xrootd;
@@ -167,9 +169,14 @@ pub struct SourceOptions {
     pub verify_checksums: bool,
     /// What to read while opening, where the protocol allows it.
     pub opening: OpeningHint,
+    /// A bearer token (default: found where WLCG says, see `credentials::BearerToken`).
+    pub token: Option<redact::Secret>,
+    /// What a server's TLS certificate is checked against (`ca=`, the test-only opt-out).
+    pub tls: credentials::TlsOptions,
 }
 
-/// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
+/// Open the source a path or URL names: `root://`, `http://`, `https://`, `davs://`,
+/// `file://` or a path. Errors never show the URL's secrets (see `redact`).
 pub async fn open(url: &str, options: &SourceOptions) -> Result<SharedSource> {
     if options.trace {
         return Ok(Arc::new(trace::TracingSource::new(
@@ -236,17 +243,25 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
 }
 
 async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSource> {
+    open_by_scheme(url, options)
+        .await
+        .map_err(redact::redact_error)
+}
+
+async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSource> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
         None => Ok(Arc::new(local::LocalSource::open(url)?)),
         Some("file") => Ok(Arc::new(local::LocalSource::open(&url["file://".len()..])?)),
-        Some("http" | "https") => {
+        Some("http" | "https" | "dav" | "davs") => {
             let defaults = http::HttpOptions::default();
             let http_options = http::HttpOptions {
                 connections: options.connections.unwrap_or(defaults.connections),
                 request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
                 retries: options.retries.unwrap_or(defaults.retries),
                 opening: options.opening,
+                token: options.token.clone(),
+                tls: options.tls.clone(),
                 ..defaults
             };
             Ok(Arc::new(http::HttpSource::open(url, http_options).await?))
@@ -264,7 +279,7 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSourc
             xrootd::open_discovering(url, xrootd_options).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
-            "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, file:// or a path)"
+            "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, davs://, file:// or a path)"
         ))),
     }
 }
