@@ -6,7 +6,7 @@ use crate::iterate::{StepIterator, Steps};
 use crate::lazy::{AccessProfile, Lazy, LazyChunks};
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::lazy::{LazyOptions, LazyReader};
-use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
+use cherenkov_core::engine::prefetch::{ReadAhead, StepReader};
 use cherenkov_core::engine::read::{read_branches, TreeTable};
 use cherenkov_core::engine::runtime;
 use cherenkov_core::format::interpretation::{interpret, Interpretation};
@@ -177,23 +177,23 @@ impl Tree {
 
     /// Read branches over consecutive entry ranges with the next ones prefetched and decompressed
     /// while the current one is used. Yields (start, stop, arrays, stats).
-    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, max_steps_ahead=4))]
+    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=3))]
     fn iterate(
         &self,
         py: Python<'_>,
         indices: Vec<usize>,
         steps: Vec<(u64, u64)>,
         memory_budget: u64,
-        max_steps_ahead: usize,
+        steps_ahead: usize,
     ) -> PyResult<StepIterator> {
         if let Some(&bad) = indices.iter().find(|&&i| i >= self.meta.branches.len()) {
             return Err(pyo3::exceptions::PyIndexError::new_err(format!(
                 "no branch number {bad}"
             )));
         }
-        let options = PrefetchOptions {
+        let options = ReadAhead {
             memory_budget,
-            max_steps_ahead,
+            steps: steps_ahead,
         };
         let table = Arc::new(self.table());
         let reader = py
@@ -205,24 +205,22 @@ impl Tree {
     }
 
     /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).
-    #[pyo3(signature = (steps, profile, prefetch=true, learning=true, memory_budget=256 << 20, max_steps_ahead=4, startup_bytes=64 << 20))]
+    #[pyo3(signature = (steps, profile, learning=true, memory_budget=256 << 20, steps_ahead=3, startup_bytes=64 << 20))]
     #[allow(clippy::too_many_arguments)]
     fn chunks(
         &self,
         steps: Vec<(u64, u64)>,
         profile: &AccessProfile,
-        prefetch: bool,
         learning: bool,
         memory_budget: u64,
-        max_steps_ahead: usize,
+        steps_ahead: usize,
         startup_bytes: u64,
     ) -> LazyChunks {
         let options = LazyOptions {
-            prefetch: PrefetchOptions {
+            read_ahead: ReadAhead {
                 memory_budget,
-                max_steps_ahead,
+                steps: steps_ahead,
             },
-            prefetch_enabled: prefetch,
             learning,
             startup_bytes,
         };
