@@ -9,6 +9,7 @@ mod file;
 mod iterate;
 mod lazy;
 mod ntuple;
+mod reading;
 mod tree;
 
 use errors::{CherenkovError, FormatError, NotFoundError, SourceError, UnsupportedBranch};

@@ -1,14 +1,13 @@
 //! `Ntuple`: an RNTuple's metadata, whole reads, and the step and lazy readers over it.
 
-use crate::convert::arrays_to_py;
 use crate::errors::to_py;
-use crate::iterate::{StepIterator, Steps};
-use crate::lazy::{AccessProfile, Lazy, LazyChunks};
-use cherenkov_core::engine::lazy::{LazyOptions, LazyReader};
+use crate::iterate::StepIterator;
+use crate::lazy::{AccessProfile, LazyChunks};
+use crate::reading::{iterate_items, lazy_chunks, read_items};
 use cherenkov_core::engine::ntuple::Ntuple as CoreNtuple;
-use cherenkov_core::engine::prefetch::{ReadAhead, StepReader};
+use cherenkov_core::engine::prefetch::ReadAhead;
 use cherenkov_core::engine::runtime;
-use cherenkov_core::engine::table::{read, Held, Table};
+use cherenkov_core::engine::table::Table;
 use cherenkov_core::format::rntuple::fields::Node;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -73,16 +72,7 @@ fn kind(node: &Node) -> &'static str {
     }
 }
 
-impl Ntuple {
-    fn check_indices(&self, indices: &[usize]) -> PyResult<()> {
-        match indices.iter().find(|&&i| i >= self.inner.item_count()) {
-            Some(bad) => Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "no field number {bad}"
-            ))),
-            None => Ok(()),
-        }
-    }
-}
+impl Ntuple {}
 
 #[pymethods]
 impl Ntuple {
@@ -148,7 +138,8 @@ impl Ntuple {
             .collect())
     }
 
-    /// Read fields (by index) over [start, stop). Returns (arrays, stats).
+    /// Read fields (by index) over [start, stop). Returns (arrays, stats): one dict per item
+    /// with its columns' buffers as numpy arrays.
     fn read<'py>(
         &self,
         py: Python<'py>,
@@ -156,21 +147,11 @@ impl Ntuple {
         start: u64,
         stop: u64,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        self.check_indices(&indices)?;
-        let (arrays, stats) = py
-            .detach(|| runtime().block_on(read(&*self.inner, &indices, start, stop, &Held::new())))
-            .map_err(to_py)?;
-        PyTuple::new(
-            py,
-            [
-                arrays_to_py(py, arrays)?.into_any(),
-                stats.into_pyobject(py)?.into_any(),
-            ],
-        )
+        read_items(py, &*self.inner, indices, start, stop)
     }
 
-    /// Read fields over consecutive entry ranges with the next ones prefetched and decoded
-    /// while the current one is used. Yields (start, stop, arrays, stats).
+    /// Read fields over consecutive entry ranges with the next ones read ahead while the
+    /// current one is used. Yields (start, stop, arrays, stats).
     #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=3))]
     fn iterate(
         &self,
@@ -180,23 +161,15 @@ impl Ntuple {
         memory_budget: u64,
         steps_ahead: usize,
     ) -> PyResult<StepIterator> {
-        self.check_indices(&indices)?;
-        let options = ReadAhead {
+        let read_ahead = ReadAhead {
             memory_budget,
             steps: steps_ahead,
         };
-        let table = self.inner.clone();
-        let reader = py
-            .detach(|| runtime().block_on(StepReader::start(table, indices, steps, options)))
-            .map_err(to_py)?;
-        Ok(StepIterator {
-            reader: std::sync::Mutex::new(Some(Steps::Ntuple(reader))),
-        })
+        iterate_items(py, self.inner.clone(), indices, steps, read_ahead)
     }
 
     /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).
     #[pyo3(signature = (steps, profile, learning=true, memory_budget=256 << 20, steps_ahead=3, startup_bytes=64 << 20))]
-    #[allow(clippy::too_many_arguments)]
     fn chunks(
         &self,
         steps: Vec<(u64, u64)>,
@@ -206,17 +179,17 @@ impl Ntuple {
         steps_ahead: usize,
         startup_bytes: u64,
     ) -> LazyChunks {
-        let options = LazyOptions {
-            read_ahead: ReadAhead {
-                memory_budget,
-                steps: steps_ahead,
-            },
-            learning,
-            startup_bytes,
+        let read_ahead = ReadAhead {
+            memory_budget,
+            steps: steps_ahead,
         };
-        let reader = LazyReader::new(self.inner.clone(), steps, profile.inner.clone(), options);
-        LazyChunks {
-            reader: std::sync::Mutex::new(Lazy::Ntuple(reader)),
-        }
+        lazy_chunks(
+            self.inner.clone(),
+            steps,
+            profile,
+            learning,
+            read_ahead,
+            startup_bytes,
+        )
     }
 }
