@@ -104,6 +104,23 @@ def cmd_read(args) -> int:
     return 0
 
 
+def cmd_cache(args) -> int:
+    import os
+
+    from cherenkov import _core
+
+    where = args.dir or os.environ.get("CHERENKOV_CACHE")
+    if not where:
+        raise SystemExit("cherenkov cache: say which cache with --dir or $CHERENKOV_CACHE")
+    if args.action == "clear":
+        print(f"{where}: removed {human_bytes(_core.cache_clear(where))}")
+    elif args.action == "prune":
+        print(f"{where}: removed {human_bytes(_core.cache_prune(where, args.max_bytes))}")
+    files, entries, size = _core.cache_summary(where)
+    print(f"{where}: {files} files, {entries} ranges, {human_bytes(size)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cherenkov", description="Read ROOT files fast, near or far.")
     parser.add_argument("--version", action="version", version=f"cherenkov {cherenkov.__version__}")
@@ -114,27 +131,28 @@ def main(argv: list[str] | None = None) -> int:
     ls.add_argument("--all", action="store_true", help="list every branch, not the 20 largest")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
     ls.set_defaults(run=cmd_ls)
-    rd = sub.add_parser("read", help="read branches and report what it cost")
-    rd.add_argument("url", help="path or URL of a ROOT file")
-    rd.add_argument("--tree", help="tree or RNTuple name (needed when the file has several)")
-    rd.add_argument("--branches", nargs="*", help="names or glob patterns, of fields for an RNTuple (default: all readable)")
-    rd.add_argument("--entries", help="entry range A:B")
-    rd.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
+    # What `read` and `stats` both take.
+    reading = argparse.ArgumentParser(add_help=False)
+    reading.add_argument("url", help="path or URL of a ROOT file")
+    reading.add_argument("--tree", help="tree or RNTuple name (needed when the file has several)")
+    reading.add_argument("--branches", nargs="*", help="names or glob patterns, of fields for an RNTuple (default: all readable)")
+    reading.add_argument("--entries", help="entry range A:B")
+    reading.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
+    reading.add_argument("--json", action="store_true", help="statistics as JSON")
+    rd = sub.add_parser("read", parents=[reading], help="read branches and report what it cost")
     rd.add_argument("--stats", action="store_true", help="print the read statistics")
-    rd.add_argument("--json", action="store_true", help="statistics as JSON")
     rd.add_argument("--plot", metavar="FILE", help="write plots of the read (PNG or PDF by extension)")
     rd.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     rd.set_defaults(run=cmd_read)
     demo = sub.add_parser("demo", help="the quick-start demo")
     demo.set_defaults(run=lambda _args: __import__("cherenkov.demo").demo.main())
-    st = sub.add_parser("stats", help="read branches and print where the time went")
-    st.add_argument("url", help="path or URL of a ROOT file")
-    st.add_argument("--tree", help="tree name (needed when the file has several)")
-    st.add_argument("--branches", nargs="*", help="names or glob patterns (default: all readable)")
-    st.add_argument("--entries", help="entry range A:B")
-    st.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
-    st.add_argument("--json", action="store_true", help="statistics as JSON")
+    st = sub.add_parser("stats", parents=[reading], help="read branches and print where the time went")
     st.set_defaults(run=cmd_read, stats=True, quiet=True, plot=None)
+    cache = sub.add_parser("cache", help="the disk cache of remote reads: info, clear or prune")
+    cache.add_argument("action", choices=["info", "clear", "prune"])
+    cache.add_argument("--dir", help="the cache directory (default: $CHERENKOV_CACHE)")
+    cache.add_argument("--max-bytes", type=int, default=20 << 30, help="prune: bytes to keep at most (LRU)")
+    cache.set_defaults(run=cmd_cache)
     sub.add_parser("bench", help="the latency lab (its options: cherenkov bench --help)")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # every other argument belongs to the lab

@@ -23,6 +23,8 @@ def open(
     trace: bool = False,
     discover: bool = True,
     verify_checksums: bool = False,
+    cache: str | os.PathLike | None = None,
+    cache_max_bytes: int | None = None,
     token: str | None = None,
     ca: str | os.PathLike | None = None,
     insecure_skip_verify: bool = False,
@@ -40,6 +42,9 @@ def open(
     holding the file (``kXR_locate``) are read as replicas; False reads from the one it redirects to.
     ``verify_checksums``: replicas must also have the same checksum on their servers (XRootD
     ``kXR_query``), else the open fails naming each one's; a server that cannot tell fails it too.
+    ``cache``: a directory keeping the byte ranges read, so that later passes read the disk
+    (default: ``$CHERENKOV_CACHE``, else no cache); at most ``cache_max_bytes`` (20 GiB), least
+    recently used first out. A file changed on its server is read anew, never from old entries.
 
     Authentication (see the README's "Authentication"): ``token``, a WLCG bearer token sent as
     ``Authorization: Bearer`` with every request (default: found in ``$BEARER_TOKEN``, the file
@@ -51,6 +56,7 @@ def open(
     checks no certificate at all: for tests with made-up certificates only. Secrets never appear
     in ``File.path``, messages, stats or traces.
     """
+    cache = cache if cache is not None else os.environ.get("CHERENKOV_CACHE") or None
     return File(
         path if isinstance(path, (list, tuple)) else os.fspath(path),
         connections=connections,
@@ -59,6 +65,8 @@ def open(
         trace=trace,
         discover=discover,
         verify_checksums=verify_checksums,
+        cache=os.fspath(cache) if cache is not None else None,
+        cache_max_bytes=cache_max_bytes,
         token=token,
         ca=None if ca is None else os.fspath(ca),
         insecure_skip_verify=insecure_skip_verify,

@@ -6,6 +6,7 @@ use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::stats::StatsSnapshot;
+use cherenkov_core::source::cache::CacheOptions;
 use cherenkov_core::source::credentials::TlsOptions;
 use cherenkov_core::source::multi::ReplicaReport;
 use cherenkov_core::source::redact::Secret;
@@ -24,7 +25,7 @@ pub struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, token=None, ca=None, insecure_skip_verify=false))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, cache=None, cache_max_bytes=None, token=None, ca=None, insecure_skip_verify=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn open(
         py: Python<'_>,
@@ -35,6 +36,8 @@ impl RootFile {
         trace: bool,
         discover: bool,
         verify_checksums: bool,
+        cache: Option<std::path::PathBuf>,
+        cache_max_bytes: Option<u64>,
         token: Option<String>,
         ca: Option<std::path::PathBuf>,
         insecure_skip_verify: bool,
@@ -59,6 +62,10 @@ impl RootFile {
             trace,
             discover: Some(discover),
             verify_checksums,
+            cache: cache.map(|dir| CacheOptions {
+                dir,
+                max_bytes: cache_max_bytes.unwrap_or(CacheOptions::DEFAULT_MAX_BYTES),
+            }),
             token: token.map(Secret::new),
             tls: TlsOptions {
                 ca,

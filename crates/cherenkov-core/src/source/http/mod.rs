@@ -548,6 +548,7 @@ impl ByteSource for HttpSource {
             round_trips: self.round_trips.load(Ordering::Relaxed),
             ranges: self.ranges.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            ..SourceCounters::default()
         }
     }
 }
