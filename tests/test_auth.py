@@ -139,3 +139,22 @@ def test_cli_finds_the_token_and_the_ca_as_grid_hosts_set_them(server, monkeypat
     out = capsys.readouterr()
     assert "events" in out.out
     assert_no_secret(out.out + out.err)
+
+
+@pytest.mark.skipif(not shutil.which("xrootd"), reason="xrootd is not installed: run `make setup`")
+def test_an_xrootd_authz_token_reaches_the_server_and_is_never_shown(testdata, capsys):
+    from cherenkov.cli import main as cli
+    from cherenkov.lab.servers import XrootdServer
+
+    with XrootdServer(testdata) as server:
+        url = f"{server.url(FILE)}?authz={AUTHZ}"
+        f = cherenkov.open(url, trace=True)
+        assert_reads_like_local(f, testdata / FILE)
+        assert_no_secret(everything_shown(f))
+        assert f.path.endswith("?authz=***")
+        with pytest.raises(cherenkov.SourceError) as missing:
+            cherenkov.open(f"{server.url('no-such.root')}?authz={AUTHZ}")
+        assert_no_secret(str(missing.value))
+        assert cli(["ls", url]) == 0
+        out = capsys.readouterr()
+        assert_no_secret(out.out + out.err)
