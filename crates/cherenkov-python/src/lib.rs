@@ -1,6 +1,6 @@
 //! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
 //! decompression, and turn core errors into Python exceptions. One file per family of classes:
-//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`, with `convert.rs` for arrays
+//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`, `raw.rs` (byte ranges for uproot and fsspec), with `convert.rs` for arrays
 //! and `errors.rs` for exceptions.
 
 mod convert;
@@ -9,6 +9,7 @@ mod file;
 mod iterate;
 mod lazy;
 mod ntuple;
+mod raw;
 mod tree;
 
 use errors::{CherenkovError, FormatError, NotFoundError, SourceError, UnsupportedBranch};
@@ -19,6 +20,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file::locate, m)?)?;
     m.add_class::<file::RootFile>()?;
     m.add_class::<tree::Tree>()?;
+    m.add_class::<raw::ByteBuffer>()?;
+    m.add_class::<raw::RawSource>()?;
     m.add_class::<ntuple::Ntuple>()?;
     m.add_class::<ntuple::FieldInfo>()?;
     m.add_class::<iterate::StepIterator>()?;
