@@ -69,10 +69,7 @@ class Source(uproot.source.chunk.Source):
     def _open(self):
         with self._lock:
             if self._file is None:
-                try:
-                    self._file = _core.RootFile.open(self._urls, **self._open_options)
-                except _core.SourceError as e:
-                    raise OSError(f"cannot open {self._file_path}: {e}") from e
+                self._file = _open_reachable(self._urls, self._open_options)
                 self._num_bytes = self._file.size
                 if self._tree_aware:
                     from cherenkov.uproot.baskets import BasketCache
@@ -162,6 +159,27 @@ class Source(uproot.source.chunk.Source):
                 future.set_exception(OSError(f"{self._file_path}: cannot read ({e})"))
                 notifications.put(chunk)
         return chunks
+
+
+def _open_reachable(urls, options):
+    """Open the replicas together; when that fails, leave out those that cannot be opened alone
+    (a server down before the job started), and fail only when none can."""
+    try:
+        return _core.RootFile.open(urls, **options)
+    except _core.SourceError as e:
+        if len(urls) == 1:
+            raise OSError(f"cannot open {urls[0]}: {e}") from e
+        first_error = e
+    reachable = []
+    for url in urls:
+        try:
+            _core.RootFile.open([url], **options)
+            reachable.append(url)
+        except _core.SourceError:
+            continue
+    if not reachable:
+        raise OSError(f"cannot open any replica of {urls[0]}: {first_error}") from first_error
+    return _core.RootFile.open(reachable, **options)
 
 
 def _read(fetch, ranges, file_path):
