@@ -10,6 +10,7 @@ mod iterate;
 mod lazy;
 mod ntuple;
 mod raw;
+mod reading;
 mod tree;
 
 use errors::{CherenkovError, FormatError, NotFoundError, SourceError, UnsupportedBranch};
