@@ -1,7 +1,8 @@
 //! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
 //! decompression, and turn core errors into Python exceptions. One file per family of classes:
-//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`, `raw.rs` (byte ranges for uproot and fsspec), with `convert.rs` for arrays
-//! and `errors.rs` for exceptions.
+//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
+//! `raw.rs` (byte ranges for uproot and fsspec), with `convert.rs` for arrays and `errors.rs` for
+//! exceptions.
 
 mod convert;
 mod errors;
