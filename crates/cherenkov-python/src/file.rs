@@ -13,6 +13,18 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
 
+/// A duration given in seconds: positive (or zero when `zero_ok`) and finite.
+fn seconds(what: &str, value: Option<f64>, zero_ok: bool) -> PyResult<Option<std::time::Duration>> {
+    match value {
+        Some(t) if !(t.is_finite() && (t > 0.0 || (zero_ok && t == 0.0))) => {
+            Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "{what} must be a positive number of seconds"
+            )))
+        }
+        t => Ok(t.map(std::time::Duration::from_secs_f64)),
+    }
+}
+
 /// An open ROOT file.
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct RootFile {
@@ -22,7 +34,7 @@ pub struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, retry_window=None, min_rate=None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn open(
         py: Python<'_>,
@@ -33,14 +45,18 @@ impl RootFile {
         trace: bool,
         discover: bool,
         verify_checksums: bool,
+        retry_window: Option<f64>,
+        min_rate: Option<f64>,
     ) -> PyResult<Self> {
-        let timeout = match timeout {
-            Some(t) if !(t.is_finite() && t > 0.0) => {
+        let timeout = seconds("timeout", timeout, false)?;
+        let retry_window = seconds("retry_window", retry_window, true)?;
+        let min_rate = match min_rate {
+            Some(r) if !(r.is_finite() && r > 0.0) => {
                 return Err(pyo3::exceptions::PyValueError::new_err(
-                    "timeout must be a positive number of seconds",
+                    "min_rate must be a positive number of bytes per second",
                 ))
             }
-            t => t.map(std::time::Duration::from_secs_f64),
+            r => r.map(|r| r.ceil() as u64),
         };
         if connections == Some(0) {
             return Err(pyo3::exceptions::PyValueError::new_err(
@@ -54,6 +70,8 @@ impl RootFile {
             trace,
             discover: Some(discover),
             verify_checksums,
+            retry_window,
+            min_rate,
             ..SourceOptions::default()
         };
         let inner = py
