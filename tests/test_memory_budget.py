@@ -1,5 +1,6 @@
 """`iterate`'s memory budget bounds memory: over all branches of the lab's NanoAOD-like file
-(143 MB, 40 000 entries, one step), peak RSS stays under the budget plus the step's arrays.
+(40 000 entries, one step; 143 MB written by ROOT, 53 MB by uproot's writer, the same arrays),
+peak RSS stays under the budget plus the step's arrays (plus a small fixed slack, `SLACK`).
 
 Each measurement runs in a fresh subprocess (peak RSS is per process) and is printed. The file is
 made once by bench/make_nanolike.py (cached in bench/data/; a minute or two with uproot's writer);
@@ -16,6 +17,9 @@ from conftest import REPO, SHARED
 
 ENTRIES = int(os.environ.get("CHERENKOV_MEMORY_TEST_ENTRIES", "40000"))
 MB = 1 << 20
+# What the process allocates besides arrays and units while reading (the decoding threads' malloc
+# arenas, Python's objects for 947 arrays, the plans): measured at 0 to 7 MiB here.
+SLACK = 16 * MB
 
 MEASURE = r"""
 import json, resource, sys
@@ -63,10 +67,10 @@ def test_peak_memory_stays_under_the_budget_plus_the_steps_arrays(nanolike: Path
     assert done.returncode == 0, done.stderr[-3000:]
     m = json.loads(done.stdout.strip().splitlines()[-1])
     grew = m["peak"] - m["before"]
-    bound = budget + m["largest_step"]
+    bound = budget + m["largest_step"] + SLACK
     print(
         f"{nanolike.name} ({nanolike.stat().st_size / 1e6:.0f} MB, {m['branches']} branches, {m['steps']} step(s)), "
         f"budget {budget / MB:.0f} MiB: peak RSS grew by {grew / MB:.0f} MiB; the largest step's arrays "
-        f"take {m['largest_step'] / MB:.0f} MiB; bound (budget + arrays) {bound / MB:.0f} MiB"
+        f"take {m['largest_step'] / MB:.0f} MiB; bound (budget + arrays + {SLACK // MB} MiB) {bound / MB:.0f} MiB"
     )
-    assert grew <= bound, f"peak RSS grew by {grew / MB:.0f} MiB, more than budget + step arrays = {bound / MB:.0f} MiB"
+    assert grew <= bound, f"peak RSS grew by {grew / MB:.0f} MiB, more than budget + step arrays + slack = {bound / MB:.0f} MiB"

@@ -98,6 +98,8 @@ pub struct MultiSource {
     unjoined: Mutex<Vec<ReplicaReport>>,
     /// The first replica's head and tail, compared with the others' (see `MultiOptions::compare`).
     opening: Vec<(ByteRange, Bytes)>,
+    /// The replicas' names in the order given, which reports keep (they join in any order).
+    order: Vec<String>,
     options: MultiOptions,
     finder: Option<Arc<dyn ReplicaFinder>>,
     /// Held while the finder runs: parts that fail together wait for one new replica.
@@ -153,6 +155,7 @@ impl MultiSource {
             replicas: RwLock::new(replicas),
             unjoined: Mutex::new(Vec::new()),
             opening: Vec::new(),
+            order: Vec::new(),
             options,
             finder: None,
             finding: tokio::sync::Mutex::new(()),
@@ -178,7 +181,7 @@ impl MultiSource {
         self.replicas.read().unwrap().clone()
     }
 
-    /// The replicas in use, then those still opening or dropped.
+    /// Every replica, in the order given (those a finder added last).
     pub fn reports(&self) -> Vec<ReplicaReport> {
         let mut reports: Vec<ReplicaReport> = self
             .all()
@@ -193,6 +196,8 @@ impl MultiSource {
             })
             .collect();
         reports.extend(self.unjoined.lock().unwrap().iter().cloned());
+        let position = |r: &ReplicaReport| self.order.iter().position(|n| *n == r.name);
+        reports.sort_by_key(|r| position(r).unwrap_or(usize::MAX));
         reports
     }
 

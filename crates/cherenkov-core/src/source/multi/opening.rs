@@ -72,6 +72,7 @@ impl MultiSource {
         let mut multi = MultiSource::new(vec![source], options).await?;
         multi.name = name.to_string();
         multi.opening = regions;
+        multi.order = names.clone();
         for (i, n) in names.iter().enumerate().filter(|(i, _)| *i != first) {
             let error = failed.iter().find(|(f, _)| *f == i).map(|(_, e)| e);
             multi.unjoined.lock().unwrap().push(ReplicaReport {
@@ -100,6 +101,13 @@ impl MultiSource {
 
     /// Add a replica opened after the set was made, if it holds the same file.
     async fn join(&self, source: SharedSource, regions: &[(ByteRange, Bytes)]) -> Result<()> {
+        let size = source.size().await?;
+        if size != self.size {
+            return Err(Error::io(
+                source.name(),
+                format!("this replica has {size} bytes, the others {}", self.size),
+            ));
+        }
         if let Some(offset) = first_difference(&self.opening, regions) {
             let reference = self.replica(0).source.name().to_string();
             return Err(Error::io(
