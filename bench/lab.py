@@ -525,7 +525,7 @@ def method_notes(plan: Plan, config: Config, vers: dict) -> dict:
         "(peak RSS = that process's VmHWM, imports included)",
         "method": f"medians of {config.repeat} interleaved repetitions; a measurement whose first run took over "
         f"{config.once_over:g} s runs once; runs are stopped at {config.budget:g} s and not retried at higher RTTs",
-        "cherenkov switches": f"prefetch off (iterate(prefetch=1), chunks(prefetch=False)), learning off "
+        "cherenkov switches": f"prefetch off (iterate(steps_ahead=0), chunks(steps_ahead=0)), learning off "
         "(chunks(learning=False)), 1 unzip thread (RAYON_NUM_THREADS=1): locally and over "
         f"{config.protocols[0]}:// only",
         "ROOT without TTreeCache": f"run only up to {config.nocache_max_rtt:g} ms RTT (one synchronous read per "

@@ -211,14 +211,16 @@ def run_cherenkov(spec: dict, run: Run) -> None:
                 check.add(branch, arrays[branch], summed=True)
             run.advance(n)
         elif scenario == "fixed":  # the branches are known: iterate prefetches them
-            prefetch = 1 if variant == "prefetch off" else 4
-            for arrays in tree.iterate(fixed, step_size=spec["step_size"], library="np", prefetch=prefetch, progress=False):
+            steps_ahead = 0 if variant == "prefetch off" else 3
+            for arrays in tree.iterate(fixed, step_size=spec["step_size"], library="np", steps_ahead=steps_ahead, progress=False):
                 with clock.pause():
                     for b in fixed:
                         check.add(b, arrays[b], summed=b in checks_fixed)
                 run.advance(len(arrays[fixed[0]]))
         else:  # trigger and lazy: lazy chunks, branches touched as the analysis needs them
-            chunks = tree.chunks(spec["step_size"], profile=profile, prefetch=variant != "prefetch off", learning=variant != "learning off")
+            chunks = tree.chunks(
+                spec["step_size"], profile=profile, steps_ahead=0 if variant == "prefetch off" else 3, learning=variant != "learning off"
+            )
             for chunk in chunks:
                 lo, hi = chunk.entry_start, chunk.entry_stop
                 if scenario == "lazy":

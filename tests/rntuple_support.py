@@ -97,3 +97,20 @@ def same_values(a, b) -> bool:
 def assert_same_array(ours: ak.Array, theirs: ak.Array, what: str) -> None:
     assert ours.layout.form == theirs.layout.form, (what, str(ours.layout.form), str(theirs.layout.form))
     assert same_values(ours.to_list(), theirs.to_list()), what
+
+
+def write_as_rntuple(tree_path: Path, path: Path, branches: list[str] | None = None) -> Path:
+    """The `Events` TTree's `branches` as an RNTuple written by uproot: one field per branch, same
+    names, one cluster per TTree cluster (so steps and chunks are the same)."""
+    uproot = __import__("uproot")
+    tree = uproot.open(tree_path)["Events"]
+    bounds = cherenkov.open(tree_path)["Events"].cluster_boundaries.tolist()
+    with uproot.recreate(path, compression=uproot.ZSTD(4)) as f:
+        ntuple = None
+        for lo, hi in zip(bounds, bounds[1:]):
+            data = tree.arrays(filter_name=branches, entry_start=lo, entry_stop=hi)
+            if ntuple is None:
+                ntuple = f.mkrntuple("Events", data)
+            else:
+                ntuple.extend(data)
+    return path

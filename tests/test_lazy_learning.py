@@ -99,7 +99,7 @@ def test_switches_turn_parts_off(nanolike_path):
     profile = cherenkov.AccessProfile()
     run(tree, profile)
     before = round_trips(f)
-    run(tree, profile, prefetch=False)  # trained, nothing read ahead: the learned set on first use
+    run(tree, profile, steps_ahead=0)  # trained, nothing read ahead: the learned set on first use
     stats = tree.last_chunk_stats
     assert (stats.learned_fetches, stats.miss_fetches, stats.startup_fetches) == (4, 2, 0)
     assert round_trips(f) - before == 4 + 2

@@ -16,11 +16,11 @@ def readable(tree, n=None):
     return [b.path for b in tree.branches if b.readable][:n]
 
 
-@pytest.mark.parametrize("prefetch,budget", [(1, 256 << 20), (4, 256 << 20), (8, 1)])
-def test_iterate_equals_full_read(nanolike, prefetch, budget):
+@pytest.mark.parametrize("steps_ahead,budget", [(0, 256 << 20), (3, 256 << 20), (7, 1)])
+def test_iterate_equals_full_read(nanolike, steps_ahead, budget):
     names = readable(nanolike, 200)
     full = nanolike.arrays(names)
-    steps = list(nanolike.iterate(names, step_size=400, prefetch=prefetch, memory_budget=budget))
+    steps = list(nanolike.iterate(names, step_size=400, steps_ahead=steps_ahead, memory_budget=budget))
     assert len(steps) == 4  # four clusters of 500 entries
     assert ak.to_list(ak.concatenate(steps)) == ak.to_list(full)
 

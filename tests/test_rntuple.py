@@ -84,7 +84,7 @@ def test_entry_ranges_across_clusters_equal_the_data_written(generated):
 def test_steps_and_lazy_chunks_join_to_the_whole(generated):
     ntuple = cherenkov.open(generated["zstd"])["ntuple"]
     whole = ntuple.arrays()
-    steps = list(ntuple.iterate(step_size=1, prefetch=2, memory_budget=1 << 16))
+    steps = list(ntuple.iterate(step_size=1, steps_ahead=1, memory_budget=1 << 16))
     assert [len(s) for s in steps] == CHUNKS
     bounds = np.cumsum([0] + CHUNKS)
     for name in whole.fields:

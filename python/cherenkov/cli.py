@@ -13,10 +13,13 @@ import cherenkov
 from cherenkov.stats import as_dict
 from cherenkov.summary import human_bytes, print_tree
 
+TABLE_CLASSES = ("TTree", "TNtuple", "ROOT::RNTuple")
+
 
 def _trees(f: cherenkov.File) -> list[str]:
-    names = [k.split(";")[0] for k, cls in f.classnames().items() if cls in ("TTree", "TNtuple")]
-    return list(dict.fromkeys(names))  # one per name, whatever the cycles
+    """The file's trees and RNTuples, one per name whatever the cycles."""
+    names = [k.split(";")[0] for k, cls in f.classnames().items() if cls in TABLE_CLASSES]
+    return list(dict.fromkeys(names))
 
 
 def cmd_ls(args) -> int:
@@ -27,6 +30,7 @@ def cmd_ls(args) -> int:
         for name in _trees(f):
             tree = f[name]
             out["trees"][name] = {
+                "kind": "RNTuple" if isinstance(tree, cherenkov.RNTuple) else "TTree",
                 "entries": tree.num_entries,
                 "clusters": tree.cluster_boundaries.tolist(),
                 "branches": [as_dict(b) for b in tree.branches],
@@ -71,6 +75,7 @@ def cmd_read(args) -> int:
     console = Console(quiet=args.quiet and not args.stats)
     t0 = time.perf_counter()
     selected = tree.resolve(args.branches or None)
+    ntuple = isinstance(tree, cherenkov.RNTuple)
     steps = 0
     progress = False if args.quiet else None
     for _ in tree.iterate(
@@ -81,8 +86,9 @@ def cmd_read(args) -> int:
     stats = f.stats()
     mb = stats.uncompressed_bytes / 1e6
     if not args.quiet:
+        items, units = ("fields", "pages") if ntuple else ("branches", "baskets")
         console.print(
-            f"read {len(selected)} branches of {tree.name!r} in {steps} steps: {stats.baskets} baskets, "
+            f"read {len(selected)} {items} of {tree.name!r} in {steps} steps: {stats.baskets} {units}, "
             f"{human_bytes(stats.compressed_bytes)} compressed, {mb:.1f} MB unzipped in {seconds:.3f} s "
             f"({mb / max(seconds, 1e-9):.0f} MB/s), {stats.requests} requests"
         )
@@ -92,12 +98,35 @@ def cmd_read(args) -> int:
         else:
             console.print(stats.table())
     if args.plot:
+        from pathlib import Path
+
         from cherenkov import plots
 
-        out = plots.entry_offsets(tree, args.plot, file=f)
-        plots.read_offsets([f], out.with_name(out.stem + "-offsets" + out.suffix))
-        plots.timeline(f, out.with_name(out.stem + "-timeline" + out.suffix))
-        console.print(f"plots written: {out} and its -offsets and -timeline companions")
+        out = Path(args.plot)
+        made = [
+            plots.read_offsets([f], out.with_name(out.stem + "-offsets" + out.suffix)),
+            plots.timeline(f, out.with_name(out.stem + "-timeline" + out.suffix)),
+        ]
+        if not ntuple:  # baskets by entry and offset; an RNTuple's pages have no such listing
+            made.insert(0, plots.entry_offsets(tree, out, file=f))
+        console.print(f"plots written: {', '.join(map(str, made))}")
+    return 0
+
+
+def cmd_cache(args) -> int:
+    import os
+
+    from cherenkov import _core
+
+    where = args.dir or os.environ.get("CHERENKOV_CACHE")
+    if not where:
+        raise SystemExit("cherenkov cache: say which cache with --dir or $CHERENKOV_CACHE")
+    if args.action == "clear":
+        print(f"{where}: removed {human_bytes(_core.cache_clear(where))}")
+    elif args.action == "prune":
+        print(f"{where}: removed {human_bytes(_core.cache_prune(where, args.max_bytes))}")
+    files, entries, size = _core.cache_summary(where)
+    print(f"{where}: {files} files, {entries} ranges, {human_bytes(size)}")
     return 0
 
 
@@ -105,33 +134,34 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cherenkov", description="Read ROOT files fast, near or far.")
     parser.add_argument("--version", action="version", version=f"cherenkov {cherenkov.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    ls = sub.add_parser("ls", help="list a file's keys and its trees' branches")
+    ls = sub.add_parser("ls", help="list a file's keys and its trees' branches (RNTuples' fields)")
     ls.add_argument("url", help="path or URL of a ROOT file")
-    ls.add_argument("--tree", help="only this tree")
+    ls.add_argument("--tree", help="only this tree or RNTuple")
     ls.add_argument("--all", action="store_true", help="list every branch, not the 20 largest")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
     ls.set_defaults(run=cmd_ls)
-    rd = sub.add_parser("read", help="read branches and report what it cost")
-    rd.add_argument("url", help="path or URL of a ROOT file")
-    rd.add_argument("--tree", help="tree name (needed when the file has several)")
-    rd.add_argument("--branches", nargs="*", help="names or glob patterns (default: all readable)")
-    rd.add_argument("--entries", type=entry_range, help="entry range A:B")
-    rd.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
+    # What `read` and `stats` both take.
+    reading = argparse.ArgumentParser(add_help=False)
+    reading.add_argument("url", help="path or URL of a ROOT file")
+    reading.add_argument("--tree", help="tree or RNTuple name (needed when the file has several)")
+    reading.add_argument("--branches", nargs="*", help="names or glob patterns, of fields for an RNTuple (default: all readable)")
+    reading.add_argument("--entries", type=entry_range, help="entry range A:B")
+    reading.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
+    reading.add_argument("--json", action="store_true", help="statistics as JSON")
+    rd = sub.add_parser("read", parents=[reading], help="read branches and report what it cost")
     rd.add_argument("--stats", action="store_true", help="print the read statistics")
-    rd.add_argument("--json", action="store_true", help="statistics as JSON")
     rd.add_argument("--plot", metavar="FILE", help="write plots of the read (PNG or PDF by extension)")
     rd.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     rd.set_defaults(run=cmd_read)
     demo = sub.add_parser("demo", help="the quick-start demo")
     demo.set_defaults(run=lambda _args: __import__("cherenkov.demo").demo.main())
-    st = sub.add_parser("stats", help="read branches and print where the time went")
-    st.add_argument("url", help="path or URL of a ROOT file")
-    st.add_argument("--tree", help="tree name (needed when the file has several)")
-    st.add_argument("--branches", nargs="*", help="names or glob patterns (default: all readable)")
-    st.add_argument("--entries", type=entry_range, help="entry range A:B")
-    st.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
-    st.add_argument("--json", action="store_true", help="statistics as JSON")
+    st = sub.add_parser("stats", parents=[reading], help="read branches and print where the time went")
     st.set_defaults(run=cmd_read, stats=True, quiet=True, plot=None)
+    cache = sub.add_parser("cache", help="the disk cache of remote reads: info, clear or prune")
+    cache.add_argument("action", choices=["info", "clear", "prune"])
+    cache.add_argument("--dir", help="the cache directory (default: $CHERENKOV_CACHE)")
+    cache.add_argument("--max-bytes", type=int, default=20 << 30, help="prune: bytes to keep at most (LRU)")
+    cache.set_defaults(run=cmd_cache)
     sub.add_parser("bench", help="the latency lab (its options: cherenkov bench --help)")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # every other argument belongs to the lab

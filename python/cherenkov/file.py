@@ -26,6 +26,8 @@ def open(
     verify_checksums: bool = False,
     retry_window: float | None = None,
     min_rate: float | None = None,
+    cache: str | os.PathLike | None = None,
+    cache_max_bytes: int | None = None,
 ) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
@@ -52,7 +54,11 @@ def open(
     holding the file (``kXR_locate``) are read as replicas; False reads from the one it redirects to.
     ``verify_checksums``: replicas must also have the same checksum on their servers (XRootD
     ``kXR_query``), else the open fails naming each one's; a server that cannot tell fails it too.
+    ``cache``: a directory keeping the byte ranges read, so that later passes read the disk
+    (default: ``$CHERENKOV_CACHE``, else no cache); at most ``cache_max_bytes`` (20 GiB), least
+    recently used first out. A file changed on its server is read anew, never from old entries.
     """
+    cache = cache if cache is not None else os.environ.get("CHERENKOV_CACHE") or None
     return File(
         path if isinstance(path, (list, tuple)) else os.fspath(path),
         connections=connections,
@@ -63,6 +69,8 @@ def open(
         verify_checksums=verify_checksums,
         retry_window=retry_window,
         min_rate=min_rate,
+        cache=os.fspath(cache) if cache is not None else None,
+        cache_max_bytes=cache_max_bytes,
     )
 
 

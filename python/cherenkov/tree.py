@@ -152,31 +152,31 @@ class Tree:
         entry_stop=None,
         library: str = "ak",
         memory_budget: int = 256 << 20,
-        prefetch: int = 4,
+        steps_ahead: int = 3,
         progress=None,
     ) -> Iterator:
         """Yield arrays for consecutive entry ranges of about `step_size` entries, each made of
-        whole clusters. While one step is in use, the next ones (up to `prefetch` steps in flight
-        and `memory_budget` bytes) are fetched and decompressed; `prefetch=1` turns that off.
+        whole clusters. While one step is in use, the next ones (up to `steps_ahead` steps and
+        `memory_budget` bytes) are fetched and decompressed; `steps_ahead=0` turns that off.
         A basket shared by two steps is read once. Leaving the loop early cancels what is in flight.
         `progress`: None shows a bar on terminals, True/False force it, a callable receives a
         `cherenkov.progress.ProgressUpdate` after each step."""
         start, stop = self._entry_range(entry_start, entry_stop)
         bar = Progress({self.name: max(stop - start, 0)}, progress)
         try:
-            for lo, hi, pairs, stats in self.iterate_raw(expressions, step_size, start, stop, memory_budget, prefetch):
+            for lo, hi, pairs, stats in self.iterate_raw(expressions, step_size, start, stop, memory_budget, steps_ahead):
                 bar.advance(self.name, hi - lo, stats.uncompressed_bytes)
                 log.debug("%s: step %d..%d ready (%d baskets, %d bytes)", self._where(), lo, hi, stats.baskets, stats.compressed_bytes)
                 yield _convert(pairs, library)
         finally:
             bar.close()
 
-    def iterate_raw(self, expressions=None, step_size=100_000, entry_start=None, entry_stop=None, memory_budget=256 << 20, prefetch=4):
+    def iterate_raw(self, expressions=None, step_size=100_000, entry_start=None, entry_stop=None, memory_budget=256 << 20, steps_ahead=3):
         """Like `iterate`, yielding (start, stop, [(key, branch buffers)], stats) per step."""
         selected = self.resolve(expressions)
         start, stop = self._entry_range(entry_start, entry_stop)
         steps = self.steps(step_size, start, stop)
-        stream = self._core.iterate([info.index for _, info in selected], steps, memory_budget, prefetch)
+        stream = self._core.iterate([info.index for _, info in selected], steps, memory_budget, steps_ahead)
         try:
             for lo, hi, branches, stats in stream:
                 yield lo, hi, [(key, b) for (key, _), b in zip(selected, branches)], stats
@@ -189,7 +189,7 @@ class Tree:
         entry_start=None,
         entry_stop=None,
         profile: _core.AccessProfile | None = None,
-        prefetch: bool = True,
+        steps_ahead: int = 3,
         learning: bool = True,
         memory_budget: int = 256 << 20,
     ) -> Iterator[LazyChunk]:
@@ -197,15 +197,16 @@ class Tree:
 
         The engine learns which branches are used: the first branch touched in the first chunk
         fetches every branch of that chunk in one request (up to 64 MB) and the ones used become
-        the learned set, prefetched for every later chunk. The first branch outside it that a chunk
-        touches fetches every unread branch of that chunk in one request (a trigger fired); the
-        ones then used become the miss set, fetched together on later misses. Pass one `cherenkov.AccessProfile` to the chunks of every
-        file of a dataset so later files need no training. A chunk's branches can be read only
-        while it is the current chunk.
+        the learned set, read `steps_ahead` chunks ahead of use (0: when first used). The first
+        branch outside it that a chunk touches fetches every unread branch of that chunk in one
+        request (a trigger fired); the ones then used become the miss set, fetched together on
+        later misses. Pass one `cherenkov.AccessProfile` to the chunks of every file of a dataset
+        so later files need no training. A chunk's branches can be read only while it is the
+        current chunk.
         """
         start, stop = self._entry_range(entry_start, entry_stop)
         profile = profile if profile is not None else _core.AccessProfile()
-        core = self._core.chunks(self.steps(step_size, start, stop), profile, prefetch, learning, memory_budget)
+        core = self._core.chunks(self.steps(step_size, start, stop), profile, learning, memory_budget, steps_ahead)
         while (span := core.advance()) is not None:
             yield LazyChunk(self, core, *span)
         self.last_chunk_stats = core.stats()

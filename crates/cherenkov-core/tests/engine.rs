@@ -6,7 +6,7 @@ mod support;
 
 use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::lazy::{AccessProfile, LazyOptions, LazyReader};
-use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
+use cherenkov_core::engine::prefetch::{ReadAhead, StepReader};
 use cherenkov_core::engine::read::{read_branches, TreeTable};
 use cherenkov_core::format::tree::TreeMeta;
 use cherenkov_core::source::memory::MemorySource;
@@ -73,9 +73,9 @@ async fn prefetching_reads_ahead_within_its_depth_and_a_dropped_reader_stops() {
         };
         source.set_delay(Duration::from_millis(100));
         let branches = some_branches(&tree, 20);
-        let options = PrefetchOptions {
+        let options = ReadAhead {
             memory_budget: 1 << 30,
-            max_steps_ahead: 3,
+            steps: 2,
         };
         let before = source.requests().len();
         let mut reader = StepReader::start(table.clone(), branches, clusters(&tree), options)
@@ -111,9 +111,9 @@ async fn a_small_memory_budget_reads_one_step_at_a_time() {
         };
         source.set_delay(Duration::from_millis(20));
         let branches = some_branches(&tree, 20);
-        let options = PrefetchOptions {
+        let options = ReadAhead {
             memory_budget: 1,
-            max_steps_ahead: 4,
+            steps: 3,
         };
         let mut reader = StepReader::start(table.clone(), branches, clusters(&tree), options)
             .await
@@ -146,9 +146,9 @@ async fn a_step_larger_than_the_budget_is_read_in_parts_of_whole_branches() {
             .unwrap();
         // A budget of a quarter of what the step holds: at least four parts, each one request.
         let budget = (stats.compressed_bytes + stats.uncompressed_bytes) / 4;
-        let options = PrefetchOptions {
+        let options = ReadAhead {
             memory_budget: budget,
-            max_steps_ahead: 4,
+            steps: 3,
         };
         let before = source.requests().len();
         let mut reader = StepReader::start(table.clone(), branches, vec![whole], options)

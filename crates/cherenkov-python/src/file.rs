@@ -6,6 +6,7 @@ use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::stats::StatsSnapshot;
+use cherenkov_core::source::cache::CacheOptions;
 use cherenkov_core::source::multi::ReplicaReport;
 use cherenkov_core::source::{SourceCounters, SourceOptions};
 use numpy::IntoPyArray;
@@ -34,7 +35,7 @@ pub struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, retry_window=None, min_rate=None))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, cache=None, cache_max_bytes=None, retry_window=None, min_rate=None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn open(
         py: Python<'_>,
@@ -45,6 +46,8 @@ impl RootFile {
         trace: bool,
         discover: bool,
         verify_checksums: bool,
+        cache: Option<std::path::PathBuf>,
+        cache_max_bytes: Option<u64>,
         retry_window: Option<f64>,
         min_rate: Option<f64>,
     ) -> PyResult<Self> {
@@ -70,6 +73,10 @@ impl RootFile {
             trace,
             discover: Some(discover),
             verify_checksums,
+            cache: cache.map(|dir| CacheOptions {
+                dir,
+                max_bytes: cache_max_bytes.unwrap_or(CacheOptions::DEFAULT_MAX_BYTES),
+            }),
             retry_window,
             min_rate,
             ..SourceOptions::default()

@@ -16,6 +16,18 @@ pub enum Steps {
     Ntuple(StepReader<Ntuple>),
 }
 
+impl From<StepReader<TreeTable>> for Steps {
+    fn from(reader: StepReader<TreeTable>) -> Self {
+        Steps::Tree(reader)
+    }
+}
+
+impl From<StepReader<Ntuple>> for Steps {
+    fn from(reader: StepReader<Ntuple>) -> Self {
+        Steps::Ntuple(reader)
+    }
+}
+
 /// A step as it came, converted once the GIL is held again.
 enum Step {
     Tree(StepResult<<TreeTable as Table>::Item>),

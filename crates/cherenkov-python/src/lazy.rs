@@ -44,6 +44,18 @@ pub enum Lazy {
     Ntuple(LazyReader<Ntuple>),
 }
 
+impl From<LazyReader<TreeTable>> for Lazy {
+    fn from(reader: LazyReader<TreeTable>) -> Self {
+        Lazy::Tree(reader)
+    }
+}
+
+impl From<LazyReader<Ntuple>> for Lazy {
+    fn from(reader: LazyReader<Ntuple>) -> Self {
+        Lazy::Ntuple(reader)
+    }
+}
+
 /// Lazy chunks: `advance()` to the next chunk, `get(index)` a branch (or field) of it.
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct LazyChunks {

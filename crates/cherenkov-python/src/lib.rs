@@ -1,14 +1,16 @@
 //! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
 //! decompression, and turn core errors into Python exceptions. One file per family of classes:
-//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`, with `convert.rs` for arrays
+//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`, `cache.rs`, with `convert.rs` for arrays
 //! and `errors.rs` for exceptions.
 
+mod cache;
 mod convert;
 mod errors;
 mod file;
 mod iterate;
 mod lazy;
 mod ntuple;
+mod reading;
 mod tree;
 
 use errors::{CherenkovError, FormatError, NotFoundError, SourceError, UnsupportedBranch};
@@ -17,6 +19,9 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file::locate, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_prune, m)?)?;
     m.add_class::<file::RootFile>()?;
     m.add_class::<tree::Tree>()?;
     m.add_class::<ntuple::Ntuple>()?;

@@ -1,14 +1,13 @@
 //! `Ntuple`: an RNTuple's metadata, whole reads, and the step and lazy readers over it.
 
-use crate::convert::arrays_to_py;
 use crate::errors::to_py;
-use crate::iterate::{StepIterator, Steps};
-use crate::lazy::{AccessProfile, Lazy, LazyChunks};
-use cherenkov_core::engine::lazy::{LazyOptions, LazyReader};
+use crate::iterate::StepIterator;
+use crate::lazy::{AccessProfile, LazyChunks};
+use crate::reading::{iterate_items, lazy_chunks, read_items};
 use cherenkov_core::engine::ntuple::Ntuple as CoreNtuple;
-use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
+use cherenkov_core::engine::prefetch::ReadAhead;
 use cherenkov_core::engine::runtime;
-use cherenkov_core::engine::table::{read, Held, Table};
+use cherenkov_core::engine::table::Table;
 use cherenkov_core::format::rntuple::fields::Node;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -49,6 +48,12 @@ impl FieldInfo {
         self.unsupported.is_none()
     }
 
+    /// "zstd:5", "none" (of its first stored column; "none" too when it has no pages).
+    #[getter]
+    fn compression_name(&self) -> String {
+        crate::tree::compression_name(i32::try_from(self.compression).unwrap_or(i32::MAX))
+    }
+
     fn __repr__(&self) -> String {
         format!("<FieldInfo {:?} {}>", self.path, self.typename)
     }
@@ -67,16 +72,7 @@ fn kind(node: &Node) -> &'static str {
     }
 }
 
-impl Ntuple {
-    fn check_indices(&self, indices: &[usize]) -> PyResult<()> {
-        match indices.iter().find(|&&i| i >= self.inner.item_count()) {
-            Some(bad) => Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "no field number {bad}"
-            ))),
-            None => Ok(()),
-        }
-    }
-}
+impl Ntuple {}
 
 #[pymethods]
 impl Ntuple {
@@ -142,7 +138,8 @@ impl Ntuple {
             .collect())
     }
 
-    /// Read fields (by index) over [start, stop). Returns (arrays, stats).
+    /// Read fields (by index) over [start, stop). Returns (arrays, stats): one dict per item
+    /// with its columns' buffers as numpy arrays.
     fn read<'py>(
         &self,
         py: Python<'py>,
@@ -150,69 +147,49 @@ impl Ntuple {
         start: u64,
         stop: u64,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        self.check_indices(&indices)?;
-        let (arrays, stats) = py
-            .detach(|| runtime().block_on(read(&*self.inner, &indices, start, stop, &Held::new())))
-            .map_err(to_py)?;
-        PyTuple::new(
-            py,
-            [
-                arrays_to_py(py, arrays)?.into_any(),
-                stats.into_pyobject(py)?.into_any(),
-            ],
-        )
+        read_items(py, &*self.inner, indices, start, stop)
     }
 
-    /// Read fields over consecutive entry ranges with the next ones prefetched and decoded
-    /// while the current one is used. Yields (start, stop, arrays, stats).
-    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, max_steps_ahead=4))]
+    /// Read fields over consecutive entry ranges with the next ones read ahead while the
+    /// current one is used. Yields (start, stop, arrays, stats).
+    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=3))]
     fn iterate(
         &self,
         py: Python<'_>,
         indices: Vec<usize>,
         steps: Vec<(u64, u64)>,
         memory_budget: u64,
-        max_steps_ahead: usize,
+        steps_ahead: usize,
     ) -> PyResult<StepIterator> {
-        self.check_indices(&indices)?;
-        let options = PrefetchOptions {
+        let read_ahead = ReadAhead {
             memory_budget,
-            max_steps_ahead,
+            steps: steps_ahead,
         };
-        let table = self.inner.clone();
-        let reader = py
-            .detach(|| runtime().block_on(StepReader::start(table, indices, steps, options)))
-            .map_err(to_py)?;
-        Ok(StepIterator {
-            reader: std::sync::Mutex::new(Some(Steps::Ntuple(reader))),
-        })
+        iterate_items(py, self.inner.clone(), indices, steps, read_ahead)
     }
 
     /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).
-    #[pyo3(signature = (steps, profile, prefetch=true, learning=true, memory_budget=256 << 20, max_steps_ahead=4, startup_bytes=64 << 20))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (steps, profile, learning=true, memory_budget=256 << 20, steps_ahead=3, startup_bytes=64 << 20))]
     fn chunks(
         &self,
         steps: Vec<(u64, u64)>,
         profile: &AccessProfile,
-        prefetch: bool,
         learning: bool,
         memory_budget: u64,
-        max_steps_ahead: usize,
+        steps_ahead: usize,
         startup_bytes: u64,
     ) -> LazyChunks {
-        let options = LazyOptions {
-            prefetch: PrefetchOptions {
-                memory_budget,
-                max_steps_ahead,
-            },
-            prefetch_enabled: prefetch,
-            learning,
-            startup_bytes,
+        let read_ahead = ReadAhead {
+            memory_budget,
+            steps: steps_ahead,
         };
-        let reader = LazyReader::new(self.inner.clone(), steps, profile.inner.clone(), options);
-        LazyChunks {
-            reader: std::sync::Mutex::new(Lazy::Ntuple(reader)),
-        }
+        lazy_chunks(
+            self.inner.clone(),
+            steps,
+            profile,
+            learning,
+            read_ahead,
+            startup_bytes,
+        )
     }
 }

@@ -1,14 +1,11 @@
 //! `Tree`: a TTree's metadata, whole reads, and the step and lazy readers over it.
 
-use crate::convert::arrays_to_py;
-use crate::errors::to_py;
-use crate::iterate::{StepIterator, Steps};
-use crate::lazy::{AccessProfile, Lazy, LazyChunks};
+use crate::iterate::StepIterator;
+use crate::lazy::{AccessProfile, LazyChunks};
+use crate::reading::{iterate_items, lazy_chunks, read_items};
 use cherenkov_core::engine::file::RootFile as CoreFile;
-use cherenkov_core::engine::lazy::{LazyOptions, LazyReader};
-use cherenkov_core::engine::prefetch::{PrefetchOptions, StepReader};
-use cherenkov_core::engine::read::{read_branches, TreeTable};
-use cherenkov_core::engine::runtime;
+use cherenkov_core::engine::prefetch::ReadAhead;
+use cherenkov_core::engine::read::TreeTable;
 use cherenkov_core::format::interpretation::{interpret, Interpretation};
 use cherenkov_core::format::tree::TreeMeta;
 use pyo3::prelude::*;
@@ -57,20 +54,25 @@ impl BranchInfo {
     /// "zstd:5", "none", "inherit" (ROOT's algorithm * 100 + level).
     #[getter]
     fn compression_name(&self) -> String {
-        const NAMES: [&str; 6] = ["inherit", "zlib", "lzma", "old", "lz4", "zstd"];
-        let (algorithm, level) = (self.compression / 100, self.compression % 100);
-        match self.compression {
-            c if c < 0 => "inherit".to_string(),
-            0 => "none".to_string(),
-            _ => match NAMES.get(algorithm as usize) {
-                Some(name) => format!("{name}:{level}"),
-                None => format!("algorithm {algorithm}:{level}"),
-            },
-        }
+        compression_name(self.compression)
     }
 
     fn __repr__(&self) -> String {
         format!("<BranchInfo {:?} {}>", self.path, self.typename)
+    }
+}
+
+/// ROOT's compression settings (algorithm * 100 + level) by name: "zstd:5", "none", "inherit".
+pub fn compression_name(settings: i32) -> String {
+    const NAMES: [&str; 6] = ["inherit", "zlib", "lzma", "old", "lz4", "zstd"];
+    let (algorithm, level) = (settings / 100, settings % 100);
+    match settings {
+        c if c < 0 => "inherit".to_string(),
+        0 => "none".to_string(),
+        _ => match NAMES.get(algorithm as usize) {
+            Some(name) => format!("{name}:{level}"),
+            None => format!("algorithm {algorithm}:{level}"),
+        },
     }
 }
 
@@ -144,7 +146,7 @@ impl Tree {
             .collect()
     }
 
-    /// Read branches (by index) over [start, stop). Returns (arrays, stats): one dict per branch
+    /// Read branches (by index) over [start, stop). Returns (arrays, stats): one dict per item
     /// with its columns' buffers as numpy arrays.
     fn read<'py>(
         &self,
@@ -153,82 +155,49 @@ impl Tree {
         start: u64,
         stop: u64,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        if let Some(&bad) = indices.iter().find(|&&i| i >= self.meta.branches.len()) {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "no branch number {bad}"
-            )));
-        }
-        let (arrays, stats) = py
-            .detach(|| runtime().block_on(read_branches(&self.table(), &indices, start, stop)))
-            .map_err(to_py)?;
-        PyTuple::new(
-            py,
-            [
-                arrays_to_py(py, arrays)?.into_any(),
-                stats.into_pyobject(py)?.into_any(),
-            ],
-        )
+        read_items(py, &self.table(), indices, start, stop)
     }
 
-    /// Read branches over consecutive entry ranges with the next ones prefetched and decompressed
-    /// while the current one is used. Yields (start, stop, arrays, stats).
-    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, max_steps_ahead=4))]
+    /// Read branches over consecutive entry ranges with the next ones read ahead while the
+    /// current one is used. Yields (start, stop, arrays, stats).
+    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=3))]
     fn iterate(
         &self,
         py: Python<'_>,
         indices: Vec<usize>,
         steps: Vec<(u64, u64)>,
         memory_budget: u64,
-        max_steps_ahead: usize,
+        steps_ahead: usize,
     ) -> PyResult<StepIterator> {
-        if let Some(&bad) = indices.iter().find(|&&i| i >= self.meta.branches.len()) {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "no branch number {bad}"
-            )));
-        }
-        let options = PrefetchOptions {
+        let read_ahead = ReadAhead {
             memory_budget,
-            max_steps_ahead,
+            steps: steps_ahead,
         };
-        let table = Arc::new(self.table());
-        let reader = py
-            .detach(|| runtime().block_on(StepReader::start(table, indices, steps, options)))
-            .map_err(to_py)?;
-        Ok(StepIterator {
-            reader: std::sync::Mutex::new(Some(Steps::Tree(reader))),
-        })
+        iterate_items(py, Arc::new(self.table()), indices, steps, read_ahead)
     }
 
     /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).
-    #[pyo3(signature = (steps, profile, prefetch=true, learning=true, memory_budget=256 << 20, max_steps_ahead=4, startup_bytes=64 << 20))]
-    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (steps, profile, learning=true, memory_budget=256 << 20, steps_ahead=3, startup_bytes=64 << 20))]
     fn chunks(
         &self,
         steps: Vec<(u64, u64)>,
         profile: &AccessProfile,
-        prefetch: bool,
         learning: bool,
         memory_budget: u64,
-        max_steps_ahead: usize,
+        steps_ahead: usize,
         startup_bytes: u64,
     ) -> LazyChunks {
-        let options = LazyOptions {
-            prefetch: PrefetchOptions {
-                memory_budget,
-                max_steps_ahead,
-            },
-            prefetch_enabled: prefetch,
-            learning,
-            startup_bytes,
+        let read_ahead = ReadAhead {
+            memory_budget,
+            steps: steps_ahead,
         };
-        let reader = LazyReader::new(
+        lazy_chunks(
             Arc::new(self.table()),
             steps,
-            profile.inner.clone(),
-            options,
-        );
-        LazyChunks {
-            reader: std::sync::Mutex::new(Lazy::Tree(reader)),
-        }
+            profile,
+            learning,
+            read_ahead,
+            startup_bytes,
+        )
     }
 }

@@ -14,7 +14,7 @@
 //! - the learned sets live in an [`AccessProfile`] that the next file of a dataset reuses, so it
 //!   needs no training.
 
-use super::prefetch::{PrefetchOptions, StepReader};
+use super::prefetch::{ReadAhead, StepReader};
 use super::table::{fetch, read, stored_bytes, Held, Table};
 use crate::error::{Error, Result};
 use std::collections::{BTreeSet, HashMap};
@@ -44,9 +44,8 @@ impl AccessProfile {
 /// Switches, so benchmarks can show what each part is worth.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LazyOptions {
-    pub prefetch: PrefetchOptions,
-    /// Prefetch learned branches ahead of use.
-    pub prefetch_enabled: bool,
+    /// How far the learned branches are read ahead of use (`steps: 0`: when first used).
+    pub read_ahead: ReadAhead,
     /// Learn the used set (and fetch all branches of the first chunk to learn it).
     pub learning: bool,
     /// The startup read (and the read of every unread branch when a trigger fires) is skipped when
@@ -57,8 +56,7 @@ pub struct LazyOptions {
 impl Default for LazyOptions {
     fn default() -> Self {
         Self {
-            prefetch: PrefetchOptions::default(),
-            prefetch_enabled: true,
+            read_ahead: ReadAhead::default(),
             learning: true,
             startup_bytes: 64 << 20,
         }
@@ -177,7 +175,7 @@ impl<T: Table> LazyReader<T> {
         let state = self.profile.snapshot();
         if self.options.learning && !state.trained {
             self.training = true;
-        } else if self.options.prefetch_enabled {
+        } else if self.options.read_ahead.steps > 0 {
             let learned = self.indices(&state.learned);
             if !learned.is_empty()
                 && self
@@ -190,7 +188,7 @@ impl<T: Table> LazyReader<T> {
                     self.table.clone(),
                     learned.clone(),
                     steps,
-                    self.options.prefetch,
+                    self.options.read_ahead,
                 )
                 .await?;
                 self.pipeline = Some((learned, reader));

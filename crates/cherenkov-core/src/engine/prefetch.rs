@@ -14,23 +14,30 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, OnceCell, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
-/// How far ahead to read.
+/// How far ahead of the step in use to read.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct PrefetchOptions {
+pub struct ReadAhead {
     /// Bytes (compressed plus estimated uncompressed) that steps read ahead may hold at once,
     /// besides the arrays of the steps handed out or being assembled. A step needing more is read
     /// alone, in parts of whole items within the budget.
     pub memory_budget: u64,
-    /// Steps in flight at most, the one being consumed included. 1 turns prefetching off.
-    pub max_steps_ahead: usize,
+    /// Steps read ahead of the one in use; 0 reads each step only when it is asked for.
+    pub steps: usize,
 }
 
-impl Default for PrefetchOptions {
+impl Default for ReadAhead {
     fn default() -> Self {
         Self {
             memory_budget: 256 << 20,
-            max_steps_ahead: 4,
+            steps: 3,
         }
+    }
+}
+
+impl ReadAhead {
+    /// Steps in flight at most, the one in use included.
+    fn in_flight(&self) -> usize {
+        self.steps + 1
     }
 }
 
@@ -93,14 +100,14 @@ impl<T: Table> StepReader<T> {
         table: Arc<T>,
         items: Vec<usize>,
         steps: Vec<(u64, u64)>,
-        options: PrefetchOptions,
+        options: ReadAhead,
     ) -> Result<StepReader<T>> {
         for &(start, stop) in &steps {
             check_entry_range(&*table, start, stop)?;
         }
-        if options.max_steps_ahead == 0 || options.memory_budget == 0 {
+        if options.memory_budget == 0 {
             return Err(Error::InvalidArgument(
-                "prefetch depth and memory budget must be positive".into(),
+                "the memory budget must be positive".into(),
             ));
         }
         table.check(&items)?;
@@ -142,7 +149,7 @@ impl<T: Table> StepReader<T> {
             in_parts,
             memory_budget: options.memory_budget,
         });
-        let (tx, rx) = mpsc::channel(options.max_steps_ahead);
+        let (tx, rx) = mpsc::channel(options.in_flight());
         let driver = tokio::spawn(drive(shared, options, tx));
         Ok(StepReader {
             table,
@@ -178,7 +185,7 @@ fn step_cost<T: Table>(shared: &Shared<T>, k: usize) -> u64 {
 
 async fn drive<T: Table>(
     shared: Arc<Shared<T>>,
-    options: PrefetchOptions,
+    options: ReadAhead,
     tx: mpsc::Sender<Result<StepResult<T::Item>>>,
 ) {
     // One permit per byte (acquire_many takes a u32, so budgets above 4 GiB are capped there).
@@ -187,13 +194,13 @@ async fn drive<T: Table>(
     // A step larger than the whole budget still runs, alone.
     let permits_for = |cost: u64| -> u32 { cost.min(budget_permits as u64).max(1) as u32 };
     // A step holds one place from its start until the consumer drops it.
-    let depth = Arc::new(Semaphore::new(options.max_steps_ahead));
+    let depth = Arc::new(Semaphore::new(options.in_flight()));
     let mut in_flight: VecDeque<AbortOnDrop> = VecDeque::new();
     let mut results: VecDeque<tokio::sync::oneshot::Receiver<Result<StepResult<T::Item>>>> =
         VecDeque::new();
     let mut next = 0;
     loop {
-        let can_start = next < shared.steps.len() && results.len() < options.max_steps_ahead;
+        let can_start = next < shared.steps.len() && results.len() < options.in_flight();
         tokio::select! {
             biased;
             done = async { results.front_mut().unwrap().await }, if !results.is_empty() => {

@@ -4,6 +4,7 @@
 //! The engine above never knows the protocol. Range coalescing is a plain function,
 //! [`coalesce_ranges`], so every backend and the engine plan requests the same way.
 
+pub mod cache;
 pub mod http;
 pub mod local;
 pub mod memory;
@@ -71,6 +72,12 @@ pub struct SourceCounters {
     pub ranges: u64,
     /// Payload bytes received.
     pub bytes: u64,
+    /// Ranges served by the disk cache (see `cache`), without a request.
+    pub disk_cache_hits: u64,
+    /// Ranges the disk cache did not hold, read from the source and stored.
+    pub disk_cache_misses: u64,
+    /// Bytes served by the disk cache.
+    pub disk_cache_bytes_saved: u64,
 }
 
 impl std::ops::Add for SourceCounters {
@@ -81,6 +88,9 @@ impl std::ops::Add for SourceCounters {
             round_trips: self.round_trips + other.round_trips,
             ranges: self.ranges + other.ranges,
             bytes: self.bytes + other.bytes,
+            disk_cache_hits: self.disk_cache_hits + other.disk_cache_hits,
+            disk_cache_misses: self.disk_cache_misses + other.disk_cache_misses,
+            disk_cache_bytes_saved: self.disk_cache_bytes_saved + other.disk_cache_bytes_saved,
         }
     }
 }
@@ -126,6 +136,11 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     }
     /// Per-replica reports, for sources that combine several (see `multi::MultiSource`).
     fn replicas(&self) -> Option<Vec<multi::ReplicaReport>> {
+        None
+    }
+    /// What tells this version of the file from a replaced one (a modification time, an ETag),
+    /// where the source knows it without a request; the disk cache keys its entries on it.
+    fn version(&self) -> Option<String> {
         None
     }
     /// The checksum the server keeps for the whole file, as `<algorithm> <value>` (`adler32
@@ -194,6 +209,8 @@ pub struct SourceOptions {
     pub verify_checksums: bool,
     /// What to read while opening, where the protocol allows it.
     pub opening: OpeningHint,
+    /// Keep the ranges read in a disk cache, for later passes (see `cache`). Off by default.
+    pub cache: Option<cache::CacheOptions>,
 }
 
 /// The slowest transfer a request may have by default: 32 KiB/s. A server this slow is better left
@@ -213,12 +230,22 @@ pub fn time_allowed(
 
 /// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
 pub async fn open(url: &str, options: &SourceOptions) -> Result<SharedSource> {
-    if options.trace {
-        return Ok(Arc::new(trace::TracingSource::new(
-            open_untraced(url, options).await?,
-        )));
+    let source = open_untraced(url, options).await?;
+    wrapped(source, options).await
+}
+
+/// What the options put around an opened source: the trace records what reaches the source,
+/// and the disk cache sits above it (its hits are no requests).
+async fn wrapped(source: SharedSource, options: &SourceOptions) -> Result<SharedSource> {
+    let source: SharedSource = if options.trace {
+        Arc::new(trace::TracingSource::new(source))
+    } else {
+        source
+    };
+    match &options.cache {
+        Some(cache) => cache::wrap(source, cache).await,
+        None => Ok(source),
     }
-    open_untraced(url, options).await
 }
 
 /// The path of a `file://` URL: `file:///abs/path` and `file://localhost/abs/path` name
@@ -265,6 +292,9 @@ impl ByteSource for SourceRef {
     fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
         self.0.opening_reads()
     }
+    fn version(&self) -> Option<String> {
+        self.0.version()
+    }
     async fn checksum(&self) -> Result<Option<String>> {
         self.0.checksum().await
     }
@@ -279,6 +309,7 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
     }
     let plain = SourceOptions {
         trace: false,
+        cache: None,
         discover: Some(false),
         ..options.clone()
     };
@@ -296,11 +327,7 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
     };
     let multi: SharedSource =
         multi::MultiSource::open_first(&urls.join(" | "), openings, multi_options).await?;
-    Ok(if options.trace {
-        Arc::new(trace::TracingSource::new(multi))
-    } else {
-        multi
-    })
+    wrapped(multi, options).await
 }
 
 async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSource> {

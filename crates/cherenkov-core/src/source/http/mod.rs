@@ -564,12 +564,17 @@ impl ByteSource for HttpSource {
         self.opening.clone()
     }
 
+    fn version(&self) -> Option<String> {
+        self.version.tag()
+    }
+
     fn counters(&self) -> SourceCounters {
         SourceCounters {
             requests: self.requests.load(Ordering::Relaxed),
             round_trips: self.round_trips.load(Ordering::Relaxed),
             ranges: self.ranges.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            ..SourceCounters::default()
         }
     }
 }

@@ -776,6 +776,7 @@ impl ByteSource for XrootdSource {
             round_trips: inner.round_trips.load(Ordering::Relaxed),
             ranges: inner.ranges.load(Ordering::Relaxed),
             bytes: inner.bytes.load(Ordering::Relaxed),
+            ..SourceCounters::default()
         }
     }
 }
