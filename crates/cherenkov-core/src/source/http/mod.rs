@@ -564,10 +564,6 @@ impl ByteSource for HttpSource {
         self.opening.clone()
     }
 
-    fn version(&self) -> Option<String> {
-        self.version.tag()
-    }
-
     fn counters(&self) -> SourceCounters {
         SourceCounters {
             requests: self.requests.load(Ordering::Relaxed),

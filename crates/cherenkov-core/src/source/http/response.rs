@@ -116,11 +116,6 @@ impl Version {
         }
     }
 
-    /// The version as one tag (`ETag`, else `Last-Modified`), when the server gave one.
-    pub fn tag(&self) -> Option<String> {
-        self.etag.clone().or_else(|| self.last_modified.clone())
-    }
-
     /// An answer of another version than this one is refused; a header the server did not send
     /// (at open or now) proves nothing either way.
     pub fn check(&self, response: &Response) -> Result<(), Failure> {
