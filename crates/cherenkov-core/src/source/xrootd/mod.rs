@@ -17,6 +17,7 @@
 mod connection;
 mod locate;
 mod protocol;
+mod session;
 mod streams;
 mod url;
 
@@ -24,6 +25,7 @@ pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinde
 
 use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
+use self::session::*;
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
 use super::retry::{Retries, RetryPolicy};
 use super::{
@@ -153,19 +155,6 @@ struct Slot {
     in_flight: AtomicUsize,
 }
 
-/// A logged-in connection with the file open on it.
-struct Session {
-    conn: Connection,
-    handle: FileHandle,
-    size: u64,
-    /// The server and path where the file was opened (after any redirects).
-    endpoint: Endpoint,
-    /// What the server said about readv: (`readv_iov_max`, `readv_ior_max`).
-    readv_limits: (usize, u64),
-    /// Data servers (`host:port`) the first server located the file on.
-    located: Vec<String>,
-}
-
 /// Why an attempt failed, which decides whether to try again.
 #[derive(Debug)]
 enum Failure {
@@ -200,8 +189,6 @@ impl std::fmt::Display for Failure {
         }
     }
 }
-
-const CONFIG_KEYS: [&str; 2] = ["readv_iov_max", "readv_ior_max"];
 
 impl XrootdSource {
     /// Open `url` (`root://host[:port]//path`) for reading: connect, log in and open the file on
@@ -340,182 +327,6 @@ impl XrootdSource {
             }
         }
     }
-}
-
-/// Open a session from `origin`, trying again after transport failures.
-async fn open_with_retries(
-    origin: &Endpoint,
-    options: &XrootdOptions,
-) -> Result<Arc<Session>, Failure> {
-    let mut retries = Retries::new(options.retry_policy());
-    loop {
-        match open_session(origin.clone(), options).await {
-            Err(Failure::Transport(m)) => match retries.after_failure() {
-                Some(wait) => tokio::time::sleep(wait).await,
-                None => {
-                    let m = format!("{m} (gave up after {})", retries.describe());
-                    return Err(Failure::Transport(m));
-                }
-            },
-            other => return other.map(Arc::new),
-        }
-    }
-}
-
-/// Connect, log in and open the file, following redirects from `start`.
-async fn open_session(start: Endpoint, options: &XrootdOptions) -> Result<Session, Failure> {
-    let mut endpoint = start;
-    let mut redirects = 0;
-    let mut waited = Duration::ZERO;
-    let mut located = Vec::new();
-    'connect: loop {
-        // The open and the query of the server's limits (needed before the first read anyway)
-        // travel with the login: connecting and opening take one round trip after TCP's own.
-        // So does the first server's kXR_locate: a redirector answers it with its data servers.
-        let mut requests = vec![
-            proto::open_request(&endpoint.path),
-            proto::query_config_request(&CONFIG_KEYS),
-        ];
-        if options.discover && redirects == 0 {
-            requests.push(proto::locate_request(&endpoint.path));
-        }
-        let (conn, mut early) = Connection::connect(
-            &endpoint.address(),
-            options.request_timeout,
-            options.min_rate,
-            &requests,
-        )
-        .await?;
-        loop {
-            let answers = match early.take() {
-                Some(waiting) => join_all(waiting.into_iter().map(|w| conn.wait(w))).await,
-                None => join_all(requests.iter().map(|r| conn.send(r, SMALL_BODY_MAX))).await,
-            };
-            let mut answers = answers.into_iter();
-            let mut next = || {
-                answers
-                    .next()
-                    .unwrap_or_else(|| Err(ConnError::Lost("no answer".into())))
-            };
-            let (open, config, locate) = (next(), next(), next());
-            match open? {
-                Reply::Ok(body) => {
-                    let (handle, size) = proto::parse_open(&body).ok_or_else(|| {
-                        Failure::Fatal(format!(
-                            "{} sent a malformed kXR_open answer",
-                            conn.address()
-                        ))
-                    })?;
-                    let size = match size {
-                        Some(size) => size,
-                        None => stat_open_file(&conn, handle).await?,
-                    };
-                    let values = match config {
-                        Ok(Reply::Ok(body)) => proto::parse_query_config(&body, &CONFIG_KEYS),
-                        _ => vec![None, None],
-                    };
-                    // Zero would be nonsense: take the protocol's defaults then.
-                    let iov_max = values[0]
-                        .filter(|&v| v > 0)
-                        .map_or(proto::DEFAULT_READV_IOV_MAX, |v| v as usize);
-                    let ior_max = values[1]
-                        .filter(|&v| v > 0)
-                        .unwrap_or(proto::DEFAULT_READV_IOR_MAX);
-                    return Ok(Session {
-                        conn,
-                        handle,
-                        size,
-                        endpoint,
-                        readv_limits: (iov_max, ior_max),
-                        located,
-                    });
-                }
-                Reply::Redirect(r) => {
-                    // Only a redirector's locations are other replicas: a data server that
-                    // opens the file itself names its own address, which may bypass a proxy.
-                    if let Ok(Reply::Ok(body)) = locate {
-                        located = proto::parse_locate(&body);
-                    }
-                    redirects += 1;
-                    endpoint = follow_redirect(&endpoint, &r, redirects, options.max_redirects)?;
-                    continue 'connect;
-                }
-                Reply::Wait { seconds, message } => {
-                    wait_as_asked(&mut waited, seconds, &message, options.request_timeout).await?;
-                }
-                Reply::Error { code, message } => return Err(Failure::Server { code, message }),
-            }
-        }
-    }
-}
-
-/// The size of an open file (`kXR_stat` on its handle).
-async fn stat_open_file(conn: &Connection, handle: FileHandle) -> Result<u64, Failure> {
-    let body = ask_for_body(conn, &proto::stat_request(handle), "kXR_stat").await?;
-    proto::parse_stat(&body).ok_or_else(|| Failure::Fatal("malformed kXR_stat answer".into()))
-}
-
-/// The body of a small answer to `request` (named `what` in errors); a server error is its own.
-async fn ask_for_body(
-    conn: &Connection,
-    request: &proto::Request,
-    what: &str,
-) -> Result<Vec<u8>, Failure> {
-    match conn.send(request, SMALL_BODY_MAX).await? {
-        Reply::Ok(body) => Ok(body),
-        Reply::Error { code, message } => Err(Failure::Server { code, message }),
-        other => Err(Failure::Fatal(format!(
-            "unexpected answer to {what}: {other:?}"
-        ))),
-    }
-}
-
-/// Where a redirect sends us, if we may still go.
-fn follow_redirect(
-    from: &Endpoint,
-    r: &Redirect,
-    count: usize,
-    max: usize,
-) -> Result<Endpoint, Failure> {
-    if count > max {
-        return Err(Failure::Fatal(format!(
-            "more than {max} redirects (the last from {} to {}:{})",
-            from.address(),
-            r.host,
-            r.port
-        )));
-    }
-    // The server may send a whole URL (then the port field is -1).
-    if let Some((_, rest)) = r.host.split_once("://") {
-        let authority = rest.split('/').next().unwrap_or_default();
-        let (host, port) = split_host_port(authority)
-            .map_err(|m| Failure::Fatal(format!("bad redirect '{}': {m}", r.host)))?;
-        return Ok(from.redirected(&host, port, r.opaque.as_deref()));
-    }
-    let port = u16::try_from(r.port)
-        .ok()
-        .filter(|&p| p != 0)
-        .unwrap_or(DEFAULT_PORT);
-    Ok(from.redirected(&r.host, port, r.opaque.as_deref()))
-}
-
-/// Sleep as a `kXR_wait` asks, unless the waits would add up to more than `limit`.
-async fn wait_as_asked(
-    waited: &mut Duration,
-    seconds: u32,
-    message: &str,
-    limit: Duration,
-) -> Result<(), Failure> {
-    let pause = Duration::from_secs(u64::from(seconds.max(1)));
-    if *waited + pause > limit {
-        return Err(Failure::Fatal(format!(
-            "the server keeps asking to wait ({seconds} s more: '{message}'); gave up after {} s",
-            waited.as_secs()
-        )));
-    }
-    tokio::time::sleep(pause).await;
-    *waited += pause;
-    Ok(())
 }
 
 /// One request counted in its slot's load until it finishes, fails or is cancelled (even before
