@@ -2,7 +2,10 @@
 //! thousand damaged copies of the small files in ../shared/testdata (bit flips, overwritten bytes,
 //! truncation, insertions and deletions, garbage behind a valid magic, and hostile sizes, counts
 //! and seeks written into the header, the top directory, key headers, compression headers and
-//! basket headers) are opened, listed and read completely. Each outcome must be Ok with
+//! basket headers, and in RNTuples the anchor, the envelopes' preambles and every count-like word
+//! of uncompressed header, footer and page list envelopes) are opened, listed and read
+//! completely, TTrees and RNTuples alike (the RNTuple seeds include the ROOT-written ones of
+//! tests/data). Each outcome must be Ok with
 //! consistent arrays, or an error naming the file and what was expected.
 //!
 //! Guards: every case runs under `catch_unwind` (a panic names the case); a watchdog thread aborts
@@ -12,9 +15,11 @@
 mod support;
 
 use cherenkov_core::engine::file::RootFile;
-use cherenkov_core::engine::output::BranchArray;
+use cherenkov_core::engine::ntuple::{Ntuple, ANCHOR_CLASS};
 use cherenkov_core::engine::read::{read_branches, TreeTable};
 use cherenkov_core::engine::runtime;
+use cherenkov_core::engine::table::{read, Held, Table};
+use cherenkov_core::format::array::Array;
 use cherenkov_core::format::cursor::Cursor;
 use cherenkov_core::format::directory::{DirectoryRecord, FileHeader};
 use cherenkov_core::Error;
@@ -270,12 +275,14 @@ fn field_offsets(path: &Path, bytes: &[u8]) -> Vec<usize> {
     {
         keys.push(record.seek_keys as usize);
     }
-    let file = runtime()
-        .block_on(RootFile::open_url(
-            path.to_str().unwrap(),
-            &Default::default(),
-        ))
-        .expect("the pristine seed opens");
+    let file = std::sync::Arc::new(
+        runtime()
+            .block_on(RootFile::open_url(
+                path.to_str().unwrap(),
+                &Default::default(),
+            ))
+            .expect("the pristine seed opens"),
+    );
     let listed = runtime().block_on(file.all_keys()).unwrap_or_default();
     for (key_path, key) in &listed {
         keys.push(key.seek_key as usize);
@@ -292,6 +299,38 @@ fn field_offsets(path: &Path, bytes: &[u8]) -> Vec<usize> {
                 // fNevBufSize, fNevBuf, fLast: the last fields of a basket's key header.
                 if let Some(keylen) = read_u16(bytes, seek + 14) {
                     fields.extend([13, 9, 5].map(|back| (seek + keylen).saturating_sub(back)));
+                }
+            }
+        }
+    }
+    for (key_path, key) in listed.iter().filter(|(_, k)| k.class_name == ANCHOR_CLASS) {
+        let path = format!("{key_path};{}", key.cycle);
+        let Ok(ntuple) = runtime().block_on(Ntuple::open(file.clone(), &path)) else {
+            continue;
+        };
+        // The anchor object: versions, seeks, sizes, lengths, max key size, checksum.
+        let object = key.seek_key as usize + key.keylen as usize;
+        fields.extend((object..object + key.objlen as usize).step_by(2));
+        let a = &ntuple.anchor;
+        let mut envelopes = vec![
+            (a.seek_header, a.nbytes_header, a.len_header),
+            (a.seek_footer, a.nbytes_footer, a.len_footer),
+        ];
+        for g in &ntuple.desc.groups {
+            let link = &g.page_list;
+            envelopes.push((link.locator.offset, link.locator.size, link.length));
+        }
+        for (seek, stored, len) in envelopes {
+            let (seek, end) = (seek as usize, (seek + stored) as usize);
+            // The preamble (type and length) and, in uncompressed envelopes, every little-endian
+            // word that looks like a count, size or frame length.
+            fields.extend([0, 2, 4].map(|f| seek + f));
+            if stored == len {
+                for pos in seek..end.min(bytes.len()).saturating_sub(4) {
+                    let word = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap());
+                    if word > 0 && word < 1_000_000 || word > 0xFFFF_0000 {
+                        fields.push(pos);
+                    }
                 }
             }
         }
@@ -322,10 +361,23 @@ fn field_offsets(path: &Path, bytes: &[u8]) -> Vec<usize> {
     fields
 }
 
+/// The ROOT-written RNTuples committed with the tests (types uproot's writer cannot write).
+fn committed_rntuples() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("rntuple"))
+        .collect()
+}
+
 fn seeds(dir: &Path) -> Vec<Seed> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .chain(committed_rntuples())
         .filter(|p| p.extension().is_some_and(|e| e == "root"))
         .filter(|p| {
             p.metadata().unwrap().len() <= MAX_SEED_BYTES
@@ -338,7 +390,7 @@ fn seeds(dir: &Path) -> Vec<Seed> {
         .map(|p| {
             let bytes = std::fs::read(&p).unwrap();
             Seed {
-                name: p.file_name().unwrap().to_string_lossy().into_owned(),
+                name: p.to_string_lossy().into_owned(),
                 fields: field_offsets(&p, &bytes),
                 bytes,
             }
@@ -353,6 +405,8 @@ struct Tally {
     opened: usize,
     trees: usize,
     branches_read: usize,
+    ntuples: usize,
+    fields_read: usize,
     errors: usize,
 }
 
@@ -396,10 +450,41 @@ fn exercise(path: &str, tally: &mut Tally) -> Vec<String> {
             match runtime().block_on(read_branches(&table, &[b], 0, tree.entries)) {
                 Ok((arrays, _)) => {
                     tally.branches_read += 1;
-                    if let Some(p) = inconsistency(&arrays, tree.entries) {
+                    if let Some(p) = inconsistency(arrays.iter().map(|a| &a.array), tree.entries) {
                         problems.push(format!("branch {}: {p}", tree.branch_path(b)));
                     }
                 }
+                Err(e) => judge(&e, tally, &mut problems),
+            }
+        }
+    }
+    for (key_path, key) in keys.iter().filter(|(_, k)| k.class_name == ANCHOR_CLASS) {
+        let path = format!("{key_path};{}", key.cycle);
+        let ntuple = match runtime().block_on(Ntuple::open(file.clone(), &path)) {
+            Ok(n) => n,
+            Err(e) => {
+                judge(&e, tally, &mut problems);
+                continue;
+            }
+        };
+        tally.ntuples += 1;
+        let entries = ntuple.entries();
+        match runtime().block_on(ntuple.cluster_boundaries()) {
+            Ok(bounds) if bounds.first() != Some(&0) || bounds.last() != Some(&entries) => {
+                problems.push(format!("RNTuple cluster boundaries not 0..{entries}"));
+            }
+            Ok(_) => {}
+            Err(e) => judge(&e, tally, &mut problems),
+        }
+        for i in 0..ntuple.item_count() {
+            match runtime().block_on(read(&ntuple, &[i], 0, entries, &Held::new())) {
+                Ok((arrays, _)) => {
+                    tally.fields_read += 1;
+                    if let Some(p) = inconsistency(arrays.iter().map(|a| &a.array), entries) {
+                        problems.push(format!("field {}: {p}", ntuple.path(i)));
+                    }
+                }
+                Err(Error::UnsupportedBranch { .. }) => {}
                 Err(e) => judge(&e, tally, &mut problems),
             }
         }
@@ -424,12 +509,12 @@ fn judge_error(e: &Error, path: &str) -> Option<String> {
 
 /// Arrays that were read must hold exactly the entries asked for, with every offset and index
 /// inside its content.
-fn inconsistency(arrays: &[BranchArray], entries: u64) -> Option<String> {
+fn inconsistency<'a>(arrays: impl IntoIterator<Item = &'a Array>, entries: u64) -> Option<String> {
     for a in arrays {
-        if a.array.len() as u64 != entries {
-            return Some(format!("{} entries, {entries} asked for", a.array.len()));
+        if a.len() as u64 != entries {
+            return Some(format!("{} entries, {entries} asked for", a.len()));
         }
-        if !a.array.is_valid() {
+        if !a.is_valid() {
             return Some("offsets or indices outside their content".into());
         }
     }
@@ -490,13 +575,15 @@ fn mutated_files_give_errors_not_panics() {
     }
     drop(watchdog);
     eprintln!(
-        "{cases} mutants of {} seeds in {:.1?}: {} opened, {} trees, {} branches read, {} errors; \
-         largest allocation {} bytes ({}), resident {} MiB",
+        "{cases} mutants of {} seeds in {:.1?}: {} opened, {} trees, {} branches read, \
+         {} RNTuples, {} fields read, {} errors; largest allocation {} bytes ({}), resident {} MiB",
         seeds.len(),
         t0.elapsed(),
         tally.opened,
         tally.trees,
         tally.branches_read,
+        tally.ntuples,
+        tally.fields_read,
         tally.errors,
         largest.0,
         largest.1,
@@ -510,4 +597,5 @@ fn mutated_files_give_errors_not_panics() {
     );
     // The mutations must exercise the reader, not only its first check.
     assert!(tally.opened > cases / 3 && tally.branches_read > cases);
+    assert!(tally.ntuples > cases / 20 && tally.fields_read > cases / 2);
 }
