@@ -1,5 +1,6 @@
 """Local read benchmark: cherenkov, uproot and ROOT (when `import ROOT` works) side by side on the
-NanoAOD-like file from make_nanolike.py.
+NanoAOD-like file from make_nanolike.py, as a TTree and (with ROOT) as the RNTuple ROOT's
+RNTupleImporter makes of it (same branch names, as projected fields; made once, beside the file).
 
 Two selections: every readable branch, and about 30 % of the branches by compressed volume (a
 fixed, name-hashed choice, plus the counters of the jagged branches chosen, which every tool then
@@ -34,12 +35,24 @@ CHECKED_BRANCHES = 6  # branches whose sums are compared between the tools
 
 _ROOT_LOOP = r"""
 #include <TTree.h>
+#include <ROOT/RNTupleReader.hxx>
+#include <ROOT/RNTupleView.hxx>
 namespace cherenkov_bench {
 // Read every entry of the active branches; returns the bytes of values read (ROOT's GetEntry sum).
 long long read_entries(TTree *tree) {
   long long bytes = 0;
   for (Long64_t i = 0, n = tree->GetEntries(); i < n; ++i) bytes += tree->GetEntry(i);
   return bytes;
+}
+// Read every entry of the named RNTuple fields through untyped views; returns the entries read.
+long long read_fields(const std::string &path, const std::vector<std::string> &names) {
+  auto reader = ROOT::RNTupleReader::Open("Events", path);
+  std::vector<ROOT::RNTupleView<void>> views;
+  for (const auto &n : names) views.emplace_back(reader->GetView<void>(n));
+  const long long entries = reader->GetNEntries();
+  for (long long i = 0; i < entries; ++i)
+    for (auto &v : views) v(i);
+  return entries;
 }
 }
 """
@@ -141,6 +154,40 @@ class Root:
         return {n: float(r.GetValue()) for n, r in results.items()}
 
 
+class RootNtuple:
+    """RNTupleReader over all entries of the selected fields (untyped views, compiled C++), one
+    thread; opening the reader is part of the timed read (it is cheap: the metadata only)."""
+
+    def __init__(self, ROOT):
+        self.ROOT = ROOT
+        self.name = f"ROOT {ROOT.gROOT.GetVersion()} RNTupleReader"
+        self.entries_read = {}
+
+    def open(self, path):
+        return str(path)
+
+    def read(self, path, names):
+        vector = self.ROOT.std.vector["std::string"](names)
+        self.entries_read[tuple(names)] = int(self.ROOT.cherenkov_bench.read_fields(path, vector))
+
+
+def make_rntuple(tree_path: Path, ROOT, log=print) -> Path:
+    """The TTree as an RNTuple by ROOT's RNTupleImporter (zstd 5, like the TTree), made once."""
+    path = tree_path.with_name(tree_path.stem + "-rntuple.root")
+    if path.exists() and path.stat().st_mtime > tree_path.stat().st_mtime:
+        return path
+    log(f"importing {tree_path} into an RNTuple with ROOT's RNTupleImporter")
+    path.unlink(missing_ok=True)
+    importer = ROOT.Experimental.RNTupleImporter.Create(str(tree_path), TREE, str(path))
+    options = ROOT.RNTupleWriteOptions()
+    options.SetCompression(505)
+    options.SetPageBufferBudget(1 << 30)  # a page buffer per column of ~1300 columns
+    importer.SetWriteOptions(options)
+    importer.SetIsQuiet(True)
+    importer.Import()
+    return path
+
+
 # ---------------------------------------------------------------- measuring
 
 
@@ -182,7 +229,7 @@ def verify(path, ours, theirs, root, names, checked) -> list[str]:
     return problems
 
 
-def run(path: Path, repeat: int) -> dict:
+def run(path: Path, repeat: int, rntuple: bool = True) -> dict:
     tree = cherenkov.open(path)[TREE]
     chosen = selections(tree, counters_of(path, TREE))
     ROOT = import_root()
@@ -199,45 +246,64 @@ def run(path: Path, repeat: int) -> dict:
         "repeat": repeat,
         "cores": os.cpu_count(),
         "page_cache": "warm (file read once before timing)",
-        "selections": [],
+        "selections": [measure(path, tree, label, names, tools, ours, ours_ak, theirs, root, repeat) for label, names in chosen.items()],
     }
-    for label, names in chosen.items():
-        _, stats = tree.read(names)
-        for tool in tools:  # one untimed run each: imports, JIT, first-touch allocations
-            timed(tool, path, names)
-        times = {tool.name: [] for tool in tools}
-        for _ in range(repeat):
-            for tool in tools:
-                times[tool.name].append(timed(tool, path, names))
-        problems = verify(path, ours, theirs, root, names, checked_branches(tree, names))
-        unzipped = stats.uncompressed_bytes
-        medians = {name: median(wall for wall, _ in runs) for name, runs in times.items()}
-        results = [
-            {
-                "tool": name,
-                "median_seconds": medians[name],
-                "median_cpu_seconds": median(cpu for _, cpu in runs),
-                "seconds": [wall for wall, _ in runs],
-                "unzipped_mb_per_s": unzipped / 1e6 / medians[name],
-                "cherenkov_speedup": medians[name] / medians[ours.name],
-            }
-            for name, runs in times.items()
-        ]
-        report["selections"].append(
-            {
-                "selection": label,
-                "branches": len(names),
-                "compressed_bytes": stats.compressed_bytes,
-                "uncompressed_bytes": unzipped,
-                "baskets": stats.baskets,
-                "results": results,
-                "awkward_vs_awkward_speedup": medians[theirs.name] / medians[ours_ak.name],
-                "verified": not problems,
-                "checked_with_root": root is not None,
-                "problems": problems,
-            }
-        )
+    if rntuple and ROOT:
+        npath = make_rntuple(path, ROOT)
+        ntuple = cherenkov.open(npath)[TREE]
+        warm_page_cache(npath)
+        root_ntuple = RootNtuple(ROOT)
+        tools = [ours, ours_ak, theirs, root_ntuple]
+        report["rntuple"] = {
+            "file": str(npath),
+            "file_bytes": npath.stat().st_size,
+            "clusters": len(ntuple.cluster_boundaries) - 1,
+            "selections": [
+                measure(npath, ntuple, f"RNTuple, {label}", names, tools, ours, ours_ak, theirs, None, repeat)
+                for label, names in chosen.items()
+            ],
+        }
     return report
+
+
+def measure(path, table, label, names, tools, ours, ours_ak, theirs, root, repeat) -> dict:
+    """Every tool reads `names` of `path` once untimed, then `repeat` times interleaved."""
+    _, stats = table.read(names)
+    for tool in tools:  # one untimed run each: imports, JIT, first-touch allocations
+        timed(tool, path, names)
+    times = {tool.name: [] for tool in tools}
+    for _ in range(repeat):
+        for tool in tools:
+            times[tool.name].append(timed(tool, path, names))
+    problems = verify(path, ours, theirs, root, names, checked_branches(table, names))
+    for tool in tools:
+        if isinstance(tool, RootNtuple) and tool.entries_read.get(tuple(names)) != table.num_entries:
+            problems.append(f"{tool.name} read {tool.entries_read.get(tuple(names))} entries, not {table.num_entries}")
+    unzipped = stats.uncompressed_bytes
+    medians = {name: median(wall for wall, _ in runs) for name, runs in times.items()}
+    results = [
+        {
+            "tool": name,
+            "median_seconds": medians[name],
+            "median_cpu_seconds": median(cpu for _, cpu in runs),
+            "seconds": [wall for wall, _ in runs],
+            "unzipped_mb_per_s": unzipped / 1e6 / medians[name],
+            "cherenkov_speedup": medians[name] / medians[ours.name],
+        }
+        for name, runs in times.items()
+    ]
+    return {
+        "selection": label,
+        "branches": len(names),
+        "compressed_bytes": stats.compressed_bytes,
+        "uncompressed_bytes": unzipped,
+        "baskets": stats.baskets,
+        "results": results,
+        "awkward_vs_awkward_speedup": medians[theirs.name] / medians[ours_ak.name],
+        "verified": not problems,
+        "checked_with_root": root is not None,
+        "problems": problems,
+    }
 
 
 def print_report(report: dict, console: Console) -> None:
@@ -246,7 +312,10 @@ def print_report(report: dict, console: Console) -> None:
         f"{report['branches']} branches, {report['clusters']} clusters; {report['cores']} cores; page cache warm "
         f"(file read once first), so this measures CPU work; medians of {report['repeat']} interleaved runs"
     )
-    for sel in report["selections"]:
+    if "rntuple" in report:
+        r = report["rntuple"]
+        console.print(f"and as an RNTuple (ROOT's RNTupleImporter): {r['file']}: {r['file_bytes'] / 1e6:.1f} MB, {r['clusters']} clusters")
+    for sel in report["selections"] + report.get("rntuple", {}).get("selections", []):
         table = Table(
             title=f"{sel['selection']}: {sel['branches']} branches, {sel['baskets']} baskets, "
             f"{sel['compressed_bytes'] / 1e6:.1f} MB zipped, {sel['uncompressed_bytes'] / 1e6:.1f} MB unzipped",
@@ -280,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="timed runs per tool (default 5)")
     parser.add_argument("--file", type=Path, help="an existing ROOT file with an Events tree (default: the generated one)")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--no-rntuple", action="store_true", help="the TTree only (the RNTuple rows need ROOT)")
     args = parser.parse_args(argv)
     console = Console(width=120)  # wide enough for the tables when piped to a file
     path = (
@@ -287,12 +357,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.file and args.file.exists()
         else ensure(args.file or default_output(args.entries), args.entries, log=console.print)
     )
-    report = run(path, args.repeat)
+    report = run(path, args.repeat, rntuple=not args.no_rntuple)
     print_report(report, console)
     if args.json:
         args.json.write_text(json.dumps(report, indent=1) + "\n")
         console.print(f"wrote {args.json}")
-    return 0 if all(s["verified"] for s in report["selections"]) else 1
+    return 0 if all(s["verified"] for s in report["selections"] + report.get("rntuple", {}).get("selections", [])) else 1
 
 
 if __name__ == "__main__":

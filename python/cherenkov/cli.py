@@ -61,7 +61,7 @@ def cmd_read(args) -> int:
     trees = _trees(f)
     tree = f[args.tree or (trees[0] if len(trees) == 1 else "")] if (args.tree or len(trees) == 1) else None
     if tree is None:
-        raise cherenkov.NotFoundError(f"{args.url}: say which tree with --tree (the file has {', '.join(trees) or 'none'})")
+        raise cherenkov.NotFoundError(f"{f.path}: say which tree with --tree (the file has {', '.join(trees) or 'none'})")
     start, stop = _parse_entries(args.entries)
     console = Console(quiet=args.quiet and not args.stats)
     t0 = time.perf_counter()
@@ -104,6 +104,23 @@ def cmd_read(args) -> int:
     return 0
 
 
+def cmd_cache(args) -> int:
+    import os
+
+    from cherenkov import _core
+
+    where = args.dir or os.environ.get("CHERENKOV_CACHE")
+    if not where:
+        raise SystemExit("cherenkov cache: say which cache with --dir or $CHERENKOV_CACHE")
+    if args.action == "clear":
+        print(f"{where}: removed {human_bytes(_core.cache_clear(where))}")
+    elif args.action == "prune":
+        print(f"{where}: removed {human_bytes(_core.cache_prune(where, args.max_bytes))}")
+    files, entries, size = _core.cache_summary(where)
+    print(f"{where}: {files} files, {entries} ranges, {human_bytes(size)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cherenkov", description="Read ROOT files fast, near or far.")
     parser.add_argument("--version", action="version", version=f"cherenkov {cherenkov.__version__}")
@@ -131,6 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     demo.set_defaults(run=lambda _args: __import__("cherenkov.demo").demo.main())
     st = sub.add_parser("stats", parents=[reading], help="read branches and print where the time went")
     st.set_defaults(run=cmd_read, stats=True, quiet=True, plot=None)
+    cache = sub.add_parser("cache", help="the disk cache of remote reads: info, clear or prune")
+    cache.add_argument("action", choices=["info", "clear", "prune"])
+    cache.add_argument("--dir", help="the cache directory (default: $CHERENKOV_CACHE)")
+    cache.add_argument("--max-bytes", type=int, default=20 << 30, help="prune: bytes to keep at most (LRU)")
+    cache.set_defaults(run=cmd_cache)
     sub.add_parser("bench", help="the latency lab (its options: cherenkov bench --help)")
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # every other argument belongs to the lab

@@ -114,6 +114,9 @@ class Stats:
             ),
             ("read but unused", human_bytes(self.unused_bytes), "unzipped bytes read ahead and never used"),
         ]
+        if self.disk_cache_hits or self.disk_cache_misses:
+            saved = f"{human_bytes(self.disk_cache_bytes_saved)} served from disk"
+            rows.append(("disk cache", f"{self.disk_cache_hits:,} hits", f"{self.disk_cache_misses:,} ranges fetched; {saved}"))
         for row in rows:
             t.add_row(*row)
         for src in self.per_source:

@@ -79,6 +79,7 @@ fn delta(after: SourceCounters, before: SourceCounters) -> SourceCounters {
         round_trips: after.round_trips - before.round_trips,
         ranges: after.ranges - before.ranges,
         bytes: after.bytes - before.bytes,
+        ..SourceCounters::default()
     }
 }
 

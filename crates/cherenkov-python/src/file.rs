@@ -7,7 +7,10 @@ use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::stats::StatsSnapshot;
+use cherenkov_core::source::cache::CacheOptions;
+use cherenkov_core::source::credentials::TlsOptions;
 use cherenkov_core::source::multi::ReplicaReport;
+use cherenkov_core::source::redact::Secret;
 use cherenkov_core::source::{SourceCounters, SourceOptions};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
@@ -23,7 +26,7 @@ pub struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, cache=None, cache_max_bytes=None, token=None, ca=None, insecure_skip_verify=false))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn open(
         py: Python<'_>,
@@ -34,15 +37,31 @@ impl RootFile {
         trace: bool,
         discover: bool,
         verify_checksums: bool,
+        cache: Option<std::path::PathBuf>,
+        cache_max_bytes: Option<u64>,
+        token: Option<String>,
+        ca: Option<std::path::PathBuf>,
+        insecure_skip_verify: bool,
     ) -> PyResult<Self> {
-        let options = source_options(
-            connections,
-            timeout,
-            retries,
-            trace,
-            discover,
-            verify_checksums,
-        )?;
+        let options = SourceOptions {
+            cache: cache.map(|dir| CacheOptions {
+                dir,
+                max_bytes: cache_max_bytes.unwrap_or(CacheOptions::DEFAULT_MAX_BYTES),
+            }),
+            token: token.map(Secret::new),
+            tls: TlsOptions {
+                ca,
+                insecure_skip_verify,
+            },
+            ..source_options(
+                connections,
+                timeout,
+                retries,
+                trace,
+                discover,
+                verify_checksums,
+            )?
+        };
         let inner = py
             .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
             .map_err(to_py)?;
@@ -259,4 +278,11 @@ pub fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec
     }
     py.detach(|| runtime().block_on(cherenkov_core::source::xrootd::locate(&url, &options)))
         .map_err(to_py)
+}
+
+/// `text` with the secrets of any URL in it (passwords, tokens, `authz=`) replaced by `***`:
+/// what `File.path`, messages and reports show.
+#[pyfunction]
+pub fn redact(text: &str) -> String {
+    cherenkov_core::source::redact::redact(text)
 }

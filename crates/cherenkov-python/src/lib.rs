@@ -1,9 +1,11 @@
 //! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
 //! decompression, and turn core errors into Python exceptions. One file per family of classes:
 //! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
-//! `raw.rs` (byte ranges for uproot and fsspec), with `convert.rs` for arrays and `errors.rs` for
+//! `reading.rs` (what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
+//! `cache.rs` (the disk cache's housekeeping), with `convert.rs` for arrays and `errors.rs` for
 //! exceptions.
 
+mod cache;
 mod convert;
 mod errors;
 mod file;
@@ -20,6 +22,10 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file::locate, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_clear, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_prune, m)?)?;
+    m.add_function(wrap_pyfunction!(file::redact, m)?)?;
     m.add_class::<file::RootFile>()?;
     m.add_class::<tree::Tree>()?;
     m.add_class::<raw::ByteBuffer>()?;

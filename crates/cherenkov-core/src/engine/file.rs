@@ -166,6 +166,12 @@ impl RootFile {
         parse_streamer_infos(&data, key.keylen as usize, &key.describe())
     }
 
+    /// Whether an earlier metadata read holds `range` (then reading it costs no request).
+    pub(crate) fn holds(&self, range: &ByteRange) -> bool {
+        let regions = self.metadata.lock().unwrap();
+        regions.iter().any(|(have, _)| have.contains(range))
+    }
+
     /// Read metadata ranges, serving what earlier reads hold and fetching the rest in one request.
     pub(crate) async fn read_metadata(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
         let cached = |r: &ByteRange| {

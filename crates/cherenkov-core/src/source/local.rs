@@ -70,6 +70,12 @@ impl ByteSource for LocalSource {
         &self.path
     }
 
+    fn version(&self) -> Option<String> {
+        let modified = self.file.metadata().ok()?.modified().ok()?;
+        let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
+        Some(format!("mtime {}", since.as_nanos()))
+    }
+
     async fn size(&self) -> Result<u64> {
         Ok(self.size)
     }
@@ -125,6 +131,7 @@ impl ByteSource for LocalSource {
             round_trips: requests,
             ranges: self.ranges.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            ..SourceCounters::default()
         }
     }
 }

@@ -131,6 +131,7 @@ impl ByteSource for MemorySource {
                 .map(|r| r.len() as u64)
                 .sum(),
             bytes: self.bytes.load(SeqCst),
+            ..SourceCounters::default()
         }
     }
 }

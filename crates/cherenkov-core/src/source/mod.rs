@@ -4,10 +4,13 @@
 //! The engine above never knows the protocol. Range coalescing is a plain function,
 //! [`coalesce_ranges`], so every backend and the engine plan requests the same way.
 
+pub mod cache;
+pub mod credentials;
 pub mod http;
 pub mod local;
 pub mod memory;
 pub mod multi;
+pub mod redact;
 pub mod retry;
 pub mod trace;
 pub mod xrootd;
@@ -71,6 +74,12 @@ pub struct SourceCounters {
     pub ranges: u64,
     /// Payload bytes received.
     pub bytes: u64,
+    /// Ranges served by the disk cache (see `cache`), without a request.
+    pub disk_cache_hits: u64,
+    /// Ranges the disk cache did not hold, read from the source and stored.
+    pub disk_cache_misses: u64,
+    /// Bytes served by the disk cache.
+    pub disk_cache_bytes_saved: u64,
 }
 
 impl std::ops::Add for SourceCounters {
@@ -81,6 +90,9 @@ impl std::ops::Add for SourceCounters {
             round_trips: self.round_trips + other.round_trips,
             ranges: self.ranges + other.ranges,
             bytes: self.bytes + other.bytes,
+            disk_cache_hits: self.disk_cache_hits + other.disk_cache_hits,
+            disk_cache_misses: self.disk_cache_misses + other.disk_cache_misses,
+            disk_cache_bytes_saved: self.disk_cache_bytes_saved + other.disk_cache_bytes_saved,
         }
     }
 }
@@ -128,6 +140,11 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn replicas(&self) -> Option<Vec<multi::ReplicaReport>> {
         None
     }
+    /// What tells this version of the file from a replaced one (a modification time, an ETag),
+    /// where the source knows it without a request; the disk cache keys its entries on it.
+    fn version(&self) -> Option<String> {
+        None
+    }
     /// The checksum the server keeps for the whole file, as `<algorithm> <value>` (`adler32
     /// 0a1b2c3d`); `None` when the protocol has no way to ask (HTTP, local files).
     async fn checksum(&self) -> Result<Option<String>> {
@@ -167,16 +184,33 @@ pub struct SourceOptions {
     pub verify_checksums: bool,
     /// What to read while opening, where the protocol allows it.
     pub opening: OpeningHint,
+    /// Keep the ranges read in a disk cache, for later passes (see `cache`). Off by default.
+    pub cache: Option<cache::CacheOptions>,
+    /// A bearer token (default: found where WLCG says, see `credentials::BearerToken`).
+    pub token: Option<redact::Secret>,
+    /// What a server's TLS certificate is checked against (`ca=`, the test-only opt-out).
+    pub tls: credentials::TlsOptions,
 }
 
-/// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
+/// Open the source a path or URL names: `root://`, `http://`, `https://`, `davs://`,
+/// `file://` or a path. Errors never show the URL's secrets (see `redact`).
 pub async fn open(url: &str, options: &SourceOptions) -> Result<SharedSource> {
-    if options.trace {
-        return Ok(Arc::new(trace::TracingSource::new(
-            open_untraced(url, options).await?,
-        )));
+    let source = open_untraced(url, options).await?;
+    wrapped(source, options).await
+}
+
+/// What the options put around an opened source: the trace records what reaches the source,
+/// and the disk cache sits above it (its hits are no requests).
+async fn wrapped(source: SharedSource, options: &SourceOptions) -> Result<SharedSource> {
+    let source: SharedSource = if options.trace {
+        Arc::new(trace::TracingSource::new(source))
+    } else {
+        source
+    };
+    match &options.cache {
+        Some(cache) => cache::wrap(source, cache).await,
+        None => Ok(source),
     }
-    open_untraced(url, options).await
 }
 
 /// A shared source, usable where a source is owned (to wrap it).
@@ -203,6 +237,9 @@ impl ByteSource for SourceRef {
     fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
         self.0.opening_reads()
     }
+    fn version(&self) -> Option<String> {
+        self.0.version()
+    }
     async fn checksum(&self) -> Result<Option<String>> {
         self.0.checksum().await
     }
@@ -215,6 +252,7 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
     }
     let plain = SourceOptions {
         trace: false,
+        cache: None,
         discover: Some(false),
         ..options.clone()
     };
@@ -227,26 +265,29 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
         multi::MultiOptions::verifying(options.verify_checksums),
     )
     .await?;
-    let multi: SharedSource = Arc::new(multi);
-    Ok(if options.trace {
-        Arc::new(trace::TracingSource::new(multi))
-    } else {
-        multi
-    })
+    wrapped(Arc::new(multi), options).await
 }
 
 async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSource> {
+    open_by_scheme(url, options)
+        .await
+        .map_err(redact::redact_error)
+}
+
+async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSource> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
         None => Ok(Arc::new(local::LocalSource::open(url)?)),
         Some("file") => Ok(Arc::new(local::LocalSource::open(&url["file://".len()..])?)),
-        Some("http" | "https") => {
+        Some("http" | "https" | "dav" | "davs") => {
             let defaults = http::HttpOptions::default();
             let http_options = http::HttpOptions {
                 connections: options.connections.unwrap_or(defaults.connections),
                 request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
                 retries: options.retries.unwrap_or(defaults.retries),
                 opening: options.opening,
+                token: options.token.clone(),
+                tls: options.tls.clone(),
                 ..defaults
             };
             Ok(Arc::new(http::HttpSource::open(url, http_options).await?))
@@ -264,7 +305,7 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSourc
             xrootd::open_discovering(url, xrootd_options).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
-            "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, file:// or a path)"
+            "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, davs://, file:// or a path)"
         ))),
     }
 }

@@ -84,6 +84,9 @@ impl ByteSource for TracingSource {
     fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
         self.inner.opening_reads()
     }
+    fn version(&self) -> Option<String> {
+        self.inner.version()
+    }
     fn trace(&self) -> Option<Vec<TraceEvent>> {
         Some(self.events())
     }

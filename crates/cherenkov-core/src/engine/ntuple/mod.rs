@@ -1,6 +1,7 @@
 //! RNTuples of an open file: the anchor, header and footer read at opening (from the bytes the
-//! file's opening read already holds where it can), page lists loaded per cluster group when a
-//! read first needs them, and the fields as the items the engine reads (`read.rs`).
+//! file's opening read already holds where it can), page lists loaded per cluster group (all of
+//! them at opening while they are small, else when a read first needs them), and the fields as
+//! the items the engine reads (`read.rs`).
 
 mod read;
 
@@ -22,6 +23,15 @@ use std::sync::{Arc, OnceLock};
 /// The class name of RNTuple anchors in a file's keys.
 pub const ANCHOR_CLASS: &str = "ROOT::RNTuple";
 
+/// How far before an anchor's key the header is looked for when the key must be read: uproot
+/// writes the header just before the key (ROOT near the file's start, in the opening's head
+/// read), so reading up to this much before the key with it spares the header's own round trip.
+const HEADER_BEFORE_ANCHOR: u64 = 1 << 20;
+
+/// Page lists read at opening, in the request of the first one, while their stored sizes add up
+/// to no more than this; later ones are read when a read needs their clusters.
+const EAGER_PAGE_LISTS: u64 = 4 << 20;
+
 /// An RNTuple: its metadata, and its fields as items (`keys()` order, as uproot lists them).
 pub struct Ntuple {
     pub file: Arc<RootFile>,
@@ -39,7 +49,7 @@ pub struct Ntuple {
 
 impl Ntuple {
     /// Open the RNTuple whose anchor is at `path` (as `RootFile::find_key` takes it). Reads the
-    /// anchor, header and footer, and the first cluster group's page list.
+    /// anchor, header and footer, and the first cluster groups' page lists (`EAGER_PAGE_LISTS`).
     pub async fn open(file: Arc<RootFile>, path: &str) -> Result<Ntuple> {
         let name = file.name().to_string();
         Self::open_inner(file, path)
@@ -56,6 +66,19 @@ impl Ntuple {
             ));
         }
         let origin = format!("RNTuple '{}'", key.name);
+        let anchor_key = ByteRange::new(key.seek_key, key.nbytes as u64);
+        if !file.holds(&anchor_key) {
+            check_inside(
+                anchor_key.offset,
+                anchor_key.len,
+                file.size,
+                &key.describe(),
+            )?;
+            // From before the head's end too: held regions serve only ranges they contain whole.
+            let from = key.seek_key.saturating_sub(HEADER_BEFORE_ANCHOR);
+            file.read_metadata(&[ByteRange::new(from, anchor_key.end() - from)])
+                .await?;
+        }
         let object = file.read_object(&key).await?;
         let anchor = Anchor::parse(&object, &format!("{origin} anchor"))?;
         let stored = read_payloads(
@@ -102,9 +125,16 @@ impl Ntuple {
             items,
             origin,
         };
-        if !ntuple.desc.groups.is_empty() {
-            ntuple.load_groups(&[0]).await?;
+        let mut eager = Vec::new();
+        let mut bytes = 0u64;
+        for (g, group) in ntuple.desc.groups.iter().enumerate() {
+            bytes = bytes.saturating_add(group.page_list.locator.size);
+            if g > 0 && bytes > EAGER_PAGE_LISTS {
+                break;
+            }
+            eager.push(g);
         }
+        ntuple.load_groups(&eager).await?;
         Ok(ntuple)
     }
 

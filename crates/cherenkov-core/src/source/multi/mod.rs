@@ -447,6 +447,7 @@ impl ByteSource for MultiSource {
             round_trips: requests,
             ranges: self.ranges.load(Relaxed),
             bytes: self.bytes.load(Relaxed),
+            ..SourceCounters::default()
         }
     }
 

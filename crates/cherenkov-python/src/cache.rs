@@ -1,0 +1,28 @@
+//! The disk cache's housekeeping, for `cherenkov cache info|clear|prune`.
+
+use cherenkov_core::source::cache;
+use pyo3::prelude::*;
+use std::path::Path;
+
+fn io_error(dir: &str, e: std::io::Error) -> PyErr {
+    pyo3::exceptions::PyOSError::new_err(format!("cache {dir}: {e}"))
+}
+
+/// (files, entries, bytes) the cache at `dir` holds.
+#[pyfunction]
+pub fn cache_summary(dir: &str) -> (u64, u64, u64) {
+    let s = cache::summary(Path::new(dir));
+    (s.files, s.entries, s.bytes)
+}
+
+/// Remove everything the cache at `dir` holds; returns the bytes removed.
+#[pyfunction]
+pub fn cache_clear(dir: &str) -> PyResult<u64> {
+    cache::clear(Path::new(dir)).map_err(|e| io_error(dir, e))
+}
+
+/// Remove least recently used entries until at most `max_bytes` remain; returns the bytes removed.
+#[pyfunction]
+pub fn cache_prune(dir: &str, max_bytes: u64) -> PyResult<u64> {
+    cache::prune(Path::new(dir), max_bytes).map_err(|e| io_error(dir, e))
+}
