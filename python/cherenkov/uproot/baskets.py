@@ -5,9 +5,9 @@ for one branch at a time, so a plain source pays one round trip per branch and c
 cherenkov parses the same TTrees, so each basket uproot asks for is known as (tree, branch,
 cluster), and the learning policy of the engine's lazy chunks (``engine/lazy.rs``) applies:
 
-- *startup*: the first basket request of a tree fetches that cluster's baskets of every branch,
-  in one request (within ``startup_bytes``); the branches used in that cluster become the
-  learned set when the analysis moves to another cluster;
+- *startup*: the first basket request of a tree fetches the baskets of every branch in the
+  clusters it touches, in one request (within ``startup_bytes``); the branches used there become
+  the learned set when the analysis moves to other clusters;
 - *learned*: a request for a learned branch brings the learned set of its cluster, in one
   request, and the rest are then served from memory;
 - *miss (trigger)*: the first request for a branch outside the learned set brings every unread
@@ -111,7 +111,7 @@ class BasketCache:
         self._held_bytes = 0
         self._used: dict[tuple[str, int], set[str]] = {}
         self._triggered: set[tuple[str, int]] = set()
-        self._training: dict[str, int] = {}
+        self._training: dict[str, set[int]] = {}
         self.stats = BasketCacheStats()
 
     def _index(self) -> dict[int, tuple[_Basket, int]]:
@@ -128,7 +128,7 @@ class BasketCache:
         with self._lock:
             index = self._index()
             served, wanted, extra, kind = self._plan(ranges, index)
-        fetched = dict(zip(wanted + extra, self._file.read_ranges(wanted + extra))) if wanted else {}
+        fetched = dict(zip(wanted + extra, self._file.read_ranges(wanted + extra))) if wanted or extra else {}
         with self._lock:
             if kind:
                 setattr(self.stats, kind, getattr(self.stats, kind) + 1)
@@ -142,50 +142,84 @@ class BasketCache:
         """What memory serves, what must be fetched, what the policy adds, and the kind of fetch."""
         served, wanted, extra, kind = {}, [], [], None
         asked = set()
-        for r in ranges:
-            if r in served or r in asked:
-                continue
-            hit = index.get(r[0])
-            if hit is None or r[0] + hit[1] != r[1]:
-                wanted.append(r)  # not a basket: passes through
+
+        def add(to, r):
+            if r not in asked:
+                to.append(r)
                 asked.add(r)
+
+        baskets = [(r, index.get(r[0])) for r in dict.fromkeys(ranges)]
+        touched: dict[str, set[int]] = {}
+        for r, hit in baskets:
+            if hit is not None and r[0] + hit[1] == r[1]:
+                touched.setdefault(hit[0].tree, set()).add(hit[0].cluster)
+        for tree, clusters in touched.items():
+            startup = self._train(tree, clusters)
+            if startup:
+                kind = "startup_fetches"
+                for r in startup:
+                    add(extra, r)
+        for r, hit in baskets:
+            if hit is None or r[0] + hit[1] != r[1]:
+                add(wanted, r)  # not a basket: passes through
                 kind = kind or "other_fetches"
                 continue
             basket = hit[0]
-            key = (basket.tree, basket.cluster)
-            self._use(basket)
-            buffer = self._held.get(key, {}).get(r)
+            self._used.setdefault((basket.tree, basket.cluster), set()).add(basket.branch)
+            buffer = self._held.get((basket.tree, basket.cluster), {}).get(r)
             if buffer is not None:
                 served[r] = buffer
                 self.stats.hits += 1
+                self._note_trigger_hit(basket)
+                continue
+            if r in asked:  # brought by this request's startup read
                 continue
             self.stats.misses += 1
-            wanted.append(r)
-            asked.add(r)
+            add(wanted, r)
             more, why = self._policy(basket)
-            if why is not None and (kind is None or kind == "other_fetches"):
+            if kind in (None, "other_fetches"):
                 kind = why
             for m in more:
-                if m not in asked and m not in self._held.get(key, {}):
-                    extra.append(m)
-                    asked.add(m)
+                if m not in self._held.get((basket.tree, basket.cluster), {}):
+                    add(extra, m)
         return served, wanted, extra, kind
 
-    def _use(self, basket: _Basket):
-        """Note the branch as used in its cluster, and end a training that moved on."""
+    def _note_trigger_hit(self, basket: _Basket):
+        """A branch outside the learned set, served by a trigger read: part of the miss set."""
         p = self.profile
-        tree, cluster = basket.tree, basket.cluster
         with p.lock:
-            training = self._training.get(tree)
-            if training is not None and training != cluster:
-                p.learned[tree] = set(self._used.get((tree, training), ()))
-                p.trained.add(tree)
-                del self._training[tree]
-            if tree in p.trained and basket.branch not in p.learned.get(tree, ()):
-                key = (tree, cluster)
-                if key in self._triggered:
-                    p.missed.setdefault(tree, set()).add(basket.branch)
-        self._used.setdefault((tree, cluster), set()).add(basket.branch)
+            if (
+                basket.tree in p.trained
+                and basket.branch not in p.learned.get(basket.tree, ())
+                and (basket.tree, basket.cluster) in self._triggered
+            ):
+                p.missed.setdefault(basket.tree, set()).add(basket.branch)
+
+    def _train(self, tree_name: str, clusters: set[int]) -> list[tuple[int, int]]:
+        """Start or end the training of a tree. The first request starts it: its clusters are
+        read whole (every branch, as many clusters as fit ``startup_bytes``), and what is used
+        there is learned when a request touches none of them (the analysis moved on)."""
+        p = self.profile
+        with p.lock:
+            training = self._training.get(tree_name)
+            if training is not None and not (training & clusters):
+                p.learned[tree_name] = set().union(*(self._used.get((tree_name, c), set()) for c in training))
+                p.trained.add(tree_name)
+                del self._training[tree_name]
+                return []
+            if training is not None or tree_name in p.trained:
+                return []
+        tree = self._tree_by_name[tree_name]
+        startup, taken = [], set()
+        for c in sorted(clusters):
+            whole = tree.cluster_ranges(tree.branches, c)
+            if _size(startup) + _size(whole) > self._startup_bytes:
+                break
+            startup += whole
+            taken.add(c)
+        self._training[tree_name] = taken or set(clusters)
+        self._triggered.update((tree_name, c) for c in taken)
+        return startup
 
     def _policy(self, basket: _Basket) -> tuple[list[tuple[int, int]], str | None]:
         """The ranges a fetch of this basket brings along, and the kind of fetch."""
@@ -197,14 +231,7 @@ class BasketCache:
             learned = set(p.learned.get(basket.tree, ()))
             missed = set(p.missed.get(basket.tree, ()))
         if not trained:
-            if basket.tree in self._training:
-                return [], "miss_fetches"
-            self._training[basket.tree] = basket.cluster
-            everything = tree.cluster_ranges(tree.branches, basket.cluster)
-            if _size(everything) <= self._startup_bytes:
-                self._triggered.add(key)
-                return everything, "startup_fetches"
-            return [], "miss_fetches"
+            return [], "miss_fetches"  # training beyond what the startup read could hold
         if basket.branch in learned:
             return tree.cluster_ranges(sorted(learned), basket.cluster), "learned_fetches"
         if basket.branch not in missed and key not in self._triggered:
@@ -214,6 +241,8 @@ class BasketCache:
             unread = tree.cluster_ranges(tree.branches, basket.cluster)
             if _size(unread) <= self._startup_bytes:
                 return unread, "miss_fetches"
+        with p.lock:
+            p.missed.setdefault(basket.tree, set()).add(basket.branch)
         return tree.cluster_ranges(sorted(missed | {basket.branch}), basket.cluster), "miss_fetches"
 
     def _hold(self, basket: _Basket, r, buffer):
