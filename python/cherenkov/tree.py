@@ -36,11 +36,15 @@ class Tree:
         self._core = core
         self.file = file
         self.branches: list[BranchInfo] = core.branches()
-        self._by_name: dict[str, BranchInfo] = {}
-        for info in self.branches:  # full paths win over bare names when both exist
-            self._by_name.setdefault(info.name, info)
+        # Full paths win over bare names; of several branches with one name, the first wins (as
+        # in uproot: Delphes writes `Particle_size` twice).
+        by_path: dict[str, BranchInfo] = {}
         for info in self.branches:
-            self._by_name[info.path] = info
+            by_path.setdefault(info.path, info)
+        self._by_name: dict[str, BranchInfo] = {}
+        for info in self.branches:
+            self._by_name.setdefault(info.name, info)
+        self._by_name.update(by_path)
 
     @property
     def name(self) -> str:

@@ -84,6 +84,7 @@ pub fn kind(i: &Interpretation) -> &'static str {
         Interpretation::Jagged { .. } => "jagged",
         Interpretation::Strings { .. } => "strings",
         Interpretation::Record { .. } => "record",
+        Interpretation::Objects { .. } => "objects",
     }
 }
 

@@ -9,7 +9,11 @@ use super::table::{read, Held};
 use crate::error::{Error, Result};
 use crate::format::array::{AlignedBytes, Array, Layout};
 use crate::format::basket::Basket;
-use crate::format::interpretation::{convert_big_endian, interpret, DType, Interpretation};
+use crate::format::deserialize::{read_entries, Builder};
+use crate::format::interpretation::{
+    convert_big_endian, interpret, stored_size, DType, Interpretation,
+};
+use crate::format::packed::Packing;
 use crate::format::tree::TreeMeta;
 use rayon::prelude::*;
 
@@ -38,8 +42,10 @@ pub async fn assemble_all(
                 inner_shape,
                 header_bytes,
                 count_branch,
+                packing,
             } => {
-                let item_bytes = dtype.size() * inner_shape.iter().product::<usize>().max(1);
+                let item_bytes =
+                    stored_size(*dtype, *packing) * inner_shape.iter().product::<usize>().max(1);
                 let name = tree.branch_path(b);
                 Some(
                     basket_offsets(
@@ -92,7 +98,11 @@ fn assemble(
     let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
     check_coverage(baskets, start, stop).map_err(bad)?;
     let array = match &interp {
-        Interpretation::Fixed { dtype, inner_shape } => {
+        Interpretation::Fixed {
+            dtype,
+            inner_shape,
+            packing,
+        } => {
             let entry_bytes = interp.fixed_entry_bytes().unwrap();
             let mut pieces = Vec::new();
             for (p, b) in baskets {
@@ -109,7 +119,11 @@ fn assemble(
                     })?;
                 pieces.push(src);
             }
-            Array::numpy(*dtype, inner_shape.clone(), convert_pieces(*dtype, &pieces))
+            Array::numpy(
+                *dtype,
+                inner_shape.clone(),
+                convert_pieces(*dtype, *packing, &pieces),
+            )
         }
         Interpretation::Record { fields } => {
             let entry_bytes = interp.fixed_entry_bytes().unwrap();
@@ -140,7 +154,7 @@ fn assemble(
                 contents.push(Array::numpy(
                     f.dtype,
                     f.inner_shape.clone(),
-                    convert_pieces(f.dtype, &[&gathered]),
+                    convert_pieces(f.dtype, None, &[&gathered]),
                 ));
             }
             let names = fields.iter().map(|f| f.name.clone()).collect();
@@ -150,9 +164,11 @@ fn assemble(
             dtype,
             inner_shape,
             header_bytes,
+            packing,
             ..
         } => {
-            let item_bytes = dtype.size() * inner_shape.iter().product::<usize>().max(1);
+            let item_bytes =
+                stored_size(*dtype, *packing) * inner_shape.iter().product::<usize>().max(1);
             let offsets_per_basket = offsets.expect("prepared for jagged branches");
             let mut pieces: Vec<&[u8]> = Vec::new();
             let mut out_offsets = Vec::with_capacity(entries as usize + 1);
@@ -176,9 +192,39 @@ fn assemble(
                     pieces.push(&b.content[offs[first] as usize..offs[last] as usize]);
                 }
             }
-            let content =
-                Array::numpy(*dtype, inner_shape.clone(), convert_pieces(*dtype, &pieces));
+            let content = Array::numpy(
+                *dtype,
+                inner_shape.clone(),
+                convert_pieces(*dtype, *packing, &pieces),
+            );
             Array::list(out_offsets, content)
+        }
+        Interpretation::Objects { model, .. } => {
+            let mut out = Builder::new(model);
+            for (p, b) in baskets {
+                let origin = format!("branch '{name}' basket of entries from {}", p.entry_start);
+                let range = local_range(p, b, start, stop);
+                read_entries(
+                    model,
+                    &b.content,
+                    b.offsets.as_deref(),
+                    range,
+                    &origin,
+                    &mut out,
+                )
+                .map_err(|e| match e {
+                    Error::UnsupportedBranch {
+                        typename, reason, ..
+                    } => Error::UnsupportedBranch {
+                        file: file.name().to_string(),
+                        branch: name.clone(),
+                        typename,
+                        reason,
+                    },
+                    e => e.in_file(file.name()),
+                })?;
+            }
+            out.finish()
         }
         Interpretation::Strings { header_bytes } => {
             let mut content = Vec::new();
@@ -362,8 +408,16 @@ fn numbers_as_i64(a: &Array) -> Vec<i64> {
     }
 }
 
-/// Concatenate big-endian pieces into one native-endian buffer, converting in parallel.
-fn convert_pieces(dtype: DType, pieces: &[&[u8]]) -> AlignedBytes {
+/// Concatenate big-endian pieces into one native-endian buffer, converting in parallel (packed
+/// numbers are unpacked, one after another).
+fn convert_pieces(dtype: DType, packing: Option<Packing>, pieces: &[&[u8]]) -> AlignedBytes {
+    if let Some(packing) = packing {
+        let mut out = Vec::new();
+        for p in pieces {
+            packing.decode(dtype, p, &mut out);
+        }
+        return AlignedBytes::from_slice(&out);
+    }
     let total: usize = pieces.iter().map(|p| p.len()).sum();
     let mut out = AlignedBytes::zeroed(total);
     let mut rest = out.as_bytes_mut();

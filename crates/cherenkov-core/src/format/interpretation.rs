@@ -1,6 +1,8 @@
 //! How a branch's bytes become arrays: which element type, which per-entry shape, which headers.
 
 pub use super::array::DType;
+use super::model::{model_of_type, Model};
+use super::packed::Packing;
 use super::streamers::{find_element, StreamerInfo};
 use super::tree::{BranchMeta, LeafMeta, TreeMeta};
 
@@ -23,7 +25,7 @@ impl DType {
     }
 
     /// ROOT's streamer type codes (TVirtualStreamerInfo::EReadWrite), without array offsets.
-    fn from_type_code(code: i32) -> Option<Self> {
+    pub(crate) fn from_type_code(code: i32) -> Option<Self> {
         Some(match code {
             1 => DType::I8,
             2 => DType::I16,
@@ -42,7 +44,7 @@ impl DType {
     }
 
     /// Element type of `vector<T>` / `std::vector<T>` class names.
-    fn from_cpp_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_cpp_name(name: &str) -> Option<Self> {
         Some(match name.trim() {
             "bool" | "Bool_t" => DType::Bool,
             "char" | "Char_t" | "int8_t" => DType::I8,
@@ -65,10 +67,12 @@ impl DType {
 /// How entries are laid out in a branch's baskets.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Interpretation {
-    /// Every entry holds `product(inner_shape)` items of `dtype`.
+    /// Every entry holds `product(inner_shape)` items of `dtype` (stored packed when `packing`
+    /// says so: Double32_t, Float16_t).
     Fixed {
         dtype: DType,
         inner_shape: Vec<usize>,
+        packing: Option<Packing>,
     },
     /// Entries vary in length: `header_bytes`, then items of `dtype` (each of `inner_shape`).
     /// `count_branch` is the branch whose values count the items, when there is one.
@@ -77,12 +81,16 @@ pub enum Interpretation {
         inner_shape: Vec<usize>,
         header_bytes: usize,
         count_branch: Option<usize>,
+        packing: Option<Packing>,
     },
     /// One string per entry: `header_bytes`, a length byte (255 then a 4-byte length when longer),
     /// then the characters.
     Strings { header_bytes: usize },
     /// Several leaves per entry (a leaf list), each a fixed-size field.
     Record { fields: Vec<RecordField> },
+    /// One object per entry, read with its model (uproot's AsObjects): STL containers, strings
+    /// inside them, classes. `typename` is the C++ type.
+    Objects { model: Model, typename: String },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -92,13 +100,20 @@ pub struct RecordField {
     pub inner_shape: Vec<usize>,
 }
 
+/// Bytes of one stored number.
+pub fn stored_size(dtype: DType, packing: Option<Packing>) -> usize {
+    packing.map_or(dtype.size(), Packing::stored_size)
+}
+
 impl Interpretation {
     /// Bytes per entry for fixed-size layouts.
     pub fn fixed_entry_bytes(&self) -> Option<usize> {
         match self {
-            Interpretation::Fixed { dtype, inner_shape } => {
-                Some(dtype.size() * inner_shape.iter().product::<usize>())
-            }
+            Interpretation::Fixed {
+                dtype,
+                inner_shape,
+                packing,
+            } => Some(stored_size(*dtype, *packing) * inner_shape.iter().product::<usize>()),
             Interpretation::Record { fields } => Some(
                 fields
                     .iter()
@@ -113,7 +128,9 @@ impl Interpretation {
     pub fn typename(&self) -> String {
         let dims = |shape: &[usize]| shape.iter().map(|d| format!("[{d}]")).collect::<String>();
         match self {
-            Interpretation::Fixed { dtype, inner_shape } => {
+            Interpretation::Fixed {
+                dtype, inner_shape, ..
+            } => {
                 format!("{}{}", dtype.cpp_name(), dims(inner_shape))
             }
             Interpretation::Jagged {
@@ -128,6 +145,7 @@ impl Interpretation {
                 dtype, inner_shape, ..
             } => format!("{}[]{}", dtype.cpp_name(), dims(inner_shape)),
             Interpretation::Strings { .. } => "string".to_string(),
+            Interpretation::Objects { typename, .. } => typename.clone(),
             Interpretation::Record { fields } => format!(
                 "struct {{{}}}",
                 fields
@@ -161,6 +179,8 @@ const K_CHAR_STAR: i32 = 7;
 const K_TSTRING: i32 = 65;
 const K_STL: i32 = 300;
 const K_STL_STRING: i32 = 365;
+const K_OBJECT: i32 = 61;
+const K_ANY: i32 = 62;
 // TBranchElement fType values.
 const CLONES_MEMBER: i32 = 31;
 const STL_MEMBER: i32 = 41;
@@ -192,12 +212,22 @@ fn title_dims(leaf: &LeafMeta) -> Vec<usize> {
     dims
 }
 
+/// Members of the objects in a TClonesArray or a split `std::vector<Class>`: each entry holds
+/// the member of every object, one after another, counted by the collection's branch.
+fn is_collection_member(kind: i32) -> bool {
+    kind == CLONES_MEMBER || kind == STL_MEMBER
+}
+
+/// Element type of `std::vector<T>` and of `ROOT::VecOps::RVec<T>` (RDataFrame's Snapshot), which
+/// ROOT streams alike.
 fn vector_element(class_name: &str) -> Option<DType> {
-    let inner = class_name
-        .trim()
-        .strip_prefix("std::")
-        .unwrap_or(class_name.trim());
-    let inner = inner.strip_prefix("vector<")?.strip_suffix('>')?;
+    let name = class_name.trim();
+    let inner = name.strip_prefix("std::").unwrap_or(name);
+    let inner = inner
+        .strip_prefix("vector<")
+        .or_else(|| name.strip_prefix("ROOT::VecOps::RVec<"))
+        .or_else(|| name.strip_prefix("ROOT::RVec<"))?
+        .strip_suffix('>')?;
     DType::from_cpp_name(inner)
 }
 
@@ -227,7 +257,9 @@ pub fn interpret(
 ) -> Result<Interpretation, Unsupported> {
     let interp = interpret_branch(tree, index, infos)?;
     let sane = match &interp {
-        Interpretation::Fixed { dtype, inner_shape }
+        Interpretation::Fixed {
+            dtype, inner_shape, ..
+        }
         | Interpretation::Jagged {
             dtype, inner_shape, ..
         } => checked_item_bytes(*dtype, inner_shape).is_some(),
@@ -237,7 +269,7 @@ pub fn interpret(
                 n.checked_add(checked_item_bytes(f.dtype, &f.inner_shape)?)
             })
             .is_some_and(|n| n <= MAX_ENTRY_BYTES),
-        Interpretation::Strings { .. } => true,
+        Interpretation::Strings { .. } | Interpretation::Objects { .. } => true,
     };
     if !sane {
         return Err(unsupported(
@@ -261,10 +293,12 @@ fn interpret_branch(
         .unwrap_or_else(|| branch.class.clone());
 
     if !branch.children.is_empty() {
-        if element.is_some_and(|e| e.class_name == "TClonesArray" && e.id < 0) {
+        // A TClonesArray's own branch holds the number of objects per entry.
+        if element.is_some_and(|e| e.class_name == "TClonesArray" && (e.id < 0 || e.kind == 3)) {
             return Ok(Interpretation::Fixed {
                 dtype: DType::I32,
                 inner_shape: vec![],
+                packing: None,
             });
         }
         return Err(unsupported(
@@ -321,12 +355,17 @@ fn interpret_leaf(
     if let Some(dtype) = DType::from_leaf_class(&leaf.class, leaf.is_unsigned) {
         let inner_shape = title_dims(leaf);
         return Ok(match leaf.count {
-            None => Interpretation::Fixed { dtype, inner_shape },
+            None => Interpretation::Fixed {
+                dtype,
+                inner_shape,
+                packing: None,
+            },
             Some(_) => Interpretation::Jagged {
                 dtype,
                 inner_shape,
                 header_bytes: 0,
                 count_branch,
+                packing: None,
             },
         });
     }
@@ -353,29 +392,21 @@ fn interpret_leaf(
                 inner_shape: vec![],
                 header_bytes: 10,
                 count_branch: None,
+                packing: None,
             });
         }
-        return Err(unsupported(
-            &e.class_name,
-            "objects of this class are not interpreted",
-        ));
+        return objects(&e.class_name, infos);
     }
     // A member of a split object (or of the objects in a TClonesArray).
     let member = find_element(infos, &e.class_name, e.class_version, e.id);
     let member_type = member
         .map(|m| m.type_name.clone())
         .unwrap_or_else(|| format!("{}::<member {}>", e.class_name, e.id));
-    if e.kind == STL_MEMBER {
-        return Err(unsupported(
-            member_type,
-            "members of split std::vector collections are not interpreted yet",
-        ));
-    }
     let code = e.streamer_type;
-    if code == K_TSTRING && e.kind != CLONES_MEMBER {
+    if code == K_TSTRING && !is_collection_member(e.kind) {
         return Ok(Interpretation::Strings { header_bytes: 0 });
     }
-    if (code == K_STL || code == K_STL_STRING) && e.kind != CLONES_MEMBER {
+    if (code == K_STL || code == K_STL_STRING) && !is_collection_member(e.kind) {
         if let Some(m) = member {
             if is_string_class(&m.type_name) {
                 return Ok(Interpretation::Strings { header_bytes: 6 });
@@ -386,27 +417,50 @@ fn interpret_leaf(
                     inner_shape: vec![],
                     header_bytes: 10,
                     count_branch: None,
+                    packing: None,
                 });
             }
         }
-        return Err(unsupported(
-            member_type,
-            "this STL member type is not interpreted",
-        ));
+        return match member {
+            Some(m) => objects(&m.type_name, infos),
+            None => Err(unsupported(member_type, "its streamer info is missing")),
+        };
+    }
+    if (code == K_OBJECT || code == K_ANY) && !is_collection_member(e.kind) {
+        if let Some(m) = member {
+            return objects(&m.type_name, infos);
+        }
     }
     let (base, array) = match code {
         c if c > OFFSET_P && c < OFFSET_P + OFFSET_L => (c - OFFSET_P, "pointer"),
         c if c > OFFSET_L && c < OFFSET_P => (c - OFFSET_L, "fixed"),
         c => (c, "scalar"),
     };
-    let Some(dtype) = DType::from_type_code(base).filter(|_| base != K_CHAR_STAR) else {
-        return Err(unsupported(
-            member_type,
-            format!("streamer type {code} is not interpreted"),
-        ));
+    let title = member.map_or("", |m| m.title.as_str());
+    let (dtype, packing) = match Packing::of(base, title) {
+        Some((packing, dtype)) => (dtype, Some(packing)),
+        None => match DType::from_type_code(base).filter(|_| base != K_CHAR_STAR) {
+            Some(dtype) => (dtype, None),
+            None => {
+                return Err(unsupported(
+                    member_type,
+                    format!("streamer type {code} is not interpreted"),
+                ))
+            }
+        },
     };
-    let inner_shape = title_dims(leaf);
-    Ok(match (array, e.kind) {
+    // Fixed arrays take their dimensions from the streamer (the leaf titles of collection
+    // members leave them out).
+    let inner_shape = match member {
+        Some(m) if array == "fixed" && !m.array_dims.is_empty() => m.array_dims.clone(),
+        _ => title_dims(leaf),
+    };
+    let member_kind = if is_collection_member(e.kind) {
+        CLONES_MEMBER
+    } else {
+        e.kind
+    };
+    Ok(match (array, member_kind) {
         ("pointer", CLONES_MEMBER) => {
             return Err(unsupported(
                 member_type,
@@ -418,15 +472,32 @@ fn interpret_leaf(
             inner_shape: vec![],
             header_bytes: 1,
             count_branch,
+            packing,
         },
         (_, CLONES_MEMBER) => Interpretation::Jagged {
             dtype,
             inner_shape,
             header_bytes: 0,
             count_branch,
+            packing,
         },
-        _ => Interpretation::Fixed { dtype, inner_shape },
+        _ => Interpretation::Fixed {
+            dtype,
+            inner_shape,
+            packing,
+        },
     })
+}
+
+/// Objects of C++ type `name`, each with its header, read with a model of the streamer infos.
+fn objects(name: &str, infos: &[StreamerInfo]) -> Result<Interpretation, Unsupported> {
+    match model_of_type(name, true, infos) {
+        Ok(model) => Ok(Interpretation::Objects {
+            model,
+            typename: name.trim().to_string(),
+        }),
+        Err(why) => Err(unsupported(name.trim(), why)),
+    }
 }
 
 /// Copy big-endian items into native-endian `dst` (same length in bytes).
@@ -484,7 +555,8 @@ mod tests {
             interpret(&tree, 0, &[]),
             Ok(Interpretation::Fixed {
                 dtype: DType::F64,
-                inner_shape: vec![3, 4]
+                inner_shape: vec![3, 4],
+                packing: None,
             })
         );
     }

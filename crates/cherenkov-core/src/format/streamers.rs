@@ -15,6 +15,12 @@ pub struct StreamerElement {
     pub name: String,
     pub type_code: i32,
     pub type_name: String,
+    pub title: String,
+    /// Fixed array dimensions (fMaxIndex up to fArrayDim); empty for scalars.
+    pub array_dims: Vec<usize>,
+    /// TStreamerSTL's fSTLtype and fCtype (0 for other classes).
+    pub stl_type: i32,
+    pub content_type: i32,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -114,26 +120,54 @@ impl Parser {
             }
             c if c.starts_with("TStreamer") => {
                 let outer = read_version(cur, class)?;
+                // TStreamerSTLstring is a TStreamerSTL, one level more.
+                let stl = if class == "TStreamerSTLstring" {
+                    read_version(cur, "TStreamerSTL")?
+                } else {
+                    outer
+                };
                 let base = read_version(cur, "TStreamerElement")?;
-                let (name, _title) = read_tnamed(cur)?;
+                let (name, title) = read_tnamed(cur)?;
                 let type_code = cur.i32("TStreamerElement fType")?;
                 cur.i32("TStreamerElement fSize")?;
                 cur.i32("TStreamerElement fArrayLength")?;
-                cur.i32("TStreamerElement fArrayDim")?;
-                if base.version == 1 {
+                let dims_at = cur.pos();
+                let ndims = cur.i32("TStreamerElement fArrayDim")?;
+                let max_index = if base.version == 1 {
                     let n = cur.count("TStreamerElement fMaxIndex length", 4)?;
-                    cur.skip(n * 4)?;
+                    cur.i32_array(n, "TStreamerElement fMaxIndex")?
                 } else {
-                    cur.skip(5 * 4)?;
-                }
+                    cur.i32_array(5, "TStreamerElement fMaxIndex")?
+                };
+                // Slots past fArrayDim are not dimensions (TStreamerBase keeps other values there).
+                let dims = usize::try_from(ndims).ok().and_then(|n| max_index.get(..n));
+                let array_dims = match dims {
+                    Some(d) if d.iter().all(|&x| x >= 0) => d.iter().map(|&x| x as usize).collect(),
+                    _ => {
+                        return Err(cur.error_at(
+                            dims_at,
+                            format!("{class} '{name}' with 0 to 5 non-negative array dimensions, found {max_index:?} of {ndims}"),
+                        ))
+                    }
+                };
                 let type_name = cur.string("TStreamerElement fTypeName")?;
                 base.skip_to_end(cur, "TStreamerElement")?;
+                let (mut stl_type, mut content_type) = (0, 0);
+                if class.starts_with("TStreamerSTL") {
+                    stl_type = cur.i32("TStreamerSTL fSTLtype")?;
+                    content_type = cur.i32("TStreamerSTL fCtype")?;
+                    stl.skip_to_end(cur, "TStreamerSTL")?;
+                }
                 outer.skip_to_end(cur, class)?;
                 Ok(Item::Element(StreamerElement {
                     class: class.to_string(),
                     name,
                     type_code,
                     type_name,
+                    title,
+                    array_dims,
+                    stl_type,
+                    content_type,
                 }))
             }
             _ => match end {

@@ -1,0 +1,390 @@
+//! Reading objects entry by entry with a `Model` into the awkward layouts uproot's `AsObjects`
+//! gives: sequences as list-offset arrays (sets marked `set`), maps as lists of (key, value)
+//! tuples marked `sorted_map`, strings as strings, classes as records named by `__record__`,
+//! fixed arrays as regular arrays.
+
+use super::array::{AlignedBytes, Array, DType};
+use super::cursor::Cursor;
+use super::interpretation::convert_big_endian;
+use super::model::{Member, Model};
+use super::objects::{read_tobject, read_version};
+use crate::error::{Error, Result};
+
+/// Version bit saying a collection was written member by member (kStreamedMemberWise).
+const MEMBERWISE: i16 = 0x4000;
+
+/// Values read so far, shaped like the model.
+#[derive(Debug)]
+pub enum Builder {
+    Numbers {
+        dtype: DType,
+        bytes: Vec<u8>,
+    },
+    Fixed {
+        dims: Vec<usize>,
+        content: Box<Builder>,
+        length: usize,
+    },
+    Strings {
+        offsets: Vec<i64>,
+        chars: Vec<u8>,
+    },
+    List {
+        offsets: Vec<i64>,
+        content: Box<Builder>,
+        set: bool,
+    },
+    Map {
+        offsets: Vec<i64>,
+        keys: Box<Builder>,
+        values: Box<Builder>,
+    },
+    Record {
+        name: String,
+        names: Vec<String>,
+        fields: Vec<Builder>,
+        length: usize,
+    },
+}
+
+impl Builder {
+    pub fn new(model: &Model) -> Builder {
+        match model {
+            Model::Number(dtype) | Model::Packed(_, dtype) => Builder::Numbers {
+                dtype: *dtype,
+                bytes: Vec::new(),
+            },
+            Model::FixedArray(items, dims) => Builder::Fixed {
+                dims: dims.clone(),
+                content: Box::new(Builder::new(items)),
+                length: 0,
+            },
+            Model::String { .. } => Builder::Strings {
+                offsets: vec![0],
+                chars: Vec::new(),
+            },
+            Model::Sequence { items, set, .. } => Builder::List {
+                offsets: vec![0],
+                content: Box::new(Builder::new(items)),
+                set: *set,
+            },
+            Model::Map { keys, values, .. } => Builder::Map {
+                offsets: vec![0],
+                keys: Box::new(Builder::new(keys)),
+                values: Box::new(Builder::new(values)),
+            },
+            Model::Class { name, .. } => {
+                let mut names = Vec::new();
+                let mut fields = Vec::new();
+                collect_fields(model, &mut names, &mut fields);
+                Builder::Record {
+                    name: name.clone(),
+                    names,
+                    fields,
+                    length: 0,
+                }
+            }
+        }
+    }
+
+    /// The array of everything read.
+    pub fn finish(self) -> Array {
+        match self {
+            Builder::Numbers { dtype, bytes } => {
+                let mut native = AlignedBytes::zeroed(bytes.len());
+                native.as_bytes_mut().copy_from_slice(&bytes);
+                Array::numpy(dtype, vec![], native)
+            }
+            Builder::Fixed {
+                dims,
+                content,
+                length,
+            } => {
+                let mut array = content.finish();
+                let mut outer = length * dims.iter().product::<usize>();
+                for &d in dims.iter().rev() {
+                    outer /= d.max(1);
+                    array = Array::regular(d, outer, array);
+                }
+                array
+            }
+            Builder::Strings { offsets, chars } => {
+                Array::strings(offsets, AlignedBytes::from_slice(&chars))
+            }
+            Builder::List {
+                offsets,
+                content,
+                set,
+            } => {
+                let list = Array::list(offsets, content.finish());
+                if set {
+                    list.with_parameter("__array__", "set")
+                } else {
+                    list
+                }
+            }
+            Builder::Map {
+                offsets,
+                keys,
+                values,
+            } => {
+                let (keys, values) = (keys.finish(), values.finish());
+                let n = keys.len();
+                let pairs =
+                    Array::tuple(vec![keys, values], n).with_parameter("__array__", "sorted_map");
+                Array::list(offsets, pairs)
+            }
+            Builder::Record {
+                name,
+                names,
+                fields,
+                length,
+            } => Array::record(
+                names,
+                fields.into_iter().map(Builder::finish).collect(),
+                length,
+            )
+            .with_parameter("__record__", &name),
+        }
+    }
+}
+
+/// Fields of a class record: its bases' fields (flattened), then its own.
+fn collect_fields(model: &Model, names: &mut Vec<String>, fields: &mut Vec<Builder>) {
+    let Model::Class { members, .. } = model else {
+        return;
+    };
+    for m in members {
+        match m {
+            Member::Field(name, model) => {
+                names.push(name.clone());
+                fields.push(Builder::new(model));
+            }
+            Member::Base(base) => collect_fields(base, names, fields),
+            Member::TObject => {}
+        }
+    }
+}
+
+/// Read one value of `model` at the cursor into `out` (made by `Builder::new(model)`).
+pub fn read_value(cur: &mut Cursor, model: &Model, out: &mut Builder) -> Result<()> {
+    match (model, out) {
+        (Model::Number(dtype), Builder::Numbers { bytes, .. }) => {
+            let raw = cur.bytes(dtype.size(), "a number")?;
+            let at = bytes.len();
+            bytes.resize(at + raw.len(), 0);
+            convert_big_endian(*dtype, raw, &mut bytes[at..]);
+        }
+        (Model::Packed(packing, dtype), Builder::Numbers { bytes, .. }) => {
+            let raw = cur.bytes(packing.stored_size(), "a packed number")?;
+            packing.decode(*dtype, raw, bytes);
+        }
+        (
+            Model::FixedArray(items, dims),
+            Builder::Fixed {
+                content, length, ..
+            },
+        ) => {
+            for _ in 0..dims.iter().product::<usize>() {
+                read_value(cur, items, content)?;
+            }
+            *length += 1;
+        }
+        (Model::String { header }, Builder::Strings { offsets, chars }) => {
+            let end = read_header(cur, *header, "std::string")?;
+            let n = match cur.u8("string length")? {
+                255 => cur.u32("long string length")? as usize,
+                n => n as usize,
+            };
+            chars.extend_from_slice(cur.bytes(n, "string characters")?);
+            offsets.push(chars.len() as i64);
+            check_end(cur, end, "std::string")?;
+        }
+        (
+            Model::Sequence { header, items, .. },
+            Builder::List {
+                offsets, content, ..
+            },
+        ) => {
+            let end = read_header(cur, *header, "an STL collection")?;
+            let n = cur.count("collection size", min_size(items))?;
+            for _ in 0..n {
+                read_value(cur, items, content)?;
+            }
+            offsets.push(offsets.last().unwrap() + n as i64);
+            check_end(cur, end, "an STL collection")?;
+        }
+        (
+            Model::Map {
+                header,
+                keys,
+                values,
+            },
+            Builder::Map {
+                offsets,
+                keys: kb,
+                values: vb,
+            },
+        ) => {
+            // Maps are pairs, which ROOT writes member by member: all keys, then all values
+            // (after the pair class's version and checksum).
+            let (end, memberwise) = match header {
+                true => {
+                    let v = read_version(cur, "std::map")?;
+                    (v.end, v.version & MEMBERWISE != 0)
+                }
+                false => (None, false),
+            };
+            if memberwise {
+                cur.skip(6)?;
+            }
+            let n = cur.count("map size", min_size(keys) + min_size(values))?;
+            if memberwise {
+                for _ in 0..n {
+                    read_value(cur, keys, kb)?;
+                }
+                for _ in 0..n {
+                    read_value(cur, values, vb)?;
+                }
+            } else {
+                for _ in 0..n {
+                    read_value(cur, keys, kb)?;
+                    read_value(cur, values, vb)?;
+                }
+            }
+            offsets.push(offsets.last().unwrap() + n as i64);
+            check_end(cur, end, "std::map")?;
+        }
+        (Model::Class { .. }, Builder::Record { fields, length, .. }) => {
+            let mut next = 0;
+            read_class(cur, model, fields, &mut next)?;
+            *length += 1;
+        }
+        (model, _) => unreachable!("a builder made for {model:?}"),
+    }
+    Ok(())
+}
+
+/// Read a class (byte count and version, then members) into `fields` from index `*next`.
+fn read_class(
+    cur: &mut Cursor,
+    model: &Model,
+    fields: &mut [Builder],
+    next: &mut usize,
+) -> Result<()> {
+    let Model::Class {
+        name,
+        version,
+        members,
+    } = model
+    else {
+        unreachable!("read_class is given classes")
+    };
+    let at = cur.pos();
+    let v = read_version(cur, name)?;
+    if v.version & MEMBERWISE != 0 {
+        return Err(memberwise(name));
+    }
+    if v.version as i32 != *version {
+        return Err(cur.error_at(
+            at,
+            format!(
+                "class {name} of version {version} as in the streamer infos, found version {}",
+                v.version
+            ),
+        ));
+    }
+    for m in members {
+        match m {
+            Member::Field(_, model) => {
+                read_value(cur, model, &mut fields[*next])?;
+                *next += 1;
+            }
+            Member::Base(base) => read_class(cur, base, fields, next)?,
+            Member::TObject => read_tobject(cur)?,
+        }
+    }
+    check_end(cur, v.end, name)
+}
+
+/// Byte count and version of a collection or string written with a header; the end they give.
+fn read_header(cur: &mut Cursor, header: bool, what: &str) -> Result<Option<usize>> {
+    if !header {
+        return Ok(None);
+    }
+    let v = read_version(cur, what)?;
+    if v.version & MEMBERWISE != 0 {
+        return Err(memberwise(what));
+    }
+    Ok(v.end)
+}
+
+/// Collections written member by member are refused (uproot refuses them too); the branch
+/// and file are filled in by the caller.
+fn memberwise(what: &str) -> Error {
+    Error::UnsupportedBranch {
+        file: String::new(),
+        branch: String::new(),
+        typename: what.to_string(),
+        reason: "it holds collections written member by member (uproot refuses them too)".into(),
+    }
+}
+
+fn check_end(cur: &Cursor, end: Option<usize>, what: &str) -> Result<()> {
+    match end {
+        Some(end) if end != cur.pos() => Err(cur.error(format!(
+            "{what} to end where its byte count says (byte {end})"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The fewest bytes one value of `model` takes (bounds counts read off the data).
+fn min_size(model: &Model) -> usize {
+    match model {
+        Model::Number(d) => d.size(),
+        Model::Packed(p, _) => p.stored_size(),
+        Model::FixedArray(items, dims) => dims
+            .iter()
+            .fold(min_size(items), |n, &d| n.saturating_mul(d)),
+        Model::String { .. } | Model::Sequence { .. } | Model::Map { .. } | Model::Class { .. } => {
+            1
+        }
+    }
+}
+
+/// Read entries `first..last` of a basket's `content` into `out`: each at its entry offset when
+/// the basket has them, else one after another from the start. Every entry must be read whole.
+pub fn read_entries(
+    model: &Model,
+    content: &[u8],
+    offsets: Option<&[u32]>,
+    (first, last): (usize, usize),
+    origin: &str,
+    out: &mut Builder,
+) -> Result<()> {
+    match offsets {
+        Some(offs) => {
+            for e in first..last {
+                let (lo, hi) = (offs[e] as usize, offs[e + 1] as usize);
+                let entry = content.get(lo..hi).unwrap_or_default();
+                let mut cur = Cursor::new(entry, origin, lo as u64);
+                read_value(&mut cur, model, out)?;
+                if cur.remaining() != 0 {
+                    return Err(
+                        cur.error(format!("entry {e} to end after its {} bytes", cur.pos()))
+                    );
+                }
+            }
+        }
+        None => {
+            let mut cur = Cursor::new(content, origin, 0);
+            let mut skipped = Builder::new(model);
+            for e in 0..last {
+                let target = if e < first { &mut skipped } else { &mut *out };
+                read_value(&mut cur, model, target)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,263 @@
+//! Models of objects stored whole in a branch (uproot's `AsObjects`): STL containers, strings and
+//! classes, built from C++ type names and the file's streamer infos. `deserialize.rs` reads entries
+//! with them into arrays of the layouts uproot gives.
+
+use super::array::DType;
+use super::packed::{Packing, K_DOUBLE32, K_FLOAT16};
+use super::streamers::{StreamerElement, StreamerInfo};
+
+/// How one value is stored, and so read.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Model {
+    /// A big-endian number.
+    Number(DType),
+    /// A packed Double32_t / Float16_t read as `DType`.
+    Packed(Packing, DType),
+    /// A C array of fixed dimensions (outermost first).
+    FixedArray(Box<Model>, Vec<usize>),
+    /// A length (one byte, or 255 and four bytes) then characters; `header` says whether a byte
+    /// count and version come first (std::string members and branches).
+    String { header: bool },
+    /// std::vector, ROOT::VecOps::RVec, std::set, std::list...: a count, then the items;
+    /// `set` marks sets (awkward's `__array__: "set"`).
+    Sequence {
+        header: bool,
+        items: Box<Model>,
+        set: bool,
+    },
+    /// std::map: a count, then key and value pairs.
+    Map {
+        header: bool,
+        keys: Box<Model>,
+        values: Box<Model>,
+    },
+    /// A class: byte count and version, then its bases' and its own members. Members of a
+    /// TObject base are read and left out (as uproot does).
+    Class {
+        name: String,
+        version: i32,
+        members: Vec<Member>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Member {
+    /// A named field of the record.
+    Field(String, Model),
+    /// A base class whose members become fields of the derived record.
+    Base(Model),
+    /// TObject's version, fUniqueID and fBits (read, not kept).
+    TObject,
+}
+
+/// Classes nested deeper than this are refused (a class that holds itself cannot be an array).
+const MAX_DEPTH: usize = 12;
+
+/// The model of C++ type `name` stored with a header when `header` (as a branch or a class
+/// member); `Err` says why it cannot be read.
+pub fn model_of_type(name: &str, header: bool, infos: &[StreamerInfo]) -> Result<Model, String> {
+    type_model(&normalize(name), header, infos, 0)
+}
+
+fn normalize(name: &str) -> String {
+    let mut s = name.trim().replace("std::", "");
+    for (from, to) in [("> >", ">>"), (" >", ">"), ("< ", "<"), (", ", ",")] {
+        while s.contains(from) {
+            s = s.replace(from, to);
+        }
+    }
+    s
+}
+
+/// Template arguments of `outer<...>`, split at top-level commas.
+fn template_args<'a>(name: &'a str, outer: &str) -> Option<Vec<&'a str>> {
+    let inner = name
+        .strip_prefix(outer)?
+        .strip_prefix('<')?
+        .strip_suffix('>')?;
+    let (mut depth, mut start, mut out) = (0i32, 0, Vec::new());
+    for (i, c) in inner.char_indices() {
+        match c {
+            '<' => depth += 1,
+            '>' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(inner[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(inner[start..].trim());
+    Some(out)
+}
+
+fn type_model(
+    name: &str,
+    header: bool,
+    infos: &[StreamerInfo],
+    depth: usize,
+) -> Result<Model, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!(
+            "{name} nests classes deeper than {MAX_DEPTH} levels"
+        ));
+    }
+    if let Some(dtype) = DType::from_cpp_name(name) {
+        return Ok(Model::Number(dtype));
+    }
+    match name {
+        "string" => return Ok(Model::String { header }),
+        "TString" => return Ok(Model::String { header: false }),
+        "Double32_t" | "Float16_t" => {
+            return Err(format!("{name} inside a container (uproot refuses it too)"))
+        }
+        _ => {}
+    }
+    for (outer, set) in [
+        ("vector", false),
+        ("ROOT::VecOps::RVec", false),
+        ("ROOT::RVec", false),
+        ("list", false),
+        ("deque", false),
+        ("set", true),
+        ("unordered_set", true),
+    ] {
+        if let Some(args) = template_args(name, outer) {
+            let items = type_model(args[0], false, infos, depth + 1)?;
+            return Ok(Model::Sequence {
+                header,
+                items: Box::new(items),
+                set,
+            });
+        }
+    }
+    for outer in ["map", "unordered_map"] {
+        if let Some(args) = template_args(name, outer) {
+            let [k, v] = args.as_slice() else {
+                return Err(format!("{name}: a map of two types"));
+            };
+            // Keys and values inside a map are written without headers of their own.
+            return Ok(Model::Map {
+                header,
+                keys: Box::new(type_model(k, false, infos, depth + 1)?),
+                values: Box::new(type_model(v, false, infos, depth + 1)?),
+            });
+        }
+    }
+    if name.contains('<') || name.ends_with('*') {
+        return Err(format!("{name} is not a type cherenkov reads as objects"));
+    }
+    class_model(name, infos, depth)
+}
+
+fn class_model(name: &str, infos: &[StreamerInfo], depth: usize) -> Result<Model, String> {
+    let info = infos
+        .iter()
+        .find(|i| i.class_name == name)
+        .ok_or_else(|| format!("the file has no streamer info for class {name}"))?;
+    let mut members = Vec::new();
+    for e in &info.elements {
+        members.push(member_model(e, infos, depth)?);
+    }
+    Ok(Model::Class {
+        name: name.to_string(),
+        version: info.class_version,
+        members,
+    })
+}
+
+// Streamer type codes (TVirtualStreamerInfo::EReadWrite).
+const K_BASE: i32 = 0;
+const K_OFFSET_L: i32 = 20;
+const K_OBJECT: i32 = 61;
+const K_ANY: i32 = 62;
+const K_TSTRING: i32 = 65;
+const K_TOBJECT: i32 = 66;
+const K_TNAMED: i32 = 67;
+const K_STL: i32 = 300;
+const K_STL_STRING: i32 = 365;
+
+fn member_model(
+    e: &StreamerElement,
+    infos: &[StreamerInfo],
+    depth: usize,
+) -> Result<Member, String> {
+    let what = |why: &str| format!("member {} ({}): {why}", e.name, e.type_name);
+    let field = |m: Model| Ok(Member::Field(e.name.clone(), m));
+    match e.type_code {
+        K_BASE if e.name == "TObject" => Ok(Member::TObject),
+        K_BASE => Ok(Member::Base(class_model(&e.name, infos, depth + 1)?)),
+        K_TOBJECT => Ok(Member::TObject),
+        K_TSTRING => field(Model::String { header: false }),
+        K_STL | K_STL_STRING => field(type_model(
+            &normalize(&e.type_name),
+            true,
+            infos,
+            depth + 1,
+        )?),
+        K_OBJECT | K_ANY | K_TNAMED => {
+            field(class_model(&normalize(&e.type_name), infos, depth + 1)?)
+        }
+        code @ 1..=19 | code @ 21..=39 => {
+            let base = if code > K_OFFSET_L {
+                code - K_OFFSET_L
+            } else {
+                code
+            };
+            let number = match Packing::of(base, &e.title) {
+                Some((packing, dtype)) if base == K_DOUBLE32 || base == K_FLOAT16 => {
+                    Model::Packed(packing, dtype)
+                }
+                _ => match DType::from_type_code(base) {
+                    Some(dtype) => Model::Number(dtype),
+                    None => return Err(what(&format!("streamer type {code}"))),
+                },
+            };
+            if code > K_OFFSET_L {
+                if e.array_dims.is_empty() {
+                    return Err(what("a fixed array without dimensions"));
+                }
+                field(Model::FixedArray(Box::new(number), e.array_dims.clone()))
+            } else {
+                field(number)
+            }
+        }
+        code => Err(what(&format!(
+            "streamer type {code} is not read as objects"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_stl_names_give_nested_models() {
+        let m = model_of_type("std::vector<std::vector<int> >", true, &[]).unwrap();
+        let Model::Sequence {
+            header: true,
+            items,
+            set: false,
+        } = m
+        else {
+            panic!("{m:?}")
+        };
+        assert_eq!(
+            *items,
+            Model::Sequence {
+                header: false,
+                items: Box::new(Model::Number(DType::I32)),
+                set: false
+            }
+        );
+        let m = model_of_type("map<int, std::string>", true, &[]).unwrap();
+        assert!(matches!(m, Model::Map { header: true, .. }), "{m:?}");
+    }
+
+    #[test]
+    fn classes_without_streamer_infos_are_refused_with_the_reason() {
+        let why = model_of_type("vector<Hit>", true, &[]).unwrap_err();
+        assert!(why.contains("no streamer info for class Hit"), "{why}");
+    }
+}

@@ -1,0 +1,169 @@
+"""Survey: every TTree branch of every ROOT file in some directories, read by uproot and by
+cherenkov (``library="ak"``), classified as equal, wrong value, wrong type, same type in another
+form, refused (``UnsupportedBranch``, with its reason) or failed (any other error). Branches uproot
+cannot read are counted apart and not judged.
+
+    .venv/bin/python scripts/conformance_survey.py [DIR ...]   # default: /work/corpus/skhep
+
+Each file is surveyed in a subprocess with a time limit, so one pathological file cannot stall
+the survey; a file that times out or crashes is reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+TREE_CLASSES = {"TTree", "TNtuple", "TNtupleD"}
+
+
+def _same_values(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same_values(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same_values(a[k], b[k]) for k in a)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return _same_values(list(a), list(b))
+    return type(a) is type(b) and a == b or (isinstance(a, int | float) and isinstance(b, int | float) and a == b)
+
+
+def _form(array) -> dict:
+    """The form without form keys (they name buffers, not structure)."""
+
+    def strip(d):
+        if isinstance(d, dict):
+            return {k: strip(v) for k, v in d.items() if k != "form_key"}
+        if isinstance(d, list):
+            return [strip(x) for x in d]
+        return d
+
+    return strip(array.layout.form.to_dict(verbose=False))
+
+
+def survey_file(path: str) -> list[dict]:
+    """One record per branch: file, tree, branch, outcome, detail."""
+    import awkward as ak
+    import cherenkov
+    import uproot
+
+    out = []
+    try:
+        theirs_file = uproot.open(path)
+        trees = [k for k, c in theirs_file.classnames(cycle=False).items() if c in TREE_CLASSES]
+    except Exception as e:  # not a ROOT file uproot opens: nothing to judge
+        return [{"file": path, "outcome": "uproot-cannot-open", "detail": f"{type(e).__name__}: {e}"[:200]}]
+    try:
+        ours_file = cherenkov.open(path)
+    except Exception as e:
+        ours_file, open_error = None, f"{type(e).__name__}: {e}"[:300]
+    for tree_key in trees:
+        try:
+            theirs_tree = theirs_file[tree_key]
+            theirs_branches = theirs_tree.values(recursive=True)
+        except Exception:
+            continue
+        ours_tree, tree_error = None, None
+        if ours_file is None:
+            tree_error = open_error
+        else:
+            try:
+                ours_tree = ours_file[tree_key]
+            except Exception as e:
+                tree_error = f"{type(e).__name__}: {e}"[:300]
+        seen = set()
+        for theirs_branch in theirs_branches:
+            name = theirs_branch.name
+            # The first of several branches with one name is the one both libraries read by it.
+            if name in seen:
+                continue
+            seen.add(name)
+            rec = {"file": path, "tree": tree_key, "branch": name}
+            out.append(rec)
+            try:
+                theirs = theirs_tree[name].array(library="ak")
+            except Exception as e:
+                rec.update(outcome="uproot-fails", detail=f"{type(e).__name__}: {e}"[:200])
+                continue
+            if tree_error is not None:
+                rec.update(outcome="error", detail=tree_error)
+                continue
+            try:
+                ours = ours_tree.arrays([name], library="ak")[name]
+            except cherenkov.UnsupportedBranch as e:
+                rec.update(outcome="refused", detail=str(e).rsplit(": ", 1)[-1][:200])
+                continue
+            except Exception as e:
+                rec.update(outcome="error", detail=f"{type(e).__name__}: {e}"[:300])
+                continue
+            try:
+                if str(ours.type) != str(theirs.type):
+                    rec.update(outcome="wrong-type", detail=f"ours {ours.type} / uproot {theirs.type}"[:300])
+                elif not _same_values(ak.to_list(ours), ak.to_list(theirs)):
+                    rec.update(outcome="wrong-value", detail=str(theirs.type)[:200])
+                elif _form(ours) != _form(theirs):
+                    rec.update(outcome="other-form", detail=str(theirs.type)[:200])
+                else:
+                    rec.update(outcome="equal")
+            except Exception as e:
+                rec.update(outcome="compare-error", detail=f"{type(e).__name__}: {e}"[:200])
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("dirs", nargs="*", default=["/work/corpus/skhep"])
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per file")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--list", action="store_true", help="print every branch that is not equal")
+    parser.add_argument("--json", help="write every branch record to this file")
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(survey_file(args.one)))
+        return
+    files = sorted(p for d in args.dirs for p in Path(d).glob("*.root") if p.stat().st_size > 1024)
+    records = []
+    for path in files:
+        try:
+            done = subprocess.run(
+                [sys.executable, __file__, "--one", str(path)],
+                capture_output=True,
+                text=True,
+                timeout=args.timeout,
+            )
+            lines = done.stdout.strip().splitlines()
+            if done.returncode != 0 or not lines:
+                records.append({"file": str(path), "outcome": "file-crashed", "detail": done.stderr[-300:]})
+            else:
+                records.extend(json.loads(lines[-1]))
+        except subprocess.TimeoutExpired:
+            records.append({"file": str(path), "outcome": "file-timeout", "detail": f"over {args.timeout} s"})
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=0))
+    counts = collections.Counter(r["outcome"] for r in records)
+    judged = sum(n for k, n in counts.items() if k not in ("uproot-fails", "uproot-cannot-open"))
+    print(f"{len(files)} files, {judged} branches uproot reads")
+    for outcome, n in counts.most_common():
+        share = f" ({100 * n / judged:.1f} %)" if judged and outcome not in ("uproot-fails", "uproot-cannot-open") else ""
+        print(f"  {outcome:18} {n}{share}")
+    for outcome in ("wrong-value", "wrong-type", "other-form", "error", "compare-error", "refused", "file-timeout", "file-crashed"):
+        reasons = collections.Counter(r.get("detail", "") for r in records if r["outcome"] == outcome)
+        if reasons:
+            print(f"\n{outcome}: top reasons")
+            for reason, n in reasons.most_common(12):
+                print(f"  {n:5}  {reason[:160]}")
+    if args.list:
+        print()
+        for r in records:
+            if r["outcome"] not in ("equal", "uproot-fails", "uproot-cannot-open"):
+                print(f"{r['outcome']:12} {Path(r['file']).name}:{r.get('tree')}:{r.get('branch')}  {r.get('detail', '')[:150]}")
+
+
+if __name__ == "__main__":
+    main()
