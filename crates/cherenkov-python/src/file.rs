@@ -2,6 +2,7 @@
 
 use crate::errors::to_py;
 use crate::ntuple::Ntuple;
+use crate::raw::{buffers_to_py, checked_ranges};
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::runtime;
@@ -42,26 +43,7 @@ impl RootFile {
         ca: Option<std::path::PathBuf>,
         insecure_skip_verify: bool,
     ) -> PyResult<Self> {
-        let timeout = match timeout {
-            Some(t) if !(t.is_finite() && t > 0.0) => {
-                return Err(pyo3::exceptions::PyValueError::new_err(
-                    "timeout must be a positive number of seconds",
-                ))
-            }
-            t => t.map(std::time::Duration::from_secs_f64),
-        };
-        if connections == Some(0) {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "connections must be at least 1",
-            ));
-        }
         let options = SourceOptions {
-            connections,
-            timeout,
-            retries,
-            trace,
-            discover: Some(discover),
-            verify_checksums,
             cache: cache.map(|dir| CacheOptions {
                 dir,
                 max_bytes: cache_max_bytes.unwrap_or(CacheOptions::DEFAULT_MAX_BYTES),
@@ -71,7 +53,14 @@ impl RootFile {
                 ca,
                 insecure_skip_verify,
             },
-            ..SourceOptions::default()
+            ..source_options(
+                connections,
+                timeout,
+                retries,
+                trace,
+                discover,
+                verify_checksums,
+            )?
         };
         let inner = py
             .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
@@ -93,6 +82,21 @@ impl RootFile {
     #[getter]
     fn requests_since_open(&self) -> u64 {
         self.inner.requests()
+    }
+
+    /// Read byte ranges `[(start, stop), ...]` as one vectored request through the file's source
+    /// (replicas, retries and counters included); what opening already read is served from
+    /// memory. One read-only uint8 numpy array per range, over the engine's buffer (no copy).
+    fn read_ranges<'py>(
+        &self,
+        py: Python<'py>,
+        ranges: Vec<(u64, u64)>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        let ranges = checked_ranges(self.inner.name(), &ranges, self.inner.size)?;
+        let buffers = py
+            .detach(|| runtime().block_on(self.inner.read_raw(&ranges)))
+            .map_err(to_py)?;
+        buffers_to_py(py, buffers)
     }
 
     /// The engine's counters since opening (times in seconds).
@@ -222,6 +226,39 @@ impl RootFile {
             meta: Arc::new(meta),
         })
     }
+}
+
+/// `cherenkov.open`'s source options, checked.
+pub fn source_options(
+    connections: Option<usize>,
+    timeout: Option<f64>,
+    retries: Option<u32>,
+    trace: bool,
+    discover: bool,
+    verify_checksums: bool,
+) -> PyResult<SourceOptions> {
+    let timeout = match timeout {
+        Some(t) if !(t.is_finite() && t > 0.0) => {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "timeout must be a positive number of seconds",
+            ))
+        }
+        t => t.map(std::time::Duration::from_secs_f64),
+    };
+    if connections == Some(0) {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "connections must be at least 1",
+        ));
+    }
+    Ok(SourceOptions {
+        connections,
+        timeout,
+        retries,
+        trace,
+        discover: Some(discover),
+        verify_checksums,
+        ..SourceOptions::default()
+    })
 }
 
 /// The data servers (`host:port`) that a `root://` URL's server names for its file

@@ -209,6 +209,62 @@ impl RootFile {
             .collect()
     }
 
+    /// Read byte ranges for a reader of raw bytes (uproot's source, fsspec): what opening already
+    /// read (the speculative head and tail, keys lists) is served from memory, the rest in one
+    /// request; the answer is not kept. Ranges must lie inside the file.
+    pub async fn read_raw(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+        if let Some(r) = ranges.iter().find(|r| {
+            r.offset
+                .checked_add(r.len)
+                .is_none_or(|end| end > self.size)
+        }) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: bytes {}..{} asked for, past the end of the file ({} bytes)",
+                self.name(),
+                r.offset,
+                r.offset.saturating_add(r.len),
+                self.size
+            )));
+        }
+        let held = |r: &ByteRange| {
+            if r.len == 0 {
+                return Some(Bytes::new());
+            }
+            let regions = self.metadata.lock().unwrap();
+            regions
+                .iter()
+                .find(|(have, _)| have.contains(r))
+                .map(|(have, bytes)| {
+                    let start = (r.offset - have.offset) as usize;
+                    bytes.slice(start..start + r.len as usize)
+                })
+        };
+        let mut out: Vec<Option<Bytes>> = ranges.iter().map(held).collect();
+        let missing: Vec<ByteRange> = ranges
+            .iter()
+            .zip(&out)
+            .filter(|(_, got)| got.is_none())
+            .map(|(r, _)| *r)
+            .collect();
+        if !missing.is_empty() {
+            let mut got = self.source.read_ranges(&missing).await?.into_iter();
+            for slot in out.iter_mut().filter(|s| s.is_none()) {
+                *slot = got.next();
+            }
+        }
+        out.into_iter()
+            .zip(ranges)
+            .map(|(b, r)| {
+                b.filter(|b| b.len() as u64 == r.len).ok_or_else(|| {
+                    Error::io(
+                        self.name(),
+                        format!("range {}..{} was not returned whole", r.offset, r.end()),
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// Requests sent since opening began (opening a file takes at most two).
     pub fn requests(&self) -> u64 {
         self.source.counters().requests - self.requests_before_open

@@ -3,10 +3,10 @@
 //!
 //! Layout: `<dir>/v1/<file key>/<offset>-<len>` holds one range read before, as an 8-byte
 //! XXH3-64 checksum of the bytes followed by the bytes. The file key hashes what identifies one
-//! version of one file: its URL without credentials or query, its size, and its content
-//! identity (the source's version tag where it has one, else the first bytes of the file, which
-//! for a ROOT file hold its UUID and modification time): a replaced file gets a new key and never
-//! meets the old entries.
+//! version of one file: its URL with credentials redacted (a renewed token keeps the entries),
+//! its size, and its content identity (the source's version tag where it has one, else the first
+//! bytes of the file, which for a ROOT file hold its UUID and modification time): a replaced file
+//! gets a new key and never meets the old entries.
 //!
 //! Safety: an entry is written to a temporary name and renamed into place, so a process killed
 //! mid-write leaves nothing that is read back; every entry is checked against its checksum when
@@ -15,6 +15,7 @@
 //! cannot be written (full disk, read-only) turns into a pass-through with one warning. Entries
 //! are evicted least recently used first when the cache outgrows its cap.
 
+use super::redact::redact;
 use super::{ByteRange, ByteSource, SharedSource, SourceCounters, SourceLimits};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
@@ -45,7 +46,7 @@ impl CacheOptions {
 /// Bytes of a file's head that identify its content when the source has no version tag.
 const IDENTITY_HEAD: u64 = 4096;
 const LAYOUT: &str = "v1";
-/// A file directory's note of what it caches (the URL without credentials), for `cache info`.
+/// A file directory's note of what it caches (the URL, redacted), for `cache info`.
 const ABOUT: &str = "about";
 
 /// What a cache directory holds, for `cherenkov cache info`.
@@ -84,7 +85,7 @@ pub async fn wrap(inner: SharedSource, options: &CacheOptions) -> Result<SharedS
     };
     let mut key = XxHash3_64::default();
     for part in [
-        without_credentials(inner.name()).as_bytes(),
+        redact(inner.name()).as_bytes(),
         &size.to_le_bytes(),
         &identity,
     ] {
@@ -105,12 +106,9 @@ pub async fn wrap(inner: SharedSource, options: &CacheOptions) -> Result<SharedS
         dir,
         inner,
     };
-    match fs::create_dir_all(&source.dir).and_then(|()| {
-        fs::write(
-            source.dir.join(ABOUT),
-            without_credentials(source.inner.name()),
-        )
-    }) {
+    match fs::create_dir_all(&source.dir)
+        .and_then(|()| fs::write(source.dir.join(ABOUT), redact(source.inner.name())))
+    {
         Ok(()) => source.load_index(),
         Err(e) => source.stop_writing(&e),
     }
@@ -130,17 +128,6 @@ async fn head_bytes(source: &dyn ByteSource, size: u64) -> Result<Vec<u8>> {
     }
     let mut got = source.read_ranges(&[head]).await?;
     Ok(got.pop().map(|b| b.to_vec()).unwrap_or_default())
-}
-
-/// `scheme://host/path` of a URL: no user, password or query (tokens live there).
-pub fn without_credentials(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}{path}")
 }
 
 fn entry_name(r: ByteRange) -> String {
@@ -669,12 +656,27 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    #[test]
-    fn credentials_and_queries_are_not_part_of_the_name() {
-        assert_eq!(
-            without_credentials("https://user:secret@host:8443/a/b.root?authz=token#x"),
-            "https://host:8443/a/b.root"
+    #[tokio::test]
+    async fn a_rotated_token_keeps_the_entries() {
+        let dir = temp_dir("token");
+        let file = data(6, 20_000);
+        for token in ["first", "second"] {
+            let url = format!("https://host/f.root?authz={token}");
+            let memory = Arc::new(MemorySource::new(&url, file.clone()));
+            read(&dir, &memory).await;
+        }
+        assert_eq!(summary(&dir).files, 1);
+        let about = fs::read_dir(dir.join(LAYOUT))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let about = fs::read_to_string(about.join(ABOUT)).unwrap();
+        assert!(
+            !about.contains("first") && !about.contains("second"),
+            "{about}"
         );
-        assert_eq!(without_credentials("/data/f.root"), "/data/f.root");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }
