@@ -165,16 +165,19 @@ def test_next_files_open_while_the_current_one_is_read(lab):
     lab.set_rtt(rtt * 1000)
     try:
         ahead, timings = read_with_work(urls, files_ahead=2, work_seconds=rtt)
+        adaptive, adaptive_timings = read_with_work(urls, files_ahead=None, work_seconds=rtt)
         serial, serial_timings = read_with_work(urls, files_ahead=0, work_seconds=rtt)
     finally:
         lab.set_rtt(0)
     local = uproot.concatenate({str(p): "Events" for p in sorted(lab.data_dir.glob("*.root"))}, NANO_BRANCHES, library="ak")
-    assert ak.array_equal(ahead, local) and ak.array_equal(serial, local)
+    for arrays in (ahead, adaptive, serial):
+        assert ak.array_equal(arrays, local)
     assert [t.path for t in timings] == urls
-    for before, after in zip(timings, timings[1:]):
-        # file k+1 was open, and its first steps asked for, before file k's last step was handed over
-        assert after.opened < before.finished, (before, after)
-        assert after.first_step_started < before.finished
+    for run in (timings, adaptive_timings):  # the default opens at least 2 ahead, as many as it measures it needs
+        for before, after in zip(run, run[1:]):
+            # file k+1 was open, and its first steps asked for, before file k's last step was handed over
+            assert after.opened < before.finished, (before, after)
+            assert after.first_step_started < before.finished
     for before, after in zip(serial_timings, serial_timings[1:]):
         # the control: without files ahead each file is opened only after the previous one is done
         assert after.open_started >= before.finished

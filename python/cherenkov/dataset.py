@@ -1,7 +1,7 @@
 """Datasets in one process: `iterate`, `concatenate` and lazy `chunks` over many files, as uproot
-users write them. While one file is read, the next ones (at most `files_ahead`) are opened in a
-thread pool and their first steps fetched, so a dataset pays its files' opening round trips once,
-not once per file.
+users write them. While one file is read, the next ones (see `iterate`'s `files_ahead`) are opened
+in a thread pool and their first steps fetched, so a dataset pays its files' opening round trips
+once, not once per file.
 
 Files are given as uproot takes them: a path or URL, a local glob (``"data/*.root"``), ``"file.root:
 Events"`` (a TTree or RNTuple path after the last colon), a ``{file: tree}`` dict, or a list of
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import math
 import os
 import re
 import time
@@ -164,17 +165,32 @@ def find_table(f: File, tree: str) -> Tree:
     return f[names[0]]
 
 
-class _Ahead:
-    """Yields the `prepare`d files in order while up to `files_ahead` later ones are prepared in a
-    thread pool. Leaving early closes what was prepared and drops what was not started."""
+# Files opened ahead when the caller sets no number: start with this many, then as many as it takes
+# to hide a file's opening behind the reading of the ones before it (opening time over reading time
+# per file, both measured: far servers and XRootD's longer handshake need more), up to the limit.
+FILES_AHEAD_START = 2
+FILES_AHEAD_LIMIT = 6
 
-    def __init__(self, specs: list[FileSpec], prepare: Callable[[FileSpec], _Opened], files_ahead: int):
-        if files_ahead < 0:
-            raise ValueError("files_ahead must be at least 0")
+
+def ahead_limit(files_ahead: int | None, files: int) -> int:
+    """The most files opened ahead at once: `files_ahead`, or with None the adaptive limit."""
+    if files_ahead is not None and files_ahead < 0:
+        raise ValueError("files_ahead must be at least 0")
+    return files_ahead if files_ahead is not None else min(FILES_AHEAD_LIMIT, max(files - 1, 0))
+
+
+class _Ahead:
+    """Yields the `prepare`d files in order while later ones are prepared in a thread pool: a fixed
+    `files_ahead`, or with None from FILES_AHEAD_START as many as hide the measured opening time.
+    Leaving early closes what was prepared and drops what was not started."""
+
+    def __init__(self, specs: list[FileSpec], prepare: Callable[[FileSpec], _Opened], files_ahead: int | None):
         self.specs = iter(specs)
         self.prepare = prepare
-        self.files_ahead = files_ahead
-        self.pool = ThreadPoolExecutor(max_workers=max(files_ahead, 1), thread_name_prefix="cherenkov-dataset")
+        self.adaptive = files_ahead is None
+        self.limit = ahead_limit(files_ahead, len(specs))
+        self.depth = min(FILES_AHEAD_START, self.limit) if self.adaptive else self.limit
+        self.pool = ThreadPoolExecutor(max_workers=max(self.limit, 1), thread_name_prefix="cherenkov-dataset")
         self.pending: deque[Future] = deque()
 
     def _fill(self, count: int) -> None:
@@ -182,6 +198,7 @@ class _Ahead:
             self.pending.append(self.pool.submit(self.prepare, spec))
 
     def __iter__(self) -> Iterator[_Opened]:
+        previous = None  # when the previous file was handed over
         try:
             while True:
                 if not self.pending:
@@ -189,8 +206,16 @@ class _Ahead:
                 if not self.pending:
                     return
                 current = self.pending.popleft()
-                self._fill(self.files_ahead)  # the next files open while this one is read
-                yield current.result()
+                self._fill(self.depth)  # the next files open while this one is read
+                opened = current.result()
+                now = time.perf_counter()
+                if self.adaptive and previous is not None and opened.error is None:
+                    reading = max(now - previous, 1e-3)
+                    opening = opened.opened - opened.open_started
+                    self.depth = max(self.depth, min(self.limit, math.ceil(opening / reading)))
+                    self._fill(self.depth)
+                previous = now
+                yield opened
         finally:
             for future in self.pending:
                 if not future.cancel():  # already running: close its reads when it is done
@@ -264,7 +289,7 @@ def iterate(
     report: bool = False,
     tree: str | None = None,
     allow_missing: bool = False,
-    files_ahead: int = 2,
+    files_ahead: int | None = None,
     memory_budget: int = 256 << 20,
     steps_ahead: int = 3,
     progress=None,
@@ -274,15 +299,16 @@ def iterate(
     matching `filter_name`) over every file of `files` in steps of whole clusters of about
     `step_size` entries, like `uproot.iterate`; `report=True` yields (arrays, `Report`) pairs.
 
-    While a file is read, the next `files_ahead` files are opened in background threads and their
-    first steps fetched; `memory_budget` is shared by the files being read ahead (each gets
-    `memory_budget // (files_ahead + 1)`). `allow_missing=True` skips files that cannot be opened
+    While a file is read, the next files are opened in background threads and their first steps
+    fetched: `files_ahead` of them, or by default 2 and then as many as hide a file's measured
+    opening time behind the reading of the files before it, up to 6. `memory_budget` is shared by the files in flight (each gets
+    `memory_budget // (most files ahead + 1)`). `allow_missing=True` skips files that cannot be opened
     or lack the tree (logged). Other keywords (`connections`, `timeout`, `cache`, ...) go to
     `cherenkov.open`. One progress bar counts entries over the dataset (`progress` as in
     `Tree.iterate`); its total grows as files are opened."""
     _check(step_size)
     specs = file_specs(files, tree)
-    per_file_budget = max(memory_budget // (files_ahead + 1), 1 << 20)
+    per_file_budget = max(memory_budget // (ahead_limit(files_ahead, len(specs)) + 1), 1 << 20)
 
     def start_reads(opened: _Opened) -> None:
         opened.selected = _selection(opened.tree, expressions, filter_name)
@@ -326,7 +352,7 @@ def concatenate(
     library: str = "ak",
     tree: str | None = None,
     allow_missing: bool = False,
-    files_ahead: int = 2,
+    files_ahead: int | None = None,
     memory_budget: int = 256 << 20,
     progress=None,
     **open_options,
@@ -374,19 +400,19 @@ def chunks(
     profile: _core.AccessProfile | None = None,
     learning: bool = True,
     allow_missing: bool = False,
-    files_ahead: int = 2,
+    files_ahead: int | None = None,
     memory_budget: int = 256 << 20,
     steps_ahead: int = 3,
     **open_options,
 ) -> DatasetIterator:
     """Lazy chunks (see `Tree.chunks`) over every file of `files`, with one `AccessProfile` for
     all: the branches used are learned in the first file and read ahead in the others. While a
-    file is read, the next `files_ahead` are opened; once the profile is trained, their first
+    file is read, the next ones are opened (`files_ahead` as in `iterate`); once the profile is trained, their first
     chunks' learned branches are fetched too. ``chunk.tree.file`` says which file a chunk is in."""
     _check(step_size)
     specs = file_specs(files, tree)
     profile = profile if profile is not None else _core.AccessProfile()
-    per_file_budget = max(memory_budget // (files_ahead + 1), 1 << 20)
+    per_file_budget = max(memory_budget // (ahead_limit(files_ahead, len(specs)) + 1), 1 << 20)
 
     def start_reads(opened: _Opened) -> None:
         steps = opened.tree.steps(step_size)
