@@ -172,21 +172,26 @@ impl RootFile {
         regions.iter().any(|(have, _)| have.contains(range))
     }
 
+    /// The bytes of `r` when an earlier metadata read holds them.
+    fn held(&self, r: &ByteRange) -> Option<Bytes> {
+        if r.len == 0 {
+            return Some(Bytes::new());
+        }
+        let regions = self.metadata.lock().unwrap();
+        regions
+            .iter()
+            .find(|(have, _)| have.contains(r))
+            .map(|(have, bytes)| {
+                let start = (r.offset - have.offset) as usize;
+                bytes.slice(start..start + r.len as usize)
+            })
+    }
+
     /// Read metadata ranges, serving what earlier reads hold and fetching the rest in one request.
     pub(crate) async fn read_metadata(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
-        let cached = |r: &ByteRange| {
-            let regions = self.metadata.lock().unwrap();
-            regions
-                .iter()
-                .find(|(have, _)| have.contains(r))
-                .map(|(have, bytes)| {
-                    let start = (r.offset - have.offset) as usize;
-                    bytes.slice(start..start + r.len as usize)
-                })
-        };
         let missing: Vec<ByteRange> = ranges
             .iter()
-            .filter(|r| cached(r).is_none())
+            .filter(|r| self.held(r).is_none())
             .copied()
             .collect();
         if !missing.is_empty() {
@@ -199,7 +204,7 @@ impl RootFile {
         ranges
             .iter()
             .map(|r| {
-                cached(r).ok_or_else(|| {
+                self.held(r).ok_or_else(|| {
                     Error::io(
                         self.name(),
                         format!("range {}..{} was not returned", r.offset, r.end()),
@@ -226,20 +231,7 @@ impl RootFile {
                 self.size
             )));
         }
-        let held = |r: &ByteRange| {
-            if r.len == 0 {
-                return Some(Bytes::new());
-            }
-            let regions = self.metadata.lock().unwrap();
-            regions
-                .iter()
-                .find(|(have, _)| have.contains(r))
-                .map(|(have, bytes)| {
-                    let start = (r.offset - have.offset) as usize;
-                    bytes.slice(start..start + r.len as usize)
-                })
-        };
-        let mut out: Vec<Option<Bytes>> = ranges.iter().map(held).collect();
+        let mut out: Vec<Option<Bytes>> = ranges.iter().map(|r| self.held(r)).collect();
         let missing: Vec<ByteRange> = ranges
             .iter()
             .zip(&out)

@@ -550,11 +550,14 @@ mod tests {
         (got, cached.counters())
     }
 
-    fn expect(file: &[u8]) -> Vec<&[u8]> {
-        RANGES
-            .iter()
-            .map(|r| &file[r.offset as usize..r.end() as usize])
-            .collect()
+    fn assert_holds(got: &[Bytes], file: &[u8]) {
+        for (r, bytes) in RANGES.iter().zip(got) {
+            assert_eq!(
+                &bytes[..],
+                &file[r.offset as usize..r.end() as usize],
+                "{r:?}"
+            );
+        }
     }
 
     #[tokio::test]
@@ -567,10 +570,7 @@ mod tests {
         let asked = memory.requests().len();
         let (second, c) = read(&dir, &memory).await;
         assert_eq!(first, second);
-        assert_eq!(
-            second.iter().map(|b| &b[..]).collect::<Vec<_>>(),
-            expect(&file)
-        );
+        assert_holds(&second, &file);
         assert_eq!(
             (
                 c.disk_cache_hits,
@@ -593,10 +593,7 @@ mod tests {
         let new_file = data(2, 20_000);
         let new = Arc::new(MemorySource::new("http://h/f.root", new_file.clone()));
         let (got, c) = read(&dir, &new).await;
-        assert_eq!(
-            got.iter().map(|b| &b[..]).collect::<Vec<_>>(),
-            expect(&new_file)
-        );
+        assert_holds(&got, &new_file);
         assert_eq!(c.disk_cache_hits, 0);
         assert_eq!(summary(&dir).files, 2);
         fs::remove_dir_all(&dir).unwrap();
@@ -619,10 +616,7 @@ mod tests {
         // A write cut short by a kill leaves only a temporary file, never read.
         fs::write(entry.with_file_name(".9000-1000.1.partial"), b"cut").unwrap();
         let (got, c) = read(&dir, &memory).await;
-        assert_eq!(
-            got.iter().map(|b| &b[..]).collect::<Vec<_>>(),
-            expect(&file)
-        );
+        assert_holds(&got, &file);
         assert_eq!((c.disk_cache_hits, c.disk_cache_misses), (2, 1));
         fs::remove_dir_all(&dir).unwrap();
     }
@@ -634,10 +628,7 @@ mod tests {
         let file = data(4, 20_000);
         let memory = Arc::new(MemorySource::new("root://h//f.root", file.clone()));
         let (got, c) = read(&dir, &memory).await;
-        assert_eq!(
-            got.iter().map(|b| &b[..]).collect::<Vec<_>>(),
-            expect(&file)
-        );
+        assert_holds(&got, &file);
         assert_eq!((c.disk_cache_hits, c.disk_cache_misses), (0, 3));
         fs::remove_file(&dir).unwrap();
     }
