@@ -127,16 +127,20 @@ def test_chunks_share_one_profile_across_files(nano_copies):
     files = sorted(str(p) for p in nano_copies.glob("*.root"))
     profile = cherenkov.AccessProfile()
     seen, files_seen = [], []
-    for chunk in cherenkov.chunks(files, step_size=500, profile=profile):
+    it = cherenkov.chunks(files, step_size=500, profile=profile)
+    for chunk in it:
         seen.append(chunk.arrays(["Muon_pt", "nMuon"]))
         files_seen.append(chunk.tree.file.path)
     assert files_seen == [f for f in files for _ in range(4)]
     assert sorted(profile.learned) == ["Muon_pt", "nMuon"]
     theirs = uproot.concatenate({f: "Events" for f in files}, ["Muon_pt", "nMuon"], library="ak")
     assert ak.array_equal(ak.concatenate(seen), theirs)
-    # the last file was opened once the profile was trained: its first chunk came from read-ahead
+    # later files need no training: their chunks came from the learned set's read-ahead
     assert chunk.tree.last_chunk_stats.startup_fetches == 0
     assert chunk.tree.last_chunk_stats.misses == 0
+    # the second file, opened before the profile was trained, started its first chunk as soon as
+    # it was: before the first file was done
+    assert it.timings[1].first_step_started < it.timings[0].finished
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import logging
 import math
 import os
 import re
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
@@ -141,7 +142,9 @@ class _Opened:
     selected: list = field(default_factory=list)
     stream: object = None
     chunks: object = None
-    first_span: tuple | None = None
+    first: Future | None = None  # lazy chunks: the first advance, started ahead of use
+    taken: bool = False  # lazy chunks: the reader has started on this file
+    lock: threading.Lock = field(default_factory=threading.Lock)
     error: Exception | None = None
 
     def timing(self, finished: float | None = None) -> FileTiming:
@@ -152,6 +155,26 @@ class _Opened:
     def close(self) -> None:
         if self.stream is not None:
             self.stream.close()
+
+    def start_chunks(self, pool: ThreadPoolExecutor) -> None:
+        """Advance to the first chunk in `pool` (the learned set is fetched then), unless the
+        reader has got here first."""
+        with self.lock:
+            if self.first is None and not self.taken:
+                try:
+                    self.first = pool.submit(self.chunks.advance)
+                except RuntimeError:  # the pool is shut down: the reader has left
+                    return
+                self.reads_started = time.perf_counter()
+
+    def first_span(self) -> tuple[int, int] | None:
+        """The first chunk's entry range: the advance started ahead, or one made now."""
+        with self.lock:
+            self.taken = True
+        if self.first is not None:
+            return self.first.result()
+        self.reads_started = time.perf_counter()
+        return self.chunks.advance()
 
 
 def find_table(f: File, tree: str) -> Tree:
@@ -267,7 +290,6 @@ def _opener(open_options: dict, allow_missing: bool, then: Callable[[_Opened], N
                 raise
             opened.error = e
             return opened
-        opened.reads_started = time.perf_counter()
         then(opened)
         return opened
 
@@ -314,6 +336,7 @@ def iterate(
         opened.selected = _selection(opened.tree, expressions, filter_name)
         steps = opened.tree.steps(step_size)
         indices = [info.index for _, info in opened.selected]
+        opened.reads_started = time.perf_counter()
         opened.stream = opened.tree._core.iterate(indices, steps, per_file_budget, steps_ahead)
 
     task = f"{len(specs)} files"
@@ -407,8 +430,8 @@ def chunks(
 ) -> DatasetIterator:
     """Lazy chunks (see `Tree.chunks`) over every file of `files`, with one `AccessProfile` for
     all: the branches used are learned in the first file and read ahead in the others. While a
-    file is read, the next ones are opened (`files_ahead` as in `iterate`); once the profile is trained, their first
-    chunks' learned branches are fetched too. ``chunk.tree.file`` says which file a chunk is in."""
+    file is read, the next ones are opened (`files_ahead` as in `iterate`); once the profile is
+    trained, their first chunks' learned branches are fetched too. ``chunk.tree.file`` says which file a chunk is in."""
     _check(step_size)
     specs = file_specs(files, tree)
     profile = profile if profile is not None else _core.AccessProfile()
@@ -417,21 +440,32 @@ def chunks(
     def start_reads(opened: _Opened) -> None:
         steps = opened.tree.steps(step_size)
         opened.chunks = opened.tree._core.chunks(steps, profile, learning, per_file_budget, steps_ahead)
-        if profile.trained:  # the learned set is known: fetch this file's first chunks now
-            opened.first_span = opened.chunks.advance() or ()
+        if profile.trained:  # the learned set is known: fetch this file's first chunk now
+            opened.start_chunks(ahead_files.pool)
+
+    def start_when_opened(future: Future) -> None:
+        if not future.cancelled() and future.exception() is None and future.result().error is None:
+            future.result().start_chunks(ahead_files.pool)
+
+    ahead_files = _Ahead(specs, _opener(open_options, allow_missing, start_reads), files_ahead)
 
     def run(timings: list) -> Iterator[LazyChunk]:
-        ahead = iter(_Ahead(specs, _opener(open_options, allow_missing, start_reads), files_ahead))
+        ahead = iter(ahead_files)
+        trained = profile.trained
         try:
             for opened in ahead:
                 if opened.error is not None:
                     log.warning("skipping %s: %s", opened.spec.replicas[0], opened.error)
                     continue
                 core = opened.chunks
-                span = opened.first_span if opened.first_span is not None else core.advance()
+                span = opened.first_span()
                 while span:
                     yield LazyChunk(opened.tree, core, *span)
                     span = core.advance()
+                    if not trained and profile.trained:  # learned now: the files opened ahead start too
+                        trained = True
+                        for future in list(ahead_files.pending):
+                            future.add_done_callback(start_when_opened)
                 opened.tree.last_chunk_stats = core.stats()
                 timings.append(opened.timing(time.perf_counter()))
         finally:
