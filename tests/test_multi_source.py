@@ -1,6 +1,7 @@
 """Several replicas read as one file: real nginx servers, each behind its own toxiproxy proxy."""
 
 import shutil
+import time
 
 import cherenkov
 import numpy as np
@@ -19,6 +20,17 @@ def replicas(testdata, tmp_path):
         yield tp, [f"http://127.0.0.1:{p}/{NAME}" for p in ports]
 
 
+def opened(urls, **options):
+    """`cherenkov.open(urls)`, once every replica has joined (they open in parallel, and the open
+    returns with the first)."""
+    f = cherenkov.open(urls, **options)
+    deadline = time.monotonic() + 20
+    while any(r.state == "opening" for r in f.replicas()):
+        assert time.monotonic() < deadline, f.replicas()
+        time.sleep(0.02)
+    return f
+
+
 def same_as_local(testdata, tree, names):
     local = cherenkov.open(testdata / NAME)["Events"].arrays(names, library="np")
     remote = tree.arrays(names, library="np")
@@ -32,7 +44,7 @@ def same_as_local(testdata, tree, names):
 
 def test_replicas_read_the_same_as_local_and_share_the_work(testdata, replicas):
     tp, urls = replicas
-    f = cherenkov.open(urls[:2])
+    f = opened(urls[:2])
     tree = f["Events"]
     names = [b.path for b in tree.branches if b.readable]
     same_as_local(testdata, tree, names)
@@ -42,7 +54,7 @@ def test_replicas_read_the_same_as_local_and_share_the_work(testdata, replicas):
 
 def test_a_replica_killed_mid_job_costs_no_failed_read(testdata, replicas):
     tp, urls = replicas
-    f = cherenkov.open(urls[:2], timeout=3, retries=0)
+    f = opened(urls[:2], timeout=3, retries=0)
     tree = f["Events"]
     names = [b.path for b in tree.branches if b.readable]
     same_as_local(testdata, tree, names[:100])
@@ -58,7 +70,7 @@ def test_the_slow_replica_gets_less_work(testdata, replicas):
     tp, urls = replicas
     tp.set_rtt("r0", 200)  # ten times slower than r1
     tp.set_rtt("r1", 20)
-    f = cherenkov.open(urls[:2])
+    f = opened(urls[:2])
     tree = f["Events"]
     names = [b.path for b in tree.branches if b.readable]
     for k in range(6):
@@ -70,7 +82,7 @@ def test_the_slow_replica_gets_less_work(testdata, replicas):
 
 def test_a_third_replica_is_probed_within_budget(testdata, replicas):
     tp, urls = replicas
-    f = cherenkov.open(urls)
+    f = opened(urls)
     tree = f["Events"]
     names = [b.path for b in tree.branches if b.readable]
     for k in range(6):
@@ -85,7 +97,7 @@ def test_a_third_replica_is_probed_within_budget(testdata, replicas):
 
 def test_no_replica_left_is_an_error_listing_each(replicas):
     tp, urls = replicas
-    f = cherenkov.open(urls[:2], timeout=2, retries=0)
+    f = opened(urls[:2], timeout=2, retries=0)
     tree = f["Events"]
     for name in ("r0", "r1"):
         tp.enable(name, False)
@@ -94,16 +106,21 @@ def test_no_replica_left_is_an_error_listing_each(replicas):
     assert urls[0] in str(err.value) and urls[1] in str(err.value)
 
 
-def test_replicas_must_have_the_same_size(testdata, replicas):
+def test_a_replica_of_another_size_is_left_out_naming_both_sizes(testdata, replicas):
     _, urls = replicas
     other = urls[1].replace(NAME, "uproot-HZZ.root")
-    with pytest.raises(cherenkov.SourceError, match="differ in size"):
-        cherenkov.open([urls[0], other])
+    f = opened([urls[0], other])
+    # The first to open is the file; the other is named with both sizes and never read.
+    states = sorted(r.state for r in f.replicas())
+    assert states == ["dropped", "in use"], f.replicas()
+    dropped = next(r for r in f.replicas() if r.state == "dropped")
+    sizes = [str((testdata / n).stat().st_size) for n in (NAME, "uproot-HZZ.root")]
+    assert all(size in dropped.last_error for size in sizes), dropped.last_error
 
 
 def test_stats_break_down_per_replica(replicas):
     _, urls = replicas
-    f = cherenkov.open(urls[:2])
+    f = opened(urls[:2])
     f["Events"].arrays(["Muon_pt", "Jet_pt"])
     stats = f.stats()
     assert [s.name for s in stats.per_source] == urls[:2]

@@ -44,11 +44,20 @@ def cmd_ls(args) -> int:
     return 0
 
 
-def _parse_entries(text: str | None) -> tuple[int | None, int | None]:
-    if not text:
-        return None, None
-    lo, _, hi = text.partition(":")
-    return (int(lo) if lo else None), (int(hi) if hi else None)
+def entry_range(text: str) -> tuple[int | None, int | None]:
+    """`A:B`, `A:` or `:B` as (start, stop), for argparse: a malformed or backwards range is an
+    error naming what was given, not an empty read."""
+    lo, colon, hi = text.partition(":")
+    try:
+        start, stop = (int(lo) if lo.strip() else None), (int(hi) if hi.strip() else None)
+    except ValueError:
+        start = stop = None
+        colon = ""
+    if not colon:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an entry range: write A:B, A: or :B with whole numbers")
+    if start is not None and stop is not None and 0 <= stop < start:
+        raise argparse.ArgumentTypeError(f"'{text}': the stop entry ({stop}) is before the start ({start})")
+    return start, stop
 
 
 def _open(args) -> cherenkov.File:
@@ -61,7 +70,7 @@ def cmd_read(args) -> int:
     tree = f[args.tree or (trees[0] if len(trees) == 1 else "")] if (args.tree or len(trees) == 1) else None
     if tree is None:
         raise cherenkov.NotFoundError(f"{f.path}: say which tree with --tree (the file has {', '.join(trees) or 'none'})")
-    start, stop = _parse_entries(args.entries)
+    start, stop = args.entries or (None, None)
     console = Console(quiet=args.quiet and not args.stats)
     t0 = time.perf_counter()
     selected = tree.resolve(args.branches or None)
@@ -135,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     reading.add_argument("url", help="path or URL of a ROOT file")
     reading.add_argument("--tree", help="tree or RNTuple name (needed when the file has several)")
     reading.add_argument("--branches", nargs="*", help="names or glob patterns, of fields for an RNTuple (default: all readable)")
-    reading.add_argument("--entries", help="entry range A:B")
+    reading.add_argument("--entries", type=entry_range, help="entry range A:B")
     reading.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
     reading.add_argument("--json", action="store_true", help="statistics as JSON")
     rd = sub.add_parser("read", parents=[reading], help="read branches and report what it cost")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from typing import TYPE_CHECKING
 
 from cherenkov import _core
@@ -23,6 +24,8 @@ def open(
     trace: bool = False,
     discover: bool = True,
     verify_checksums: bool = False,
+    retry_window: float | None = None,
+    min_rate: float | None = None,
     cache: str | os.PathLike | None = None,
     cache_max_bytes: int | None = None,
     token: str | None = None,
@@ -30,13 +33,25 @@ def open(
     insecure_skip_verify: bool = False,
 ) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
-    or a list of such URLs that are replicas of one file (same size, checked): reads are then
-    shared between the two fastest, weighted by measured quality, and survive a failing replica
-    (see `File.replicas()`).
+    or a list of such URLs that are replicas of one file: reads are then shared between the two
+    fastest, weighted by measured quality, and survive a failing replica (see `File.replicas()`).
+    Replicas are opened all at once: the first to open makes the file, the others join as they
+    open. One that is refused, missing or silent does not fail the open; one that holds another
+    file (another size, or other bytes in the file's head and tail, where ROOT keeps the file's
+    UUID and its index) is left out. Both are reported by `File.replicas()` (state ``"dropped"``)
+    and with a warning when known at open. A replica whose file changes on its server while
+    being read (new ETag or Last-Modified over HTTP) is dropped too; a single file that changes
+    raises `SourceError`.
 
     Remote options (defaults in parentheses): ``connections``, parallel connections per file for
     XRootD (2) or requests in flight for HTTP (8); ``timeout``, seconds a request may wait for the
-    server (XRootD 60, HTTP 30); ``retries``, retries of a failed read before it is reported (3).
+    server (XRootD 60, HTTP 30); ``retries``, retries of a failed read before it is reported (8), and
+    ``retry_window``, seconds after a request's first failure within which retries may start (5): the
+    waits between attempts grow from 0.2 s to at most 2 s, each drawn at random between half and all of
+    its step, so a network blip or a server restart shorter than the window costs a delay, not the read;
+    ``min_rate``, the slowest transfer accepted in bytes per second (32768): a request for ``b`` bytes
+    fails (and is retried, or read from another replica) after ``timeout + b / min_rate`` seconds however
+    steadily its answer trickles in, so every read ends in bounded time.
     ``trace=True`` records every request (offset, length, send and answer times): see
     `File.trace()` and `cherenkov.plots`. ``discover`` (root:// only): a redirector's data servers
     holding the file (``kXR_locate``) are read as replicas; False reads from the one it redirects to.
@@ -65,6 +80,8 @@ def open(
         trace=trace,
         discover=discover,
         verify_checksums=verify_checksums,
+        retry_window=retry_window,
+        min_rate=min_rate,
         cache=os.fspath(cache) if cache is not None else None,
         cache_max_bytes=cache_max_bytes,
         token=token,
@@ -123,6 +140,9 @@ class File(Directory):
         self.path = " | ".join(_core.redact(url) for url in urls)
         self._opened = (time.perf_counter(), time.process_time())
         self._core = _core.RootFile.open(urls, **source_options)
+        for replica in self._core.replicas() or ():
+            if replica.state == "dropped":
+                warnings.warn(f"replica left out: {replica.last_error}", RuntimeWarning, stacklevel=3)
         self._keys = None
         super().__init__(self, "")
 
@@ -155,7 +175,10 @@ class File(Directory):
 
     def replicas(self) -> list[_core.ReplicaReport] | None:
         """Per replica: requests, bytes, errors, hedges won, probes, measured quality (latency,
-        throughput), whether it is disabled and its last error (None for a single source)."""
+        throughput), whether it is disabled, its last error and its state: ``"in use"``,
+        ``"opening"`` (not answered yet; it joins when it does) or ``"dropped"`` (could not be
+        opened, holds another file, or its file changed; ``last_error`` says why). None for a
+        single source."""
         return self._core.replicas()
 
     def checksum(self) -> str | None:

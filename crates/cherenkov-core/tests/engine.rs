@@ -134,6 +134,42 @@ async fn a_small_memory_budget_reads_one_step_at_a_time() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_larger_than_the_budget_is_read_in_parts_of_whole_branches() {
+    bounded(async {
+        let Some((source, table, tree)) = open().await else {
+            return;
+        };
+        let branches = some_branches(&tree, 40);
+        let whole = (0, tree.entries);
+        let (expected, stats) = read_branches(&table, &branches, whole.0, whole.1)
+            .await
+            .unwrap();
+        // A budget of a quarter of what the step holds: at least four parts, each one request.
+        let budget = (stats.compressed_bytes + stats.uncompressed_bytes) / 4;
+        let options = ReadAhead {
+            memory_budget: budget,
+            steps: 3,
+        };
+        let before = source.requests().len();
+        let mut reader = StepReader::start(table.clone(), branches, vec![whole], options)
+            .await
+            .unwrap();
+        let step = reader.next().await.unwrap().unwrap();
+        let requests = &source.requests()[before..];
+        assert!(requests.len() >= 4, "{} parts", requests.len());
+        let largest: u64 = requests
+            .iter()
+            .map(|r| r.iter().map(|range| range.len).sum::<u64>())
+            .max()
+            .unwrap();
+        assert!(largest <= budget, "a part of {largest} bytes");
+        assert_eq!(step.arrays, expected, "the same arrays as one read");
+        assert_eq!(step.stats.baskets, stats.baskets);
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_learning_caches_cost_one_request_each() {
     bounded(async {
         let Some((source, table, tree)) = open().await else {

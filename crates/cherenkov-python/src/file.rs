@@ -17,6 +17,18 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
 
+/// A duration given in seconds: positive (or zero when `zero_ok`) and finite.
+fn seconds(what: &str, value: Option<f64>, zero_ok: bool) -> PyResult<Option<std::time::Duration>> {
+    match value {
+        Some(t) if !(t.is_finite() && (t > 0.0 || (zero_ok && t == 0.0))) => {
+            Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "{what} must be a positive number of seconds"
+            )))
+        }
+        t => Ok(t.map(std::time::Duration::from_secs_f64)),
+    }
+}
+
 /// An open ROOT file.
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct RootFile {
@@ -26,7 +38,7 @@ pub struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, cache=None, cache_max_bytes=None, token=None, ca=None, insecure_skip_verify=false))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, cache=None, cache_max_bytes=None, token=None, ca=None, insecure_skip_verify=false, retry_window=None, min_rate=None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn open(
         py: Python<'_>,
@@ -42,7 +54,18 @@ impl RootFile {
         token: Option<String>,
         ca: Option<std::path::PathBuf>,
         insecure_skip_verify: bool,
+        retry_window: Option<f64>,
+        min_rate: Option<f64>,
     ) -> PyResult<Self> {
+        let retry_window = seconds("retry_window", retry_window, true)?;
+        let min_rate = match min_rate {
+            Some(r) if !(r.is_finite() && r > 0.0) => {
+                return Err(pyo3::exceptions::PyValueError::new_err(
+                    "min_rate must be a positive number of bytes per second",
+                ))
+            }
+            r => r.map(|r| r.ceil() as u64),
+        };
         let options = SourceOptions {
             cache: cache.map(|dir| CacheOptions {
                 dir,
@@ -53,6 +76,8 @@ impl RootFile {
                 ca,
                 insecure_skip_verify,
             },
+            retry_window,
+            min_rate,
             ..source_options(
                 connections,
                 timeout,
@@ -237,14 +262,7 @@ pub fn source_options(
     discover: bool,
     verify_checksums: bool,
 ) -> PyResult<SourceOptions> {
-    let timeout = match timeout {
-        Some(t) if !(t.is_finite() && t > 0.0) => {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "timeout must be a positive number of seconds",
-            ))
-        }
-        t => t.map(std::time::Duration::from_secs_f64),
-    };
+    let timeout = seconds("timeout", timeout, false)?;
     if connections == Some(0) {
         return Err(pyo3::exceptions::PyValueError::new_err(
             "connections must be at least 1",

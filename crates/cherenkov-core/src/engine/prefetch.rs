@@ -1,7 +1,9 @@
 //! Reading a sequence of entry ranges ("steps") with the future known: while the consumer works
 //! on step k, steps k+1.. are fetched and decompressed, up to a memory budget and a depth.
 //! A unit (basket, cluster of a column) that straddles steps is fetched and decoded once.
-//! Dropping the reader cancels everything in flight. Works on any `Table`.
+//! A step whose units alone exceed the budget is read in parts of whole items (branches, fields),
+//! each fetched, decoded and assembled before the next: what it holds beyond its arrays stays
+//! within the budget. Dropping the reader cancels everything in flight. Works on any `Table`.
 
 use super::output::ReadStats;
 use super::table::{check_entry_range, fetch_and_decode, stored_bytes, Held, Table};
@@ -15,7 +17,9 @@ use tokio::task::JoinHandle;
 /// How far ahead of the step in use to read.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ReadAhead {
-    /// Bytes (compressed plus estimated uncompressed) that steps read ahead may hold at once.
+    /// Bytes (compressed plus estimated uncompressed) that steps read ahead may hold at once,
+    /// besides the arrays of the steps handed out or being assembled. A step needing more is read
+    /// alone, in parts of whole items within the budget.
     pub memory_budget: u64,
     /// Steps read ahead of the one in use; 0 reads each step only when it is asked for.
     pub steps: usize,
@@ -66,6 +70,10 @@ struct Shared<T: Table> {
     /// Per owning step: its decoded units, while some step still needs them.
     decoded: Mutex<Vec<Slot<T>>>,
     steps: Vec<(u64, u64)>,
+    /// Per step: read in parts of whole items (its units exceed the budget; they are its own,
+    /// shared with no other step).
+    in_parts: Vec<bool>,
+    memory_budget: u64,
 }
 
 /// Yields the steps in order; see the module documentation.
@@ -107,10 +115,14 @@ impl<T: Table> StepReader<T> {
         for &(a, b) in &steps {
             plans.push(table.plan(&items, a, b).await?);
         }
+        let in_parts: Vec<bool> = plans
+            .iter()
+            .map(|plan| held_cost(&*table, plan) > options.memory_budget)
+            .collect();
         let mut owner = HashMap::new();
         let mut owned = vec![Vec::new(); steps.len()];
         let mut users = vec![HashSet::new(); steps.len()];
-        for (k, plan) in plans.iter().enumerate() {
+        for (k, plan) in plans.iter().enumerate().filter(|(k, _)| !in_parts[*k]) {
             for u in plan {
                 let o = *owner.entry(*u).or_insert(k);
                 if o == k {
@@ -134,6 +146,8 @@ impl<T: Table> StepReader<T> {
             owned,
             owner,
             steps,
+            in_parts,
+            memory_budget: options.memory_budget,
         });
         let (tx, rx) = mpsc::channel(options.in_flight());
         let driver = tokio::spawn(drive(shared, options, tx));
@@ -155,14 +169,18 @@ impl<T: Table> StepReader<T> {
     }
 }
 
-/// Memory a step will hold: its own units as stored, plus their estimated decoded size.
+/// Memory units take while read: as stored, plus their estimated decoded size.
+fn held_cost<T: Table>(table: &T, units: &[T::Unit]) -> u64 {
+    stored_bytes(table, units) + units.iter().map(|u| table.decoded_estimate(u)).sum::<u64>()
+}
+
+/// Memory a step will hold beyond its arrays: its own units, or the whole budget when it is read
+/// in parts (so it runs alone).
 fn step_cost<T: Table>(shared: &Shared<T>, k: usize) -> u64 {
-    let units = &shared.owned[k];
-    stored_bytes(&*shared.table, units)
-        + units
-            .iter()
-            .map(|u| shared.table.decoded_estimate(u))
-            .sum::<u64>()
+    match shared.in_parts[k] {
+        true => shared.memory_budget,
+        false => held_cost(&*shared.table, &shared.owned[k]),
+    }
 }
 
 async fn drive<T: Table>(
@@ -238,6 +256,9 @@ async fn read_step<T: Table>(
     k: usize,
     held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 ) -> Result<StepResult<T::Item>> {
+    if shared.in_parts[k] {
+        return read_step_in_parts(shared, k, held).await;
+    }
     let (start, stop) = shared.steps[k];
     let table = &*shared.table;
     table.file().stats.record_read_call();
@@ -288,6 +309,54 @@ async fn read_step<T: Table>(
         decode_seconds: t1.elapsed().as_secs_f64(),
         decompress_cpu_seconds: 0.0,
     };
+    Ok(StepResult {
+        start,
+        stop,
+        arrays,
+        stats,
+        _held: held,
+    })
+}
+
+/// A step whose units exceed the memory budget: its items in consecutive groups whose units fit
+/// in the budget (an item larger than it makes a group alone), each fetched, decoded and assembled
+/// before the next is fetched, so that the step holds its arrays so far plus one group's units.
+async fn read_step_in_parts<T: Table>(
+    shared: &Shared<T>,
+    k: usize,
+    held: (OwnedSemaphorePermit, OwnedSemaphorePermit),
+) -> Result<StepResult<T::Item>> {
+    let (start, stop) = shared.steps[k];
+    let table = &*shared.table;
+    table.file().stats.record_read_call();
+    table.file().stats.record_prefetched_step();
+    let mut groups: Vec<(Vec<usize>, u64)> = Vec::new();
+    for &item in &shared.items {
+        let cost = held_cost(table, &table.plan(&[item], start, stop).await?);
+        match groups.last_mut() {
+            Some((items, group_cost)) if *group_cost + cost <= shared.memory_budget => {
+                items.push(item);
+                *group_cost += cost;
+            }
+            _ => groups.push((vec![item], cost)),
+        }
+    }
+    let mut arrays = Vec::with_capacity(shared.items.len());
+    let mut stats = ReadStats::default();
+    for (items, _) in groups {
+        // Planned as a whole: items may share units (an RNTuple collection's offsets).
+        let units = table.plan(&items, start, stop).await?;
+        let (decoded, part) = fetch_and_decode(table, &units, &Held::new()).await?;
+        let t = Instant::now();
+        let units = units.into_iter().zip(decoded).collect();
+        arrays.extend(table.assemble(&items, start, stop, units).await?);
+        stats.baskets += part.baskets;
+        stats.compressed_bytes += part.compressed_bytes;
+        stats.uncompressed_bytes += part.uncompressed_bytes;
+        stats.fetch_seconds += part.fetch_seconds;
+        stats.decode_seconds += part.decode_seconds + t.elapsed().as_secs_f64();
+        stats.decompress_cpu_seconds += part.decompress_cpu_seconds;
+    }
     Ok(StepResult {
         start,
         stop,

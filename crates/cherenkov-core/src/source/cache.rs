@@ -4,9 +4,9 @@
 //! Layout: `<dir>/v1/<file key>/<offset>-<len>` holds one range read before, as an 8-byte
 //! XXH3-64 checksum of the bytes followed by the bytes. The file key hashes what identifies one
 //! version of one file: its URL with credentials redacted (a renewed token keeps the entries),
-//! its size, and its content identity (the source's version tag where it has one, else the first
-//! bytes of the file, which for a ROOT file hold its UUID and modification time): a replaced file
-//! gets a new key and never meets the old entries.
+//! its size, and its content identity (the source's version tag where it has one, and the first
+//! bytes of the file, which for a ROOT file hold its UUID and modification time, where opening
+//! read them or there is no tag): a replaced file gets a new key and never meets the old entries.
 //!
 //! Safety: an entry is written to a temporary name and renamed into place, so a process killed
 //! mid-write leaves nothing that is read back; every entry is checked against its checksum when
@@ -79,10 +79,14 @@ pub struct CachedSource {
 /// Wrap `inner` with the cache in `options.dir`.
 pub async fn wrap(inner: SharedSource, options: &CacheOptions) -> Result<SharedSource> {
     let size = inner.size().await?;
-    let identity = match inner.version() {
-        Some(version) => version.into_bytes(),
-        None => head_bytes(&*inner, size).await?,
-    };
+    // The version tag where the source has one; the file's head too where it costs no request
+    // (a version tag of one-second resolution misses a file replaced within that second).
+    let mut identity = inner.version().unwrap_or_default().into_bytes();
+    match opened_head(&*inner, size) {
+        Some(head) => identity.extend(head),
+        None if identity.is_empty() => identity.extend(read_head(&*inner, size).await?),
+        None => {}
+    }
     let mut key = XxHash3_64::default();
     for part in [
         redact(inner.name()).as_bytes(),
@@ -115,18 +119,24 @@ pub async fn wrap(inner: SharedSource, options: &CacheOptions) -> Result<SharedS
     Ok(Arc::new(source))
 }
 
-/// The first bytes of the file: served from what the source read while opening when it can.
-async fn head_bytes(source: &dyn ByteSource, size: u64) -> Result<Vec<u8>> {
-    let head = ByteRange::new(0, size.min(IDENTITY_HEAD));
-    if let Some((r, bytes)) = source
+/// The bytes that identify a file's content when the source has no version tag.
+fn head_range(size: u64) -> ByteRange {
+    ByteRange::new(0, size.min(IDENTITY_HEAD))
+}
+
+/// The file's head, when the source read it while opening.
+fn opened_head(source: &dyn ByteSource, size: u64) -> Option<Vec<u8>> {
+    let head = head_range(size);
+    let (r, bytes) = source
         .opening_reads()
         .into_iter()
-        .find(|(r, _)| r.contains(&head))
-    {
-        let at = (head.offset - r.offset) as usize;
-        return Ok(bytes[at..at + head.len as usize].to_vec());
-    }
-    let mut got = source.read_ranges(&[head]).await?;
+        .find(|(r, _)| r.contains(&head))?;
+    let at = (head.offset - r.offset) as usize;
+    Some(bytes[at..at + head.len as usize].to_vec())
+}
+
+async fn read_head(source: &dyn ByteSource, size: u64) -> Result<Vec<u8>> {
+    let mut got = source.read_ranges(&[head_range(size)]).await?;
     Ok(got.pop().map(|b| b.to_vec()).unwrap_or_default())
 }
 

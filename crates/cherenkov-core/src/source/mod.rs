@@ -154,6 +154,27 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
 
 pub type SharedSource = Arc<dyn ByteSource>;
 
+/// The cause of an error raised because the file is no longer the one opened (another size,
+/// ETag or Last-Modified): its bytes must not be mixed with those read before. A replica that
+/// changed is dropped for good (see `multi`).
+#[derive(Debug, thiserror::Error)]
+#[error("the file changed on the server since it was opened")]
+pub struct FileChanged;
+
+/// An error saying `file` changed on the server (see [`FileChanged`]).
+pub fn file_changed(file: &str, message: impl Into<String>) -> crate::Error {
+    crate::Error::Io {
+        file: file.to_string(),
+        message: message.into(),
+        cause: Some(Arc::new(FileChanged)),
+    }
+}
+
+/// Whether `error` says the file changed on the server (see [`FileChanged`]).
+pub fn is_file_changed(error: &crate::Error) -> bool {
+    matches!(error, crate::Error::Io { cause: Some(cause), .. } if cause.is::<FileChanged>())
+}
+
 /// How much of a file's start and end a source reads in the same request that learns its size,
 /// when it can (HTTP: `Range: bytes=0-(head-1),-tail`), so that opening the file needs no
 /// request of its own. The format above decides (see `engine::file::ROOT_OPENING`); the default
@@ -171,8 +192,14 @@ pub struct SourceOptions {
     pub connections: Option<usize>,
     /// How long a request may wait for the server before it is retried or fails.
     pub timeout: Option<std::time::Duration>,
-    /// Retries of a failed idempotent read before it is reported.
+    /// Retries of a failed idempotent read before it is reported (see `retry::RetryPolicy`).
     pub retries: Option<u32>,
+    /// No retry starts later than this after a request's first failure (see `retry`).
+    pub retry_window: Option<std::time::Duration>,
+    /// Slowest transfer accepted, in bytes per second: a request of `b` bytes fails (and is
+    /// retried, or read from another replica) after `timeout + b / min_rate` (see
+    /// [`time_allowed`]). Default [`DEFAULT_MIN_RATE`].
+    pub min_rate: Option<u64>,
     /// Record every request (offsets, lengths, times) for plots and replay.
     pub trace: bool,
     /// `root://` only: ask the server where the file is (`kXR_locate`, with the open) and read
@@ -190,6 +217,21 @@ pub struct SourceOptions {
     pub token: Option<redact::Secret>,
     /// What a server's TLS certificate is checked against (`ca=`, the test-only opt-out).
     pub tls: credentials::TlsOptions,
+}
+
+/// The slowest transfer a request may have by default: 32 KiB/s. A server this slow is better left
+/// for another replica or a retry; a WAN link shared by a few requests is still much faster.
+pub const DEFAULT_MIN_RATE: u64 = 32 << 10;
+
+/// How long one request for `bytes` may take in all, however steadily its answer trickles in:
+/// `timeout` for the server to answer, plus the transfer at `min_rate` bytes per second. A server
+/// sending one byte a second never goes silent, so a silence timeout alone would wait for ever.
+pub fn time_allowed(
+    timeout: std::time::Duration,
+    min_rate: u64,
+    bytes: u64,
+) -> std::time::Duration {
+    timeout + std::time::Duration::from_secs_f64(bytes as f64 / min_rate.max(1) as f64)
 }
 
 /// Open the source a path or URL names: `root://`, `http://`, `https://`, `davs://`,
@@ -210,6 +252,26 @@ async fn wrapped(source: SharedSource, options: &SourceOptions) -> Result<Shared
     match &options.cache {
         Some(cache) => cache::wrap(source, cache).await,
         None => Ok(source),
+    }
+}
+
+/// The path of a `file://` URL: `file:///abs/path` and `file://localhost/abs/path` name
+/// `/abs/path` (RFC 8089); another host cannot be read as a local file.
+fn file_url_path(url: &str) -> Result<&str> {
+    let rest = &url["file://".len()..];
+    let (host, path) = match rest.find('/') {
+        Some(slash) => rest.split_at(slash),
+        None => (rest, ""),
+    };
+    match host {
+        "" | "localhost" if !path.is_empty() => Ok(path),
+        "" | "localhost" => Err(crate::Error::InvalidArgument(format!(
+            "{url}: a file:// URL needs an absolute path (file:///path/to/file.root)"
+        ))),
+        _ => Err(crate::Error::InvalidArgument(format!(
+            "{url}: file:// URLs name local files (file:///path or file://localhost/path), not \
+             files on host '{host}'"
+        ))),
     }
 }
 
@@ -245,7 +307,9 @@ impl ByteSource for SourceRef {
     }
 }
 
-/// Open several URLs as replicas of one file (see `multi::MultiSource`); one URL opens plainly.
+/// Open several URLs as replicas of one file (see `multi::MultiSource`), all at once: the first
+/// that opens makes the set, the others join as they open, and those that cannot be opened or
+/// hold another file are reported (`ByteSource::replicas`), not fatal. One URL opens plainly.
 pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<SharedSource> {
     if let [url] = urls {
         return open(url, options).await;
@@ -256,16 +320,21 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
         discover: Some(false),
         ..options.clone()
     };
-    let mut sources = Vec::with_capacity(urls.len());
-    for url in urls {
-        sources.push(open_untraced(url, &plain).await?);
-    }
-    let multi = multi::MultiSource::new(
-        sources,
-        multi::MultiOptions::verifying(options.verify_checksums),
-    )
-    .await?;
-    wrapped(Arc::new(multi), options).await
+    let openings: Vec<multi::Opening> = urls
+        .iter()
+        .map(|url| {
+            let (name, plain) = (url.clone(), plain.clone());
+            let opening = async move { open_untraced(&name, &plain).await };
+            (url.clone(), Box::pin(opening) as _)
+        })
+        .collect();
+    let multi_options = multi::MultiOptions {
+        compare: options.opening,
+        ..multi::MultiOptions::verifying(options.verify_checksums)
+    };
+    let multi: SharedSource =
+        multi::MultiSource::open_first(&urls.join(" | "), openings, multi_options).await?;
+    wrapped(multi, options).await
 }
 
 async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSource> {
@@ -278,13 +347,15 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
         None => Ok(Arc::new(local::LocalSource::open(url)?)),
-        Some("file") => Ok(Arc::new(local::LocalSource::open(&url["file://".len()..])?)),
+        Some("file") => Ok(Arc::new(local::LocalSource::open(file_url_path(url)?)?)),
         Some("http" | "https" | "dav" | "davs") => {
             let defaults = http::HttpOptions::default();
             let http_options = http::HttpOptions {
                 connections: options.connections.unwrap_or(defaults.connections),
                 request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
                 retries: options.retries.unwrap_or(defaults.retries),
+                retry_window: options.retry_window.unwrap_or(defaults.retry_window),
+                min_rate: options.min_rate.unwrap_or(defaults.min_rate),
                 opening: options.opening,
                 token: options.token.clone(),
                 tls: options.tls.clone(),
@@ -298,6 +369,8 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
                 connections: options.connections.unwrap_or(defaults.connections),
                 request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
                 retries: options.retries.unwrap_or(defaults.retries),
+                retry_window: options.retry_window.unwrap_or(defaults.retry_window),
+                min_rate: options.min_rate.unwrap_or(defaults.min_rate),
                 discover: options.discover.unwrap_or(defaults.discover),
                 verify_checksums: options.verify_checksums,
                 ..defaults
@@ -431,6 +504,20 @@ mod tests {
         }
         let total: u64 = reqs.iter().flatten().map(|r| r.len).sum();
         assert_eq!(total, 28);
+    }
+
+    #[test]
+    fn file_urls_name_absolute_local_paths() {
+        assert_eq!(
+            file_url_path("file:///data/a.root").unwrap(),
+            "/data/a.root"
+        );
+        assert_eq!(
+            file_url_path("file://localhost/data/a.root").unwrap(),
+            "/data/a.root"
+        );
+        assert!(file_url_path("file://elsewhere/data/a.root").is_err());
+        assert!(file_url_path("file://localhost").is_err());
     }
 
     #[test]

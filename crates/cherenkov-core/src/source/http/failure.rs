@@ -1,7 +1,7 @@
 //! Why an HTTP request did not give usable bytes, and what to do about it: retry (on the
 //! schedule of `source::retry`), ask differently, or give up.
 
-use crate::source::retry::wait_before;
+use crate::source::retry::{Retries, RetryPolicy};
 use reqwest::StatusCode;
 use std::future::Future;
 
@@ -22,8 +22,10 @@ pub enum Failure {
     HeaderTooLarge(String),
     /// The answer does not fit the ranges asked (malformed multipart, wrong Content-Range, 416).
     Unusable(String),
-    /// Asking again will not help (404, 403, too many redirects, file changed).
+    /// Asking again will not help (404, 403, too many redirects).
     Fatal(String),
+    /// The file is not the one opened any more (size, ETag or Last-Modified changed).
+    Changed(String),
 }
 
 impl Failure {
@@ -35,7 +37,8 @@ impl Failure {
             | Failure::NoMultiRange(m)
             | Failure::HeaderTooLarge(m)
             | Failure::Unusable(m)
-            | Failure::Fatal(m) => m,
+            | Failure::Fatal(m)
+            | Failure::Changed(m) => m,
         }
     }
 }
@@ -50,10 +53,10 @@ pub fn status_failure(status: StatusCode, ranges_asked: usize) -> Failure {
     }
 }
 
-/// Run `attempt` until it succeeds, fails in a way `worth_retrying` rejects, or `retries` extra
-/// attempts are spent, waiting as `retry::wait_before` says. `on_retry` runs before each retry.
+/// Run `attempt` until it succeeds, fails in a way `worth_retrying` rejects, or `policy` allows no
+/// more attempts (see `source::retry`). `on_retry` runs before each retry.
 pub async fn retrying<T, F, Fut>(
-    retries: u32,
+    policy: RetryPolicy,
     worth_retrying: impl Fn(&Failure) -> bool,
     on_retry: impl Fn(),
     mut attempt: F,
@@ -62,19 +65,19 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Failure>>,
 {
-    for done in 0.. {
+    let mut retries = Retries::new(policy);
+    loop {
         match attempt().await {
             Err(failure) if retryable(&failure) && worth_retrying(&failure) => {
-                if done >= retries {
-                    return Err(with_attempts(failure, done + 1));
-                }
-                tokio::time::sleep(wait_before(done + 1)).await;
+                let Some(wait) = retries.after_failure() else {
+                    return Err(with_attempts(failure, &retries));
+                };
+                tokio::time::sleep(wait).await;
                 on_retry();
             }
             other => return other,
         }
     }
-    unreachable!("the loop above only ends by returning")
 }
 
 fn retryable(failure: &Failure) -> bool {
@@ -84,8 +87,8 @@ fn retryable(failure: &Failure) -> bool {
     )
 }
 
-fn with_attempts(failure: Failure, attempts: u32) -> Failure {
-    let note = |m: String| format!("{m} (gave up after {attempts} attempts)");
+fn with_attempts(failure: Failure, retries: &Retries) -> Failure {
+    let note = |m: String| format!("{m} (gave up after {})", retries.describe());
     match failure {
         Failure::Unreachable(m) => Failure::Unreachable(note(m)),
         Failure::ServerError(m) => Failure::ServerError(note(m)),
@@ -133,8 +136,12 @@ mod tests {
     #[tokio::test]
     async fn retries_stop_at_the_limit_and_say_so() {
         let mut calls = 0;
+        let policy = RetryPolicy {
+            retries: 2,
+            window: std::time::Duration::from_secs(5),
+        };
         let result: Result<(), Failure> = retrying(
-            2,
+            policy,
             |_| true,
             || {},
             || {
@@ -144,16 +151,17 @@ mod tests {
         )
         .await;
         assert_eq!(calls, 3);
-        assert_eq!(
-            result,
-            Err(Failure::ServerError(
-                "server answered 503 (gave up after 3 attempts)".into()
-            ))
+        let Err(Failure::ServerError(message)) = result else {
+            panic!("{result:?}")
+        };
+        assert!(
+            message.starts_with("server answered 503 (gave up after 3 attempts over "),
+            "{message}"
         );
 
         let mut calls = 0;
         let result: Result<(), Failure> = retrying(
-            5,
+            RetryPolicy::default(),
             |_| true,
             || {},
             || {

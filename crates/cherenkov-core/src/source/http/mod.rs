@@ -18,10 +18,11 @@ use self::failure::{error_chain, retrying, status_failure, Failure};
 use self::multipart::{boundary_from_content_type, parse_byteranges, MultipartError, Part};
 use self::probe::probe;
 use self::range_header::{plan_requests, range_header_value, ContentRange};
-use self::response::{content_range, header_str, read_body, reject_encoded, send};
+use self::response::{content_range, header_str, read_body, reject_encoded, send, Version};
+use super::retry::RetryPolicy;
 use super::{
-    coalesce_ranges, describe_ranges, slice_from_fetched, ByteRange, ByteSource, OpeningHint,
-    SourceCounters, SourceLimits,
+    coalesce_ranges, describe_ranges, file_changed, slice_from_fetched, time_allowed, ByteRange,
+    ByteSource, OpeningHint, SourceCounters, SourceLimits, DEFAULT_MIN_RATE,
 };
 use crate::error::{Error, Result};
 use crate::source::credentials::TlsOptions;
@@ -52,9 +53,14 @@ pub struct HttpOptions {
     /// Longest wait for the server: to connect, for an answer's headers, or between two pieces of
     /// its body. Default 30 s.
     pub request_timeout: Duration,
-    /// Extra attempts after a connection error, timeout, 5xx answer or cut-short body. Default 3,
-    /// waiting 100 ms, 200 ms, 400 ms, ... (at most 2 s) between attempts.
+    /// Extra attempts after a connection error, timeout, 5xx answer or cut-short body, on the
+    /// schedule of `source::retry` (exponential waits with jitter). Default 8.
     pub retries: u32,
+    /// No retry starts later than this after a request's first failure. Default 5 s.
+    pub retry_window: Duration,
+    /// Slowest transfer accepted (bytes per second): a request for `b` bytes fails after
+    /// `request_timeout + b / min_rate` in all (see `source::time_allowed`). Default 32 KiB/s.
+    pub min_rate: u64,
     /// Redirects followed by one request. Default 10.
     pub max_redirects: usize,
     /// Largest whole-file answer (a 200 to a range request) that is used; a larger one is dropped
@@ -77,13 +83,30 @@ impl Default for HttpOptions {
             max_header_bytes: 6000,
             connections: 8,
             request_timeout: Duration::from_secs(30),
-            retries: 3,
+            retries: RetryPolicy::default().retries,
+            retry_window: RetryPolicy::default().window,
+            min_rate: DEFAULT_MIN_RATE,
             max_redirects: 10,
             max_full_body_bytes: 64 << 20,
             opening: OpeningHint::default(),
             token: None,
             tls: TlsOptions::default(),
         }
+    }
+}
+
+impl HttpOptions {
+    /// How failed requests are tried again.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            retries: self.retries,
+            window: self.retry_window,
+        }
+    }
+
+    /// How long a request for `bytes` may take, answer included.
+    pub fn time_allowed(&self, bytes: u64) -> Duration {
+        time_allowed(self.request_timeout, self.min_rate, bytes)
     }
 }
 
@@ -113,6 +136,8 @@ pub struct HttpSource {
     whole_file: Option<Bytes>,
     /// What the first request read besides the size (see `probe`).
     opening: Vec<(ByteRange, Bytes)>,
+    /// The version of the file the first answer came from: every later answer must be of it.
+    version: Version,
     /// Bounds the requests in flight to `options.connections`.
     in_flight: Semaphore,
     /// Cleared once the server answers a multi-range request with something else than multipart.
@@ -160,7 +185,7 @@ impl HttpSource {
             })?;
 
         let probe = retrying(
-            options.retries,
+            options.retry_policy(),
             |_| true,
             || {},
             || probe(&client, &auth, &target, &options),
@@ -180,6 +205,7 @@ impl HttpSource {
             size: probe.size,
             whole_file: probe.whole_file.clone(),
             opening: probe.opening.clone(),
+            version: probe.version.clone(),
             in_flight: Semaphore::new(options.connections),
             multirange_works: AtomicBool::new(probe.multirange_works),
             header_budget: AtomicUsize::new(options.max_header_bytes),
@@ -203,6 +229,16 @@ impl HttpSource {
 
     fn error(&self, ranges: &[ByteRange], message: &str) -> Error {
         Error::io(&self.url, format!("{}: {message}", describe_ranges(ranges)))
+    }
+
+    /// The error for a request that failed for good; a changed file says so in its cause.
+    fn failed(&self, ranges: &[ByteRange], failure: Failure) -> Error {
+        match failure {
+            Failure::Changed(m) => {
+                file_changed(&self.url, format!("{}: {m}", describe_ranges(ranges)))
+            }
+            f => self.error(ranges, f.message()),
+        }
     }
 
     /// Requests sent together count as one round trip per `connections` of them; a retry as one.
@@ -239,7 +275,7 @@ impl HttpSource {
         let retry_multi =
             |f: &Failure| matches!(f, Failure::Unreachable(_) | Failure::ServerError(_));
         match retrying(
-            self.options.retries,
+            self.options.retry_policy(),
             retry_multi,
             || self.count_round_trips(1),
             || self.fetch_once(group),
@@ -263,7 +299,9 @@ impl HttpSource {
                 }
                 Ok(served.into_iter().map(Option::unwrap_or_default).collect())
             }
-            Err(Failure::Unreachable(m) | Failure::Fatal(m)) => Err(self.error(group, &m)),
+            Err(f @ (Failure::Unreachable(_) | Failure::Fatal(_) | Failure::Changed(_))) => {
+                Err(self.failed(group, f))
+            }
             Err(Failure::HeaderTooLarge(_)) => {
                 // Known servers accept the default budget; below it, halve until accepted.
                 let header_len = range_header_value(group).len();
@@ -303,13 +341,13 @@ impl HttpSource {
     async fn fetch_single(&self, range: ByteRange) -> Result<Bytes> {
         let asked = [range];
         let parts = retrying(
-            self.options.retries,
+            self.options.retry_policy(),
             |_| true,
             || self.count_round_trips(1),
             || self.fetch_once(&asked),
         )
         .await
-        .map_err(|f| self.error(&[range], f.message()))?;
+        .map_err(|f| self.failed(&[range], f))?;
         let (mut served, missing) = serve_from_parts(&[range], parts);
         match (missing.is_empty(), served.pop().flatten()) {
             (true, Some(bytes)) => Ok(bytes),
@@ -330,12 +368,23 @@ impl HttpSource {
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.ranges
             .fetch_add(ranges.len() as u64, Ordering::Relaxed);
+        let allowed = self
+            .options
+            .time_allowed(ranges.iter().map(|r| r.len).sum());
+        tokio::time::timeout(allowed, self.exchange(ranges))
+            .await
+            .unwrap_or_else(|_| Err(too_slow(allowed, self.options.min_rate)))
+    }
+
+    /// The request and its answer, checked (see [`Self::fetch_once`]).
+    async fn exchange(&self, ranges: &[ByteRange]) -> Result<Vec<Part>, Failure> {
         let request = self
             .client
             .get(self.target.clone())
             .header(RANGE, range_header_value(ranges));
         let response = send(self.auth.apply(request)?, self.options.request_timeout).await?;
         reject_encoded(&response)?;
+        self.version.check(&response)?;
         let status = response.status();
         let parts = match status {
             _ if is_refusal(status) => return Err(self.auth.refused(status)),
@@ -357,7 +406,7 @@ impl HttpSource {
         };
         for part in &parts {
             if part.total.is_some_and(|t| t != self.size) || part.range.end() > self.size {
-                return Err(Failure::Fatal(format!(
+                return Err(Failure::Changed(format!(
                     "the file changed on the server: it was {} bytes when opened, the answer says {}",
                     self.size,
                     part.total.map_or("otherwise".to_string(), |t| format!("{t} bytes")),
@@ -436,7 +485,7 @@ impl HttpSource {
             });
         }
         if let Some(len) = response.content_length().filter(|&len| len != self.size) {
-            return Err(Failure::Fatal(format!(
+            return Err(Failure::Changed(format!(
                 "the file changed on the server: it was {} bytes when opened, now {len}",
                 self.size
             )));
@@ -478,6 +527,10 @@ impl std::fmt::Debug for HttpSource {
 impl ByteSource for HttpSource {
     fn name(&self) -> &str {
         &self.url
+    }
+
+    fn version(&self) -> Option<String> {
+        self.version.tag()
     }
 
     async fn size(&self) -> Result<u64> {
@@ -551,6 +604,15 @@ impl ByteSource for HttpSource {
             ..SourceCounters::default()
         }
     }
+}
+
+/// A request that outlived the time its size allows (see `HttpOptions::min_rate`).
+pub(crate) fn too_slow(allowed: Duration, min_rate: u64) -> Failure {
+    Failure::Unreachable(format!(
+        "the answer did not arrive within {:.1} s (the request timeout plus its bytes at {min_rate} \
+         bytes/s, the slowest transfer accepted)",
+        allowed.as_secs_f64()
+    ))
 }
 
 /// Merge ranges closer than `SINGLE_RANGE_MERGE_GAP` while the result stays within

@@ -5,8 +5,8 @@ use super::auth::{is_refusal, HttpAuth};
 use super::failure::{status_failure, Failure};
 use super::multipart::{boundary_from_content_type, parse_byteranges, Part};
 use super::range_header::ContentRange;
-use super::response::{content_range, header_str, read_body, reject_encoded, send};
-use super::{HttpOptions, PART_OVERHEAD};
+use super::response::{content_range, header_str, read_body, reject_encoded, send, Version};
+use super::{too_slow, HttpOptions, PART_OVERHEAD};
 use crate::source::ByteRange;
 use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, RANGE};
@@ -20,6 +20,8 @@ pub struct Probe {
     /// Bytes of the file it brought (head and tail), for [`ByteSource::opening_reads`].
     pub opening: Vec<(ByteRange, Bytes)>,
     pub multirange_works: bool,
+    /// The version of the file the answer came from (see `Version`).
+    pub version: Version,
 }
 
 impl Probe {
@@ -31,7 +33,13 @@ impl Probe {
             whole_file: None,
             opening,
             multirange_works: true,
+            version: Version::default(),
         }
+    }
+
+    /// The probe, with the version of the file its answer came from.
+    fn of_version(self, version: Version) -> Probe {
+        Probe { version, ..self }
     }
 
     /// The whole file came (it is small, or the server ignores ranges): kept, reads need no request.
@@ -43,6 +51,7 @@ impl Probe {
             whole_file: Some(data.clone()),
             opening: vec![(ByteRange::new(0, size), data)],
             multirange_works: true,
+            version: Version::default(),
         }
     }
 }
@@ -52,6 +61,18 @@ impl Probe {
 /// size (`Content-Range: bytes a-b/SIZE`) and the bytes to open the file, in one round trip.
 /// Servers answering otherwise get a plain single-range probe (see `probe_head`).
 pub async fn probe(
+    client: &reqwest::Client,
+    auth: &HttpAuth,
+    url: &Url,
+    options: &HttpOptions,
+) -> Result<Probe, Failure> {
+    let allowed = options.time_allowed(options.opening.head + options.opening.tail);
+    tokio::time::timeout(allowed, probe_unbounded(client, auth, url, options))
+        .await
+        .unwrap_or_else(|_| Err(too_slow(allowed, options.min_rate)))
+}
+
+async fn probe_unbounded(
     client: &reqwest::Client,
     auth: &HttpAuth,
     url: &Url,
@@ -70,7 +91,8 @@ pub async fn probe(
     )
     .await?;
     let limit = head + tail + 3 * PART_OVERHEAD;
-    match response.status() {
+    let version = Version::of(&response);
+    let probe = match response.status() {
         StatusCode::PARTIAL_CONTENT => {
             let content_type = header_str(&response, CONTENT_TYPE).unwrap_or_default();
             let parts = match boundary_from_content_type(&content_type) {
@@ -157,7 +179,8 @@ pub async fn probe(
             probe.multirange_works = false;
             Ok(probe)
         }
-    }
+    };
+    probe.map(|p| p.of_version(version))
 }
 
 /// Send a first request with this `Range:`; the answer and the URL it came from (after redirects).
@@ -187,7 +210,8 @@ async fn probe_head(
 ) -> Result<Probe, Failure> {
     let (response, target) =
         send_probe(client, auth, url, options, format!("bytes=0-{}", head - 1)).await?;
-    match response.status() {
+    let version = Version::of(&response);
+    let probe = match response.status() {
         status if is_refusal(status) => Err(auth.refused(status)),
         StatusCode::PARTIAL_CONTENT => match content_range(&response) {
             Some(ContentRange::Bytes {
@@ -237,5 +261,6 @@ async fn probe_head(
             )),
         },
         status => Err(status_failure(status, 1)),
-    }
+    };
+    probe.map(|p| p.of_version(version))
 }

@@ -4,7 +4,7 @@
 use super::failure::{error_chain, is_tls_failure, Failure};
 use super::range_header::{parse_content_range, ContentRange};
 use bytes::{Bytes, BytesMut};
-use reqwest::header::{CONTENT_ENCODING, CONTENT_RANGE};
+use reqwest::header::{CONTENT_ENCODING, CONTENT_RANGE, ETAG, LAST_MODIFIED};
 use reqwest::Response;
 use std::time::Duration;
 
@@ -114,4 +114,53 @@ pub fn header_str(response: &Response, name: reqwest::header::HeaderName) -> Opt
 
 pub fn content_range(response: &Response) -> Option<ContentRange> {
     parse_content_range(&header_str(response, CONTENT_RANGE)?)
+}
+
+/// Which version of a file an answer comes from: its `ETag` and `Last-Modified` headers, as the
+/// first answer gave them. A file replaced on the server (even by one of the same size) gets new
+/// ones, and its bytes must not be mixed with the old version's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Version {
+    etag: Option<String>,
+    last_modified: Option<String>,
+}
+
+impl Version {
+    pub fn of(response: &Response) -> Version {
+        Version {
+            etag: header_str(response, ETAG),
+            last_modified: header_str(response, LAST_MODIFIED),
+        }
+    }
+
+    /// The version as one text, when the server gave one (for the disk cache's keys).
+    pub fn tag(&self) -> Option<String> {
+        match (&self.etag, &self.last_modified) {
+            (None, None) => None,
+            (etag, modified) => Some(format!("etag {etag:?}, last-modified {modified:?}")),
+        }
+    }
+
+    /// An answer of another version than this one is refused; a header the server did not send
+    /// (at open or now) proves nothing either way.
+    pub fn check(&self, response: &Response) -> Result<(), Failure> {
+        let now = Version::of(response);
+        let differ = |then: &Option<String>, now: &Option<String>| match (then, now) {
+            (Some(a), Some(b)) if a != b => Some((a.clone(), b.clone())),
+            _ => None,
+        };
+        let changed = differ(&self.etag, &now.etag)
+            .map(|(a, b)| format!("ETag {a} when opened, {b} now"))
+            .or_else(|| {
+                differ(&self.last_modified, &now.last_modified)
+                    .map(|(a, b)| format!("Last-Modified {a} when opened, {b} now"))
+            });
+        match changed {
+            Some(what) => Err(Failure::Changed(format!(
+                "the file changed on the server since it was opened ({what}); its new bytes \
+                 cannot be mixed with those read before: open it again"
+            ))),
+            None => Ok(()),
+        }
+    }
 }

@@ -23,16 +23,18 @@
 //!   one answered.
 
 mod checksum;
+mod opening;
 mod quality;
 mod replica;
 mod schedule;
 
 use self::checksum::agreed_checksum;
+pub use self::opening::Opening;
 pub use self::quality::Quality;
 use self::replica::Replica;
 pub use self::replica::{ReplicaFinder, ReplicaReport};
 use self::schedule::{split_into_parts, Late, Schedule, IN_FLIGHT};
-use super::{ByteRange, ByteSource, SharedSource, SourceCounters, SourceLimits};
+use super::{ByteRange, ByteSource, OpeningHint, SharedSource, SourceCounters, SourceLimits};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -52,6 +54,9 @@ pub struct MultiOptions {
     /// replica only if it agrees with the others (a replica set is always checked for equal
     /// sizes). A server that cannot tell fails the open: nothing would be verified.
     pub verify_checksums: bool,
+    /// The head and tail of the file every replica must hold the same bytes in (see
+    /// `opening`). Default nothing: only sizes are compared.
+    pub compare: OpeningHint,
 }
 
 impl Default for MultiOptions {
@@ -63,6 +68,7 @@ impl Default for MultiOptions {
             disable_for: Duration::from_secs(10),
             find_more: 2,
             verify_checksums: false,
+            compare: OpeningHint::default(),
         }
     }
 }
@@ -88,6 +94,12 @@ pub struct MultiSource {
     checksum: Option<String>,
     /// Only ever appended to (by the finder): an index names the same replica for good.
     replicas: RwLock<Vec<Arc<Replica>>>,
+    /// Replicas not in the set: still opening, or dropped (see `opening`).
+    unjoined: Mutex<Vec<ReplicaReport>>,
+    /// The first replica's head and tail, compared with the others' (see `MultiOptions::compare`).
+    opening: Vec<(ByteRange, Bytes)>,
+    /// The replicas' names in the order given, which reports keep (they join in any order).
+    order: Vec<String>,
     options: MultiOptions,
     finder: Option<Arc<dyn ReplicaFinder>>,
     /// Held while the finder runs: parts that fail together wait for one new replica.
@@ -141,6 +153,9 @@ impl MultiSource {
             size: sizes[0],
             checksum,
             replicas: RwLock::new(replicas),
+            unjoined: Mutex::new(Vec::new()),
+            opening: Vec::new(),
+            order: Vec::new(),
             options,
             finder: None,
             finding: tokio::sync::Mutex::new(()),
@@ -166,8 +181,10 @@ impl MultiSource {
         self.replicas.read().unwrap().clone()
     }
 
+    /// Every replica, in the order given (those a finder added last).
     pub fn reports(&self) -> Vec<ReplicaReport> {
-        self.all()
+        let mut reports: Vec<ReplicaReport> = self
+            .all()
             .iter()
             .map(|r| {
                 let st = r.state.lock().unwrap();
@@ -177,16 +194,27 @@ impl MultiSource {
                     ..st.report.clone()
                 }
             })
-            .collect()
+            .collect();
+        reports.extend(self.unjoined.lock().unwrap().iter().cloned());
+        let position = |r: &ReplicaReport| self.order.iter().position(|n| *n == r.name);
+        reports.sort_by_key(|r| position(r).unwrap_or(usize::MAX));
+        reports
     }
 
     fn usable(&self, i: usize) -> bool {
-        self.replica(i)
-            .state
-            .lock()
-            .unwrap()
-            .disabled_until
-            .is_none_or(|t| t <= Instant::now())
+        !self.dropped(i)
+            && self
+                .replica(i)
+                .state
+                .lock()
+                .unwrap()
+                .disabled_until
+                .is_none_or(|t| t <= Instant::now())
+    }
+
+    /// Dropped for good (its file changed on the server).
+    fn dropped(&self, i: usize) -> bool {
+        self.replica(i).state.lock().unwrap().report.state == opening::DROPPED
     }
 
     fn quality(&self, i: usize) -> Quality {
@@ -371,7 +399,16 @@ impl ByteSource for MultiSource {
         let total: u64 = ranges.iter().map(|r| r.len).sum();
         let ranked = self.ranked(total);
         let ranked = if ranked.is_empty() {
-            (0..self.replicas.read().unwrap().len()).collect()
+            // All disabled for a while: try them anyway, except those dropped for good.
+            let count = self.replicas.read().unwrap().len();
+            let left: Vec<usize> = (0..count).filter(|&i| !self.dropped(i)).collect();
+            if left.is_empty() {
+                return Err(Error::io(
+                    &self.name,
+                    "every replica was dropped: the file changed on their servers since it was opened",
+                ));
+            }
+            left
         } else {
             ranked
         };
@@ -453,6 +490,10 @@ impl ByteSource for MultiSource {
 
     fn replicas(&self) -> Option<Vec<ReplicaReport>> {
         Some(self.reports())
+    }
+
+    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
+        self.opening.clone()
     }
 }
 

@@ -1,9 +1,10 @@
 //! One replica of a set: its source, its measured quality, its counters, and how a failure
 //! disables it for a while; and the finder that may bring one more.
 
+use super::opening::DROPPED;
 use super::quality::Quality;
 use crate::error::Result;
-use crate::source::{ByteRange, SharedSource};
+use crate::source::{is_file_changed, ByteRange, SharedSource};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::Mutex;
@@ -32,6 +33,27 @@ pub struct ReplicaReport {
     pub quality: Quality,
     pub disabled: bool,
     pub last_error: Option<String>,
+    /// "in use", "opening" (not answered yet: it joins when it does) or "dropped" (could not be
+    /// opened, or holds another file: `last_error` says why).
+    pub state: String,
+}
+
+impl ReplicaReport {
+    /// A replica named `name` that has done nothing yet.
+    pub fn new(name: &str) -> ReplicaReport {
+        ReplicaReport {
+            name: name.to_string(),
+            requests: 0,
+            bytes: 0,
+            errors: 0,
+            hedges_won: 0,
+            probes: 0,
+            quality: Quality::prior(),
+            disabled: false,
+            last_error: None,
+            state: super::opening::IN_USE.to_string(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -42,7 +64,7 @@ pub struct Replica {
 
 impl Replica {
     /// Read `ranges`, timing it for the quality estimate; a failure disables the replica for
-    /// `disable_for`, doubled for each failure in a row.
+    /// `disable_for`, doubled for each failure in a row; a file changed on its server drops it.
     pub async fn read_timed(
         &self,
         ranges: &[ByteRange],
@@ -63,6 +85,10 @@ impl Replica {
                 st.report.probes += probe as u64;
             }
             Err(e) => {
+                if is_file_changed(e) {
+                    // Its bytes are another file's now: never read from it again.
+                    st.report.state = DROPPED.to_string();
+                }
                 st.failures_in_row += 1;
                 let backoff = disable_for * 2u32.saturating_pow(st.failures_in_row.min(6) - 1);
                 st.disabled_until = Some(Instant::now() + backoff);
@@ -80,17 +106,7 @@ impl Replica {
                 quality: prior,
                 disabled_until: None,
                 failures_in_row: 0,
-                report: ReplicaReport {
-                    name: source.name().to_string(),
-                    requests: 0,
-                    bytes: 0,
-                    errors: 0,
-                    hedges_won: 0,
-                    probes: 0,
-                    quality: prior,
-                    disabled: false,
-                    last_error: None,
-                },
+                report: ReplicaReport::new(source.name()),
             }),
             source,
         }

@@ -8,6 +8,7 @@
 
 use super::protocol::{self as proto, Redirect, Request, ResponseHeader, RESPONSE_HEADER_LEN};
 use super::streams::{read_responses, write_requests, Heard, Shared};
+use crate::source::time_allowed;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
@@ -76,6 +77,8 @@ fn user_name() -> String {
 pub struct Connection {
     address: String,
     timeout: Duration,
+    /// Slowest answer accepted, in bytes per second (see [`Connection::connect`]).
+    min_rate: u64,
     shared: Arc<Shared>,
     /// Encoded requests for the writer task.
     outgoing: mpsc::UnboundedSender<Vec<u8>>,
@@ -106,13 +109,18 @@ impl Connection {
     /// `early` requests (an open, for example) go out in the same write as the login, saving a
     /// round trip; their answers are awaited with [`Connection::wait`]. `None` instead of them
     /// when the server wanted authentication first: send them again then.
+    ///
+    /// Every request must also be answered within `source::time_allowed(timeout, min_rate, b)`,
+    /// `b` being the bytes it and the requests before it on the connection may receive: a server
+    /// that trickles its answer never goes silent.
     pub async fn connect(
         address: &str,
         timeout: Duration,
+        min_rate: u64,
         early: &[Request],
     ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
-        match tokio::time::timeout(timeout, Self::connect_and_login(address, timeout, early)).await
-        {
+        let connecting = Self::connect_and_login(address, timeout, min_rate, early);
+        match tokio::time::timeout(timeout, connecting).await {
             Ok(result) => result,
             Err(_) => Err(ConnError::Timeout(format!(
                 "no answer from {address} within {} while connecting and logging in",
@@ -124,6 +132,7 @@ impl Connection {
     async fn connect_and_login(
         address: &str,
         timeout: Duration,
+        min_rate: u64,
         early: &[Request],
     ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
         let lost =
@@ -153,6 +162,7 @@ impl Connection {
                 stream_id,
                 answer,
                 name: request.name(),
+                bytes_ahead: shared.bytes_in_flight(),
             });
         }
         stream.write_all(&hello).await.map_err(lost)?;
@@ -233,6 +243,7 @@ impl Connection {
         let conn = Connection {
             address: address.to_string(),
             timeout,
+            min_rate,
             shared,
             outgoing,
             writer,
@@ -263,6 +274,7 @@ impl Connection {
     /// a late answer is then dropped, never taken for the answer to a later request.
     pub async fn send(&self, request: &Request, max_len: usize) -> Result<Reply, ConnError> {
         let (reply, answer) = oneshot::channel();
+        let bytes_ahead = self.shared.bytes_in_flight() + max_len as u64;
         let stream_id = self.shared.register(reply, max_len)?;
         if self.outgoing.send(request.encode(stream_id)).is_err() {
             let reason = format!("connection to {} closed", self.address);
@@ -274,6 +286,7 @@ impl Connection {
             stream_id,
             answer,
             name: request.name(),
+            bytes_ahead,
         })
         .await
     }
@@ -291,13 +304,29 @@ impl Connection {
         };
         let mut answer = std::pin::pin!(answer);
         let sent = Instant::now();
+        let allowed = time_allowed(self.timeout, self.min_rate, waiting.bytes_ahead);
+        let deadline = sent + allowed;
         loop {
             let quiet_since = self
                 .shared
                 .last_heard()
                 .map_or(sent, |heard| heard.max(sent));
-            match tokio::time::timeout_at(quiet_since + self.timeout, &mut answer).await {
+            let until = (quiet_since + self.timeout).min(deadline);
+            match tokio::time::timeout_at(until, &mut answer).await {
                 Ok(result) => return result,
+                Err(_) if Instant::now() >= deadline => {
+                    let reason = format!(
+                        "the answer from {} to {} did not arrive within {} (the request timeout \
+                         plus {} bytes at {} bytes/s, the slowest transfer accepted)",
+                        self.address,
+                        waiting.name,
+                        seconds(allowed),
+                        waiting.bytes_ahead,
+                        self.min_rate
+                    );
+                    self.close(&reason);
+                    return Err(ConnError::Timeout(reason));
+                }
                 Err(_)
                     if self
                         .shared
@@ -326,6 +355,8 @@ pub struct Waiting {
     stream_id: u16,
     answer: oneshot::Receiver<Result<Reply, ConnError>>,
     name: &'static str,
+    /// What this request and those before it on the connection may receive.
+    bytes_ahead: u64,
 }
 
 /// Stream id of `kXR_auth` during login (1 and 2 are `kXR_protocol` and `kXR_login`); early

@@ -45,6 +45,7 @@ pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
         let (conn, early) = Connection::connect(
             &endpoint.address(),
             options.request_timeout,
+            options.min_rate,
             std::slice::from_ref(&request),
         )
         .await

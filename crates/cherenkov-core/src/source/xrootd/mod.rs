@@ -11,7 +11,7 @@
 //!
 //! Failures: `kXR_wait` is honoured (for at most the request timeout in all), `kXR_redirect` is
 //! followed (at most `max_redirects` times, logging in and opening the file again there), a lost or
-//! silent connection is replaced and the read sent again (at most `retries` times), and a
+//! silent connection is replaced and the read sent again (on the schedule of `source::retry`), and a
 //! `kXR_error` becomes an error naming the URL, the ranges and the server's message.
 
 mod connection;
@@ -25,7 +25,7 @@ pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinde
 use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
-use super::retry::wait_before;
+use super::retry::{Retries, RetryPolicy};
 use super::{
     describe_ranges, split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits,
 };
@@ -48,9 +48,15 @@ pub struct XrootdOptions {
     /// nothing at all on the connection (a large answer arriving slowly is not cut short). A
     /// request without an answer in time closes its connection. Default 60 s.
     pub request_timeout: Duration,
-    /// Extra attempts, on a new connection, after a connection is lost or times out. Default 3,
-    /// waiting 100 ms, 200 ms, 400 ms, ... (at most 2 s) between attempts.
+    /// Extra attempts, on a new connection, after a connection is lost or times out, on the
+    /// schedule of `source::retry` (exponential waits with jitter). Default 8.
     pub retries: u32,
+    /// No retry starts later than this after a request's first failure. Default 5 s.
+    pub retry_window: Duration,
+    /// Slowest transfer accepted (bytes per second): a request fails after `request_timeout` plus
+    /// the bytes it and the requests queued before it on its connection may receive at this
+    /// rate (see `source::time_allowed`). Default 32 KiB/s.
+    pub min_rate: u64,
     /// Redirects followed while opening the file, or by one read. Default 8.
     pub max_redirects: usize,
     /// At most this many ranges per `kXR_readv`, below what the server allows. Default: no cap.
@@ -72,12 +78,24 @@ impl Default for XrootdOptions {
         Self {
             connections: 2,
             request_timeout: Duration::from_secs(60),
-            retries: 3,
+            retries: RetryPolicy::default().retries,
+            retry_window: RetryPolicy::default().window,
+            min_rate: super::DEFAULT_MIN_RATE,
             max_redirects: 8,
             readv_iov_max: None,
             readv_ior_max: None,
             discover: true,
             verify_checksums: false,
+        }
+    }
+}
+
+impl XrootdOptions {
+    /// How failed requests are tried again.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            retries: self.retries,
+            window: self.retry_window,
         }
     }
 }
@@ -290,15 +308,19 @@ impl XrootdSource {
         Fut: std::future::Future<Output = Result<T, Failure>>,
     {
         let inner = &self.inner;
-        let mut failures = 0;
+        let mut retries = Retries::new(inner.options.retry_policy());
         loop {
             let attempt = async { ask(inner.session(0).await?).await };
             match attempt.await {
                 Ok(value) => return Ok(value),
-                Err(Failure::Transport(_)) if failures < inner.options.retries => {
-                    failures += 1;
-                    tokio::time::sleep(wait_before(failures)).await;
-                }
+                Err(f @ Failure::Transport(_)) => match retries.after_failure() {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => {
+                        let message =
+                            format!("{what} failed: {f} (gave up after {})", retries.describe());
+                        return Err(Error::io(&inner.url, message));
+                    }
+                },
                 Err(f) => return Err(Error::io(&inner.url, format!("{what} failed: {f}"))),
             }
         }
@@ -325,13 +347,16 @@ async fn open_with_retries(
     origin: &Endpoint,
     options: &XrootdOptions,
 ) -> Result<Arc<Session>, Failure> {
-    let mut failures = 0;
+    let mut retries = Retries::new(options.retry_policy());
     loop {
         match open_session(origin.clone(), options).await {
-            Err(Failure::Transport(_)) if failures < options.retries => {
-                failures += 1;
-                tokio::time::sleep(wait_before(failures)).await;
-            }
+            Err(Failure::Transport(m)) => match retries.after_failure() {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => {
+                    let m = format!("{m} (gave up after {})", retries.describe());
+                    return Err(Failure::Transport(m));
+                }
+            },
             other => return other.map(Arc::new),
         }
     }
@@ -354,8 +379,13 @@ async fn open_session(start: Endpoint, options: &XrootdOptions) -> Result<Sessio
         if options.discover && redirects == 0 {
             requests.push(proto::locate_request(&endpoint.path));
         }
-        let (conn, mut early) =
-            Connection::connect(&endpoint.address(), options.request_timeout, &requests).await?;
+        let (conn, mut early) = Connection::connect(
+            &endpoint.address(),
+            options.request_timeout,
+            options.min_rate,
+            &requests,
+        )
+        .await?;
         loop {
             let answers = match early.take() {
                 Some(waiting) => join_all(waiting.into_iter().map(|w| conn.wait(w))).await,
@@ -542,38 +572,42 @@ impl Inner {
 
     /// Read `pieces` (one request's worth) on `slot`, trying again after transport failures.
     async fn read_request(&self, slot: usize, pieces: &[ByteRange]) -> Result<Vec<Bytes>> {
-        let mut failures = 0;
+        let mut retries = Retries::new(self.options.retry_policy());
         let mut first_failure = None;
         let mut redirects = 0;
         let mut waited = Duration::ZERO;
         loop {
-            match self
+            let failure = match self
                 .try_read(slot, pieces, &mut redirects, &mut waited)
                 .await
             {
                 Ok(buffers) => return Ok(buffers),
-                Err(Failure::Transport(m)) if failures < self.options.retries => {
-                    first_failure.get_or_insert(m);
-                    failures += 1;
-                    tokio::time::sleep(wait_before(failures)).await;
-                    self.round_trips.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(failure) => {
-                    // The first failure says what went wrong; the last, why trying again did not help.
-                    let mut message = format!("reading {} failed: ", describe_ranges(pieces));
-                    match (&failure, first_failure) {
-                        (Failure::Transport(last), Some(first)) if *last != first => message
-                            .push_str(&format!(
-                                "{first} (gave up after {} attempts; the last: {last})",
-                                failures + 1
-                            )),
-                        (Failure::Transport(last), _) => message
-                            .push_str(&format!("{last} (gave up after {} attempts)", failures + 1)),
-                        _ => message.push_str(&failure.to_string()),
+                Err(failure) => failure,
+            };
+            if let Failure::Transport(m) = &failure {
+                let first = first_failure.get_or_insert_with(|| m.clone()).clone();
+                match retries.after_failure() {
+                    Some(wait) => {
+                        tokio::time::sleep(wait).await;
+                        self.round_trips.fetch_add(1, Ordering::Relaxed);
+                        continue;
                     }
-                    return Err(Error::io(&self.url, message));
+                    None => {
+                        // The first failure says what went wrong; the last, why trying again did
+                        // not help.
+                        let tried = retries.describe();
+                        let message = match *m == first {
+                            true => format!("{m} (gave up after {tried})"),
+                            false => format!("{first} (gave up after {tried}; the last: {m})"),
+                        };
+                        let message =
+                            format!("reading {} failed: {message}", describe_ranges(pieces));
+                        return Err(Error::io(&self.url, message));
+                    }
                 }
             }
+            let message = format!("reading {} failed: {failure}", describe_ranges(pieces));
+            return Err(Error::io(&self.url, message));
         }
     }
 

@@ -59,6 +59,17 @@ impl Shared {
         self.lock().last_heard
     }
 
+    /// Bytes the requests in flight may still receive: what a new request waits behind (one
+    /// connection answers its requests one after another).
+    pub(super) fn bytes_in_flight(&self) -> u64 {
+        let state = self.lock();
+        state
+            .pending
+            .values()
+            .map(|p| p.max_len.saturating_sub(p.body.len()) as u64)
+            .sum()
+    }
+
     pub(super) fn register(
         &self,
         reply: oneshot::Sender<Result<Reply, ConnError>>,
