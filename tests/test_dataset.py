@@ -131,6 +131,7 @@ def test_chunks_share_one_profile_across_files(nano_copies):
     for chunk in it:
         seen.append(chunk.arrays(["Muon_pt", "nMuon"]))
         files_seen.append(chunk.tree.file.path)
+        time.sleep(0.1)  # an analysis' work per chunk: the next file's opening has time to end
     assert files_seen == [f for f in files for _ in range(4)]
     assert sorted(profile.learned) == ["Muon_pt", "nMuon"]
     theirs = uproot.concatenate({f: "Events" for f in files}, ["Muon_pt", "nMuon"], library="ak")
