@@ -4,6 +4,7 @@
 >>> f = cherenkov.open("events.root")
 >>> tree = f["Events"]                      # a TTree, or an RNTuple (same methods)
 >>> arrays = tree.arrays(["Muon_pt", "Muon_eta"], library="ak")
+>>> for arrays in cherenkov.iterate(["a.root:Events", "b.root:Events"], ["Muon_pt"]): ...
 """
 
 from cherenkov._core import (
@@ -24,6 +25,7 @@ from cherenkov._core import (
     __version__,
 )
 from cherenkov.arrays import Jagged
+from cherenkov.dataset import Report, chunks, concatenate, iterate
 from cherenkov.file import Directory, File, open
 from cherenkov.ntuple import RNTuple
 from cherenkov.processing import process
@@ -32,6 +34,10 @@ from cherenkov.tree import LazyChunk, Tree
 
 __all__ = [
     "open",
+    "iterate",
+    "concatenate",
+    "chunks",
+    "Report",
     "process",
     "File",
     "Directory",

@@ -10,10 +10,9 @@ import time
 from rich.console import Console
 
 import cherenkov
+from cherenkov.dataset import TABLE_CLASSES
 from cherenkov.stats import as_dict
 from cherenkov.summary import human_bytes, print_tree
-
-TABLE_CLASSES = ("TTree", "TNtuple", "ROOT::RNTuple")
 
 
 def _trees(f: cherenkov.File) -> list[str]:

@@ -113,6 +113,12 @@ class Progress:
             tasks = {name: (self.done[name], total) for name, total in self.totals.items()}
             self.callback(ProgressUpdate(tasks, sum(self.bytes.values()), elapsed, self.steps, self.partial))
 
+    def grow(self, task: str, entries: int) -> None:
+        """Entries found later (a dataset's files as they are opened) join the total."""
+        self.totals[task] += entries
+        if self.bars is not None:
+            self.bars.set_total(task, self.totals[task])
+
     def skipped(self, task: str, entries: int) -> None:
         """Entries that will not be read (a bad file skipped) leave the total."""
         self.totals[task] -= entries

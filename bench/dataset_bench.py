@@ -1,0 +1,88 @@
+"""Many files in one process: cherenkov.iterate over N copies of the NanoAOD-like file, against
+uproot.iterate over the same URLs, locally and behind the lab's round-trip delay.
+
+    .venv/bin/python bench/dataset_bench.py [--rtt 137] [--files 8] [--protocol http|root] [--every 3]
+
+Prints the time of each reader, the ratio to its local time, and cherenkov's goal from issue 20:
+local time plus one round trip (for the first file only) times 1.3. `files_ahead=0` is cherenkov
+with one file after another, to show what opening ahead is worth. Values are checked equal
+(entry count and a checksum of the first branch) between every run."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import awkward as ak
+import cherenkov
+from cherenkov.lab import Lab
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "testdata"
+NANO = "nanolike-root6.40-zstd-4clusters.root"
+
+
+def copies(folder: Path, n: int) -> list[str]:
+    folder.chmod(0o755)  # xrootd runs as nobody
+    names = []
+    for k in range(n):
+        shutil.copyfile(SHARED / NANO, folder / f"nano-{k}.root")
+        (folder / f"nano-{k}.root").chmod(0o644)
+        names.append(f"nano-{k}.root")
+    return names
+
+
+def run(read) -> tuple[float, tuple]:
+    t0 = time.perf_counter()
+    entries, check = 0, 0.0
+    for arrays in read():
+        entries += len(arrays)
+        check += float(ak.sum(arrays[arrays.fields[0]]))
+    return time.perf_counter() - t0, (entries, round(check, 3))
+
+
+def readers(urls: list[str], names: list[str], step: int) -> dict:
+    import uproot
+
+    return {
+        "cherenkov.iterate": lambda: cherenkov.iterate([f"{u}:Events" for u in urls], names, step_size=step),
+        "cherenkov, files_ahead=0": lambda: cherenkov.iterate([f"{u}:Events" for u in urls], names, step_size=step, files_ahead=0),
+        "uproot.iterate": lambda: uproot.iterate({u: "Events" for u in urls}, names, step_size=step, library="ak"),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rtt", type=float, default=137, help="round-trip delay in ms (default 137)")
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--protocol", choices=["http", "root"], default="http")
+    parser.add_argument("--every", type=int, default=3, help="read every Nth readable branch (default 3)")
+    parser.add_argument("--step", type=int, default=500, help="step_size in entries (default 500: one cluster)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="cherenkov-dataset-bench-") as tmp:
+        folder = Path(tmp)
+        files = copies(folder, args.files)
+        tree = cherenkov.open(folder / files[0])["Events"]
+        names = [b.path for b in tree.branches if b.readable and b.name == b.path][:: args.every]
+        print(f"{args.files} files of {NANO}, {len(names)} branches, step_size {args.step}, {args.protocol}:// at {args.rtt:g} ms")
+        local = {name: run(read) for name, read in readers([str(folder / f) for f in files], names, args.step).items()}
+        with Lab(folder) as lab:
+            lab.set_rtt(args.rtt)
+            urls = [lab.url(args.protocol, f) for f in files]
+            remote = {name: run(read) for name, read in readers(urls, names, args.step).items()}
+    values = {result for _, result in list(local.values()) + list(remote.values())}
+    assert len(values) == 1, f"readers disagree: {local} {remote}"
+    print(f"{'reader':28} {'local s':>8} {'remote s':>9} {'remote/local':>13}")
+    for name in local:
+        print(f"{name:28} {local[name][0]:8.2f} {remote[name][0]:9.2f} {remote[name][0] / local[name][0]:13.2f}")
+    ours, peer = remote["cherenkov.iterate"][0], remote["uproot.iterate"][0]
+    goal = 1.3 * (local["cherenkov.iterate"][0] + args.rtt / 1000)
+    print(f"cherenkov.iterate remote / goal 1.3 x (local + 1 RTT) = {goal:.2f} s: {ours / goal:.2f}x")
+    print(f"cherenkov.iterate remote / uproot.iterate remote: {ours / peer:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
