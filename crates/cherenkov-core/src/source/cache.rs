@@ -260,7 +260,8 @@ impl CachedSource {
             let mut f = File::create(&temporary)?;
             f.write_all(&checksum(bytes).to_le_bytes())?;
             f.write_all(bytes)?;
-            f.sync_data()?;
+            // No fsync: it would cost milliseconds per entry; an entry a crash leaves damaged
+            // fails its checksum and is fetched again.
             fs::rename(&temporary, self.dir.join(&name))
         })();
         match written {
