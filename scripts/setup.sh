@@ -30,7 +30,7 @@ if [ ! -x .tools/bin/toxiproxy-server ]; then
 fi
 
 # 3. Python virtual environment with the test and bench extras.
-python_inputs=$(cat pyproject.toml | sha1sum | cut -c1-16)
+python_inputs=$(cat pyproject.toml scripts/setup.sh | sha1sum | cut -c1-16)
 if [ ! -x .venv/bin/python ]; then
   log "creating .venv"
   python3 -m venv .venv
@@ -39,7 +39,9 @@ if [ ! -f "$stamps/python-$python_inputs" ]; then
   log "installing Python dependencies"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q "maturin>=1.5,<2" numpy "awkward>=2.5" rich pytest "uproot>=5.3" \
-    xxhash lz4 zstandard matplotlib hist "dask[distributed]" "ruff==0.17.6"
+    xxhash lz4 zstandard matplotlib hist "dask[distributed]==2025.3.1" "ruff==0.17.6"
+  # uproot/coffea/Dask plug-ins and their peers (dask-awkward needs dask < 2025.4)
+  .venv/bin/pip install -q "dask-awkward==2026.2.1" "coffea==2026.9.0" "fsspec-xrootd==0.5.5" "xrootd==6.2.1"
   rm -f "$stamps"/python-*
   touch "$stamps/python-$python_inputs"
 fi

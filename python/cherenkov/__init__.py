@@ -56,3 +56,16 @@ __all__ = [
     "NotFoundError",
     "__version__",
 ]
+
+
+def __getattr__(name):
+    # The plug-ins import uproot, dask-awkward and fsspec only when first used.
+    if name == "uproot":
+        import cherenkov.uproot
+
+        return cherenkov.uproot
+    if name == "dask":
+        from cherenkov.dask_arrays import dask
+
+        return dask
+    raise AttributeError(f"module 'cherenkov' has no attribute {name!r}")

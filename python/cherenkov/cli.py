@@ -70,7 +70,7 @@ def cmd_read(args) -> int:
     trees = _trees(f)
     tree = f[args.tree or (trees[0] if len(trees) == 1 else "")] if (args.tree or len(trees) == 1) else None
     if tree is None:
-        raise cherenkov.NotFoundError(f"{args.url}: say which tree with --tree (the file has {', '.join(trees) or 'none'})")
+        raise cherenkov.NotFoundError(f"{f.path}: say which tree with --tree (the file has {', '.join(trees) or 'none'})")
     start, stop = args.entries or (None, None)
     console = Console(quiet=args.quiet and not args.stats)
     t0 = time.perf_counter()

@@ -28,6 +28,9 @@ def open(
     min_rate: float | None = None,
     cache: str | os.PathLike | None = None,
     cache_max_bytes: int | None = None,
+    token: str | None = None,
+    ca: str | os.PathLike | None = None,
+    insecure_skip_verify: bool = False,
 ) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
@@ -58,6 +61,16 @@ def open(
     ``cache``: a directory keeping the byte ranges read, so that later passes read the disk
     (default: ``$CHERENKOV_CACHE``, else no cache); at most ``cache_max_bytes`` (20 GiB), least
     recently used first out. A file changed on its server is read anew, never from old entries.
+
+    Authentication (see the README's "Authentication"): ``token``, a WLCG bearer token sent as
+    ``Authorization: Bearer`` with every request (default: found in ``$BEARER_TOKEN``, the file
+    ``$BEARER_TOKEN_FILE``, ``$XDG_RUNTIME_DIR/bt_u<uid>`` or ``/tmp/bt_u<uid>``, sent to https://
+    only; a token file is read again when it changes and must be private, mode 600); a
+    ``user:password@`` in an HTTP URL is sent with every request too. ``ca``, a CA certificate
+    file or directory: the only CAs a server's certificate is checked against (default: the
+    system's, plus ``$X509_CERT_DIR`` and ``$SSL_CERT_FILE``). ``insecure_skip_verify=True``
+    checks no certificate at all: for tests with made-up certificates only. Secrets never appear
+    in ``File.path``, messages, stats or traces.
     """
     cache = cache if cache is not None else os.environ.get("CHERENKOV_CACHE") or None
     return File(
@@ -72,6 +85,9 @@ def open(
         min_rate=min_rate,
         cache=os.fspath(cache) if cache is not None else None,
         cache_max_bytes=cache_max_bytes,
+        token=token,
+        ca=None if ca is None else os.fspath(ca),
+        insecure_skip_verify=insecure_skip_verify,
     )
 
 
@@ -122,7 +138,7 @@ class File(Directory):
 
     def __init__(self, path: str | list, **source_options):
         urls = [os.fspath(p) for p in path] if isinstance(path, (list, tuple)) else [path]
-        self.path = " | ".join(urls)
+        self.path = " | ".join(_core.redact(url) for url in urls)
         self._opened = (time.perf_counter(), time.process_time())
         self._core = _core.RootFile.open(urls, **source_options)
         for replica in self._core.replicas() or ():

@@ -37,7 +37,8 @@ create_exception!(
 );
 
 pub fn to_py(e: Error) -> PyErr {
-    let msg = e.to_string();
+    // The last gate before Python: no secret of a URL crosses it (see `source::redact`).
+    let msg = cherenkov_core::source::redact::redact(&e.to_string());
     match e {
         Error::Format { .. } => FormatError::new_err(msg),
         Error::Io { cause, .. } => {

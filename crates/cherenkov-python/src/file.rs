@@ -2,12 +2,15 @@
 
 use crate::errors::to_py;
 use crate::ntuple::Ntuple;
+use crate::raw::{buffers_to_py, checked_ranges};
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::stats::StatsSnapshot;
 use cherenkov_core::source::cache::CacheOptions;
+use cherenkov_core::source::credentials::TlsOptions;
 use cherenkov_core::source::multi::ReplicaReport;
+use cherenkov_core::source::redact::Secret;
 use cherenkov_core::source::{SourceCounters, SourceOptions};
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
@@ -35,7 +38,7 @@ pub struct RootFile {
 #[pymethods]
 impl RootFile {
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, cache=None, cache_max_bytes=None, retry_window=None, min_rate=None))]
+    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, cache=None, cache_max_bytes=None, token=None, ca=None, insecure_skip_verify=false, retry_window=None, min_rate=None))]
     #[allow(clippy::too_many_arguments)] // Python's keyword arguments
     fn open(
         py: Python<'_>,
@@ -48,10 +51,12 @@ impl RootFile {
         verify_checksums: bool,
         cache: Option<std::path::PathBuf>,
         cache_max_bytes: Option<u64>,
+        token: Option<String>,
+        ca: Option<std::path::PathBuf>,
+        insecure_skip_verify: bool,
         retry_window: Option<f64>,
         min_rate: Option<f64>,
     ) -> PyResult<Self> {
-        let timeout = seconds("timeout", timeout, false)?;
         let retry_window = seconds("retry_window", retry_window, true)?;
         let min_rate = match min_rate {
             Some(r) if !(r.is_finite() && r > 0.0) => {
@@ -61,25 +66,26 @@ impl RootFile {
             }
             r => r.map(|r| r.ceil() as u64),
         };
-        if connections == Some(0) {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "connections must be at least 1",
-            ));
-        }
         let options = SourceOptions {
-            connections,
-            timeout,
-            retries,
-            trace,
-            discover: Some(discover),
-            verify_checksums,
             cache: cache.map(|dir| CacheOptions {
                 dir,
                 max_bytes: cache_max_bytes.unwrap_or(CacheOptions::DEFAULT_MAX_BYTES),
             }),
+            token: token.map(Secret::new),
+            tls: TlsOptions {
+                ca,
+                insecure_skip_verify,
+            },
             retry_window,
             min_rate,
-            ..SourceOptions::default()
+            ..source_options(
+                connections,
+                timeout,
+                retries,
+                trace,
+                discover,
+                verify_checksums,
+            )?
         };
         let inner = py
             .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
@@ -101,6 +107,21 @@ impl RootFile {
     #[getter]
     fn requests_since_open(&self) -> u64 {
         self.inner.requests()
+    }
+
+    /// Read byte ranges `[(start, stop), ...]` as one vectored request through the file's source
+    /// (replicas, retries and counters included); what opening already read is served from
+    /// memory. One read-only uint8 numpy array per range, over the engine's buffer (no copy).
+    fn read_ranges<'py>(
+        &self,
+        py: Python<'py>,
+        ranges: Vec<(u64, u64)>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        let ranges = checked_ranges(self.inner.name(), &ranges, self.inner.size)?;
+        let buffers = py
+            .detach(|| runtime().block_on(self.inner.read_raw(&ranges)))
+            .map_err(to_py)?;
+        buffers_to_py(py, buffers)
     }
 
     /// The engine's counters since opening (times in seconds).
@@ -232,6 +253,32 @@ impl RootFile {
     }
 }
 
+/// `cherenkov.open`'s source options, checked.
+pub fn source_options(
+    connections: Option<usize>,
+    timeout: Option<f64>,
+    retries: Option<u32>,
+    trace: bool,
+    discover: bool,
+    verify_checksums: bool,
+) -> PyResult<SourceOptions> {
+    let timeout = seconds("timeout", timeout, false)?;
+    if connections == Some(0) {
+        return Err(pyo3::exceptions::PyValueError::new_err(
+            "connections must be at least 1",
+        ));
+    }
+    Ok(SourceOptions {
+        connections,
+        timeout,
+        retries,
+        trace,
+        discover: Some(discover),
+        verify_checksums,
+        ..SourceOptions::default()
+    })
+}
+
 /// The data servers (`host:port`) that a `root://` URL's server names for its file
 /// (`kXR_locate`): a redirector names its data servers, a data server itself.
 #[pyfunction]
@@ -249,4 +296,11 @@ pub fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec
     }
     py.detach(|| runtime().block_on(cherenkov_core::source::xrootd::locate(&url, &options)))
         .map_err(to_py)
+}
+
+/// `text` with the secrets of any URL in it (passwords, tokens, `authz=`) replaced by `***`:
+/// what `File.path`, messages and reports show.
+#[pyfunction]
+pub fn redact(text: &str) -> String {
+    cherenkov_core::source::redact::redact(text)
 }

@@ -1,7 +1,9 @@
 //! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
 //! decompression, and turn core errors into Python exceptions. One file per family of classes:
-//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`, `cache.rs`, with `convert.rs` for arrays
-//! and `errors.rs` for exceptions.
+//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
+//! `reading.rs` (what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
+//! `cache.rs` (the disk cache's housekeeping), with `convert.rs` for arrays and `errors.rs` for
+//! exceptions.
 
 mod cache;
 mod convert;
@@ -10,6 +12,7 @@ mod file;
 mod iterate;
 mod lazy;
 mod ntuple;
+mod raw;
 mod reading;
 mod tree;
 
@@ -22,8 +25,11 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache::cache_summary, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_prune, m)?)?;
+    m.add_function(wrap_pyfunction!(file::redact, m)?)?;
     m.add_class::<file::RootFile>()?;
     m.add_class::<tree::Tree>()?;
+    m.add_class::<raw::ByteBuffer>()?;
+    m.add_class::<raw::RawSource>()?;
     m.add_class::<ntuple::Ntuple>()?;
     m.add_class::<ntuple::FieldInfo>()?;
     m.add_class::<iterate::StepIterator>()?;

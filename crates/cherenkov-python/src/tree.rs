@@ -42,6 +42,8 @@ pub struct BranchInfo {
     compression: i32,
     basket_entry_starts: Vec<u64>,
     basket_seeks: Vec<u64>,
+    /// Bytes of each basket's key on disk (header and compressed data).
+    basket_bytes: Vec<u32>,
 }
 
 #[pymethods]
@@ -141,6 +143,7 @@ impl Tree {
                     compression: b.compress,
                     basket_entry_starts: b.baskets.iter().map(|l| l.entry_start).collect(),
                     basket_seeks: b.baskets.iter().map(|l| l.seek).collect(),
+                    basket_bytes: b.baskets.iter().map(|l| l.bytes).collect(),
                 }
             })
             .collect()

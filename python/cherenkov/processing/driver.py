@@ -9,6 +9,7 @@ import uuid
 from collections.abc import Callable, Mapping
 
 import cherenkov
+from cherenkov import _core
 from cherenkov.processing.dataset import FileSpec, normalize
 from cherenkov.processing.executors import Job, PacketError, WorkerStats, make_executor, pickled
 from cherenkov.processing.merge import TreeMerge
@@ -92,7 +93,7 @@ class _Run:
             if isinstance(item, FileInfo):
                 files.append(item)
                 continue
-            message = f"{item.spec.url}: {type(item.error).__name__}: {item.error}"
+            message = _core.redact(f"{item.spec.url}: {type(item.error).__name__}: {item.error}")
             if not self.skip_bad_files:
                 raise ProcessingError(f"cannot open {message} (skip_bad_files=True goes on without it)") from item.error
             self.report.bad_files[item.spec.url] = message

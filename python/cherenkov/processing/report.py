@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cherenkov import _core
 from cherenkov.processing.executors import WorkerStats
 
 
@@ -22,7 +23,8 @@ class PacketFailure:
     error: str
 
     def __str__(self) -> str:
-        return f"packet {self.packet} ({self.url}, entries {self.entries[0]}..{self.entries[1]}) on {self.worker}: {self.error}"
+        url = _core.redact(self.url)
+        return f"packet {self.packet} ({url}, entries {self.entries[0]}..{self.entries[1]}) on {self.worker}: {self.error}"
 
 
 @dataclass

@@ -3,10 +3,10 @@
 //!
 //! Layout: `<dir>/v1/<file key>/<offset>-<len>` holds one range read before, as an 8-byte
 //! XXH3-64 checksum of the bytes followed by the bytes. The file key hashes what identifies one
-//! version of one file: its URL without credentials or query, its size, and its content
-//! identity (the source's version tag where it has one, else the first bytes of the file, which
-//! for a ROOT file hold its UUID and modification time): a replaced file gets a new key and never
-//! meets the old entries.
+//! version of one file: its URL with credentials redacted (a renewed token keeps the entries),
+//! its size, and its content identity (the source's version tag where it has one, and the first
+//! bytes of the file, which for a ROOT file hold its UUID and modification time, where opening
+//! read them or there is no tag): a replaced file gets a new key and never meets the old entries.
 //!
 //! Safety: an entry is written to a temporary name and renamed into place, so a process killed
 //! mid-write leaves nothing that is read back; every entry is checked against its checksum when
@@ -15,6 +15,7 @@
 //! cannot be written (full disk, read-only) turns into a pass-through with one warning. Entries
 //! are evicted least recently used first when the cache outgrows its cap.
 
+use super::redact::redact;
 use super::{ByteRange, ByteSource, SharedSource, SourceCounters, SourceLimits};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
@@ -45,7 +46,7 @@ impl CacheOptions {
 /// Bytes of a file's head that identify its content when the source has no version tag.
 const IDENTITY_HEAD: u64 = 4096;
 const LAYOUT: &str = "v1";
-/// A file directory's note of what it caches (the URL without credentials), for `cache info`.
+/// A file directory's note of what it caches (the URL, redacted), for `cache info`.
 const ABOUT: &str = "about";
 
 /// What a cache directory holds, for `cherenkov cache info`.
@@ -78,13 +79,17 @@ pub struct CachedSource {
 /// Wrap `inner` with the cache in `options.dir`.
 pub async fn wrap(inner: SharedSource, options: &CacheOptions) -> Result<SharedSource> {
     let size = inner.size().await?;
-    let identity = match inner.version() {
-        Some(version) => version.into_bytes(),
-        None => head_bytes(&*inner, size).await?,
-    };
+    // The version tag where the source has one; the file's head too where it costs no request
+    // (a version tag of one-second resolution misses a file replaced within that second).
+    let mut identity = inner.version().unwrap_or_default().into_bytes();
+    match opened_head(&*inner, size) {
+        Some(head) => identity.extend(head),
+        None if identity.is_empty() => identity.extend(read_head(&*inner, size).await?),
+        None => {}
+    }
     let mut key = XxHash3_64::default();
     for part in [
-        without_credentials(inner.name()).as_bytes(),
+        redact(inner.name()).as_bytes(),
         &size.to_le_bytes(),
         &identity,
     ] {
@@ -105,42 +110,34 @@ pub async fn wrap(inner: SharedSource, options: &CacheOptions) -> Result<SharedS
         dir,
         inner,
     };
-    match fs::create_dir_all(&source.dir).and_then(|()| {
-        fs::write(
-            source.dir.join(ABOUT),
-            without_credentials(source.inner.name()),
-        )
-    }) {
+    match fs::create_dir_all(&source.dir)
+        .and_then(|()| fs::write(source.dir.join(ABOUT), redact(source.inner.name())))
+    {
         Ok(()) => source.load_index(),
         Err(e) => source.stop_writing(&e),
     }
     Ok(Arc::new(source))
 }
 
-/// The first bytes of the file: served from what the source read while opening when it can.
-async fn head_bytes(source: &dyn ByteSource, size: u64) -> Result<Vec<u8>> {
-    let head = ByteRange::new(0, size.min(IDENTITY_HEAD));
-    if let Some((r, bytes)) = source
-        .opening_reads()
-        .into_iter()
-        .find(|(r, _)| r.contains(&head))
-    {
-        let at = (head.offset - r.offset) as usize;
-        return Ok(bytes[at..at + head.len as usize].to_vec());
-    }
-    let mut got = source.read_ranges(&[head]).await?;
-    Ok(got.pop().map(|b| b.to_vec()).unwrap_or_default())
+/// The bytes that identify a file's content when the source has no version tag.
+fn head_range(size: u64) -> ByteRange {
+    ByteRange::new(0, size.min(IDENTITY_HEAD))
 }
 
-/// `scheme://host/path` of a URL: no user, password or query (tokens live there).
-pub fn without_credentials(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_string();
-    };
-    let rest = rest.split(['?', '#']).next().unwrap_or("");
-    let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
-    let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-    format!("{scheme}://{host}{path}")
+/// The file's head, when the source read it while opening.
+fn opened_head(source: &dyn ByteSource, size: u64) -> Option<Vec<u8>> {
+    let head = head_range(size);
+    let (r, bytes) = source
+        .opening_reads()
+        .into_iter()
+        .find(|(r, _)| r.contains(&head))?;
+    let at = (head.offset - r.offset) as usize;
+    Some(bytes[at..at + head.len as usize].to_vec())
+}
+
+async fn read_head(source: &dyn ByteSource, size: u64) -> Result<Vec<u8>> {
+    let mut got = source.read_ranges(&[head_range(size)]).await?;
+    Ok(got.pop().map(|b| b.to_vec()).unwrap_or_default())
 }
 
 fn entry_name(r: ByteRange) -> String {
@@ -563,11 +560,14 @@ mod tests {
         (got, cached.counters())
     }
 
-    fn expect(file: &[u8]) -> Vec<&[u8]> {
-        RANGES
-            .iter()
-            .map(|r| &file[r.offset as usize..r.end() as usize])
-            .collect()
+    fn assert_holds(got: &[Bytes], file: &[u8]) {
+        for (r, bytes) in RANGES.iter().zip(got) {
+            assert_eq!(
+                &bytes[..],
+                &file[r.offset as usize..r.end() as usize],
+                "{r:?}"
+            );
+        }
     }
 
     #[tokio::test]
@@ -580,10 +580,7 @@ mod tests {
         let asked = memory.requests().len();
         let (second, c) = read(&dir, &memory).await;
         assert_eq!(first, second);
-        assert_eq!(
-            second.iter().map(|b| &b[..]).collect::<Vec<_>>(),
-            expect(&file)
-        );
+        assert_holds(&second, &file);
         assert_eq!(
             (
                 c.disk_cache_hits,
@@ -606,10 +603,7 @@ mod tests {
         let new_file = data(2, 20_000);
         let new = Arc::new(MemorySource::new("http://h/f.root", new_file.clone()));
         let (got, c) = read(&dir, &new).await;
-        assert_eq!(
-            got.iter().map(|b| &b[..]).collect::<Vec<_>>(),
-            expect(&new_file)
-        );
+        assert_holds(&got, &new_file);
         assert_eq!(c.disk_cache_hits, 0);
         assert_eq!(summary(&dir).files, 2);
         fs::remove_dir_all(&dir).unwrap();
@@ -632,10 +626,7 @@ mod tests {
         // A write cut short by a kill leaves only a temporary file, never read.
         fs::write(entry.with_file_name(".9000-1000.1.partial"), b"cut").unwrap();
         let (got, c) = read(&dir, &memory).await;
-        assert_eq!(
-            got.iter().map(|b| &b[..]).collect::<Vec<_>>(),
-            expect(&file)
-        );
+        assert_holds(&got, &file);
         assert_eq!((c.disk_cache_hits, c.disk_cache_misses), (2, 1));
         fs::remove_dir_all(&dir).unwrap();
     }
@@ -647,10 +638,7 @@ mod tests {
         let file = data(4, 20_000);
         let memory = Arc::new(MemorySource::new("root://h//f.root", file.clone()));
         let (got, c) = read(&dir, &memory).await;
-        assert_eq!(
-            got.iter().map(|b| &b[..]).collect::<Vec<_>>(),
-            expect(&file)
-        );
+        assert_holds(&got, &file);
         assert_eq!((c.disk_cache_hits, c.disk_cache_misses), (0, 3));
         fs::remove_file(&dir).unwrap();
     }
@@ -669,12 +657,27 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
-    #[test]
-    fn credentials_and_queries_are_not_part_of_the_name() {
-        assert_eq!(
-            without_credentials("https://user:secret@host:8443/a/b.root?authz=token#x"),
-            "https://host:8443/a/b.root"
+    #[tokio::test]
+    async fn a_rotated_token_keeps_the_entries() {
+        let dir = temp_dir("token");
+        let file = data(6, 20_000);
+        for token in ["first", "second"] {
+            let url = format!("https://host/f.root?authz={token}");
+            let memory = Arc::new(MemorySource::new(&url, file.clone()));
+            read(&dir, &memory).await;
+        }
+        assert_eq!(summary(&dir).files, 1);
+        let about = fs::read_dir(dir.join(LAYOUT))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let about = fs::read_to_string(about.join(ABOUT)).unwrap();
+        assert!(
+            !about.contains("first") && !about.contains("second"),
+            "{about}"
         );
-        assert_eq!(without_credentials("/data/f.root"), "/data/f.root");
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

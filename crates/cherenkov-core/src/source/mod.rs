@@ -5,10 +5,12 @@
 //! [`coalesce_ranges`], so every backend and the engine plan requests the same way.
 
 pub mod cache;
+pub mod credentials;
 pub mod http;
 pub mod local;
 pub mod memory;
 pub mod multi;
+pub mod redact;
 pub mod retry;
 pub mod trace;
 pub mod xrootd;
@@ -211,6 +213,10 @@ pub struct SourceOptions {
     pub opening: OpeningHint,
     /// Keep the ranges read in a disk cache, for later passes (see `cache`). Off by default.
     pub cache: Option<cache::CacheOptions>,
+    /// A bearer token (default: found where WLCG says, see `credentials::BearerToken`).
+    pub token: Option<redact::Secret>,
+    /// What a server's TLS certificate is checked against (`ca=`, the test-only opt-out).
+    pub tls: credentials::TlsOptions,
 }
 
 /// The slowest transfer a request may have by default: 32 KiB/s. A server this slow is better left
@@ -228,7 +234,8 @@ pub fn time_allowed(
     timeout + std::time::Duration::from_secs_f64(bytes as f64 / min_rate.max(1) as f64)
 }
 
-/// Open the source a path or URL names: `root://`, `http://`, `https://`, `file://` or a path.
+/// Open the source a path or URL names: `root://`, `http://`, `https://`, `davs://`,
+/// `file://` or a path. Errors never show the URL's secrets (see `redact`).
 pub async fn open(url: &str, options: &SourceOptions) -> Result<SharedSource> {
     let source = open_untraced(url, options).await?;
     wrapped(source, options).await
@@ -339,11 +346,17 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
 }
 
 async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSource> {
+    open_by_scheme(url, options)
+        .await
+        .map_err(redact::redact_error)
+}
+
+async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSource> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
         None => Ok(Arc::new(local::LocalSource::open(url)?)),
         Some("file") => Ok(Arc::new(local::LocalSource::open(file_url_path(url)?)?)),
-        Some("http" | "https") => {
+        Some("http" | "https" | "dav" | "davs") => {
             let defaults = http::HttpOptions::default();
             let http_options = http::HttpOptions {
                 connections: options.connections.unwrap_or(defaults.connections),
@@ -352,6 +365,8 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSourc
                 retry_window: options.retry_window.unwrap_or(defaults.retry_window),
                 min_rate: options.min_rate.unwrap_or(defaults.min_rate),
                 opening: options.opening,
+                token: options.token.clone(),
+                tls: options.tls.clone(),
                 ..defaults
             };
             Ok(Arc::new(http::HttpSource::open(url, http_options).await?))
@@ -371,7 +386,7 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSourc
             xrootd::open_discovering(url, xrootd_options).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
-            "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, file:// or a path)"
+            "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, davs://, file:// or a path)"
         ))),
     }
 }

@@ -54,8 +54,22 @@ impl Nginx {
         Self::start_with(root, server_directives, true)
     }
 
+    /// Over HTTPS with the given host certificate and key (PEM files made by the test).
+    pub fn start_https(
+        root: &Path,
+        server_directives: &str,
+        cert: &Path,
+        key: &Path,
+    ) -> Option<Nginx> {
+        let directives = format!(
+            "ssl_certificate {}; ssl_certificate_key {};\n    {server_directives}",
+            cert.display(),
+            key.display()
+        );
+        Self::start_in(TempDir::new("nginx"), root, &directives, true)
+    }
+
     fn start_with(root: &Path, server_directives: &str, tls: bool) -> Option<Nginx> {
-        let binary = nginx_binary()?;
         let dir = TempDir::new("nginx");
         let path = dir.path().to_path_buf();
         let mut server_directives = server_directives.to_string();
@@ -87,6 +101,12 @@ impl Nginx {
                 d = path.display()
             );
         }
+        Self::start_in(dir, root, &server_directives, tls)
+    }
+
+    fn start_in(dir: TempDir, root: &Path, server_directives: &str, tls: bool) -> Option<Nginx> {
+        let binary = nginx_binary()?;
+        let path = dir.path().to_path_buf();
         // A port taken between choosing it and nginx binding it: try again with another.
         for _ in 0..5 {
             let port = free_port();
@@ -96,7 +116,7 @@ impl Nginx {
             } else {
                 port.to_string()
             };
-            std::fs::write(&conf, config(&path, root, &listen, &server_directives))
+            std::fs::write(&conf, config(&path, root, &listen, server_directives))
                 .expect("write nginx.conf");
             let mut child = Command::new(&binary)
                 .arg("-e")

@@ -6,12 +6,14 @@
 //! do not answer multi-range requests properly (200 with the whole file, a single range, a cut-short
 //! or malformed body) are detected and the ranges are asked one by one, in parallel.
 
+mod auth;
 mod failure;
 mod multipart;
 mod probe;
 mod range_header;
 mod response;
 
+use self::auth::{is_refusal, trusting, web_url, HttpAuth};
 use self::failure::{error_chain, retrying, status_failure, Failure};
 use self::multipart::{boundary_from_content_type, parse_byteranges, MultipartError, Part};
 use self::probe::probe;
@@ -23,6 +25,8 @@ use super::{
     ByteSource, OpeningHint, SourceCounters, SourceLimits, DEFAULT_MIN_RATE,
 };
 use crate::error::{Error, Result};
+use crate::source::credentials::TlsOptions;
+use crate::source::redact::{redact, Secret};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::future::try_join_all;
@@ -65,6 +69,11 @@ pub struct HttpOptions {
     /// The first request, which learns the size, also reads this much of the file's start and
     /// end (default: nothing; the engine asks for where ROOT keeps what opening needs).
     pub opening: OpeningHint,
+    /// A bearer token sent as `Authorization: Bearer` (default: found where WLCG says, see
+    /// `credentials::BearerToken::discover`; a discovered token goes to https:// only).
+    pub token: Option<Secret>,
+    /// What the server's certificate is checked against (https://).
+    pub tls: TlsOptions,
 }
 
 impl Default for HttpOptions {
@@ -80,6 +89,8 @@ impl Default for HttpOptions {
             max_redirects: 10,
             max_full_body_bytes: 64 << 20,
             opening: OpeningHint::default(),
+            token: None,
+            tls: TlsOptions::default(),
         }
     }
 }
@@ -112,11 +123,13 @@ const MIN_HEADER_BYTES: usize = 256;
 
 /// A file on an HTTP(S) server.
 pub struct HttpSource {
-    /// The URL as given: the name in errors and statistics.
+    /// The URL as given, its secrets redacted: the name in errors and statistics.
     url: String,
     /// Where requests go: the URL after the redirects followed when opening.
     target: Url,
     client: reqwest::Client,
+    /// The `Authorization` every request carries.
+    auth: HttpAuth,
     options: HttpOptions,
     size: u64,
     /// Set when the server ignores `Range:` altogether and the file was small enough to keep.
@@ -141,25 +154,32 @@ impl HttpSource {
     /// Open `url` (http or https): learn the file's size with a one-byte range request, following
     /// at most `options.max_redirects` redirects; later requests go to the final URL.
     pub async fn open(url: &str, options: HttpOptions) -> Result<HttpSource> {
-        let target = Url::parse(url).map_err(|e| Error::io_caused(url, "not a valid URL", e))?;
+        let name = redact(url);
+        let url = web_url(url);
+        let mut target =
+            Url::parse(&url).map_err(|e| Error::io_caused(&name, "not a valid URL", e))?;
         if !matches!(target.scheme(), "http" | "https") {
-            return Err(Error::io(url, "not an http:// or https:// URL"));
+            return Err(Error::io(&name, "not an http://, https:// or davs:// URL"));
         }
+        let auth =
+            HttpAuth::for_url(&mut target, options.token.as_ref()).map_err(|e| e.in_file(&name))?;
         let options = HttpOptions {
             max_ranges_per_request: options.max_ranges_per_request.max(1),
             max_header_bytes: options.max_header_bytes.max(MIN_HEADER_BYTES),
             connections: options.connections.max(1),
             ..options
         };
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(options.max_redirects))
             .connect_timeout(options.request_timeout)
             .pool_max_idle_per_host(options.connections)
-            .tcp_nodelay(true)
+            .tcp_nodelay(true);
+        let client = trusting(builder, &options.tls)
+            .map_err(|e| e.in_file(&name))?
             .build()
             .map_err(|e| {
                 Error::io(
-                    url,
+                    &name,
                     format!("cannot set up an HTTP client: {}", error_chain(&e)),
                 )
             })?;
@@ -168,14 +188,20 @@ impl HttpSource {
             options.retry_policy(),
             |_| true,
             || {},
-            || probe(&client, &target, &options),
+            || probe(&client, &auth, &target, &options),
         )
         .await
-        .map_err(|f| Error::io(url, format!("cannot learn the file size: {}", f.message())))?;
+        .map_err(|f| {
+            Error::io(
+                &name,
+                format!("cannot learn the file size: {}", f.message()),
+            )
+        })?;
         Ok(HttpSource {
-            url: url.to_string(),
+            url: name,
             target: probe.target,
             client,
+            auth,
             size: probe.size,
             whole_file: probe.whole_file.clone(),
             opening: probe.opening.clone(),
@@ -191,9 +217,9 @@ impl HttpSource {
         })
     }
 
-    /// The URL requests go to (after redirects).
-    pub fn effective_url(&self) -> &str {
-        self.target.as_str()
+    /// The URL requests go to (after redirects), its secrets redacted.
+    pub fn effective_url(&self) -> String {
+        redact(self.target.as_str())
     }
 
     /// The options in force.
@@ -356,11 +382,12 @@ impl HttpSource {
             .client
             .get(self.target.clone())
             .header(RANGE, range_header_value(ranges));
-        let response = send(request, self.options.request_timeout).await?;
+        let response = send(self.auth.apply(request)?, self.options.request_timeout).await?;
         reject_encoded(&response)?;
         self.version.check(&response)?;
         let status = response.status();
         let parts = match status {
+            _ if is_refusal(status) => return Err(self.auth.refused(status)),
             StatusCode::PARTIAL_CONTENT => self.read_partial(response, ranges).await?,
             StatusCode::OK => self.read_whole_file(response, ranges.len()).await?,
             StatusCode::RANGE_NOT_SATISFIABLE => {
@@ -484,7 +511,7 @@ impl std::fmt::Debug for HttpSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpSource")
             .field("url", &self.url)
-            .field("target", &self.target.as_str())
+            .field("target", &redact(self.target.as_str()))
             .field("size", &self.size)
             .field("whole_file_kept", &self.whole_file.is_some())
             .field(
@@ -500,6 +527,10 @@ impl std::fmt::Debug for HttpSource {
 impl ByteSource for HttpSource {
     fn name(&self) -> &str {
         &self.url
+    }
+
+    fn version(&self) -> Option<String> {
+        self.version.tag()
     }
 
     async fn size(&self) -> Result<u64> {

@@ -1,6 +1,7 @@
 //! The first request of a file: learn its size and, in the same round trip, read its head and
 //! tail, where ROOT keeps what opening needs.
 
+use super::auth::{is_refusal, HttpAuth};
 use super::failure::{status_failure, Failure};
 use super::multipart::{boundary_from_content_type, parse_byteranges, Part};
 use super::range_header::ContentRange;
@@ -61,26 +62,29 @@ impl Probe {
 /// Servers answering otherwise get a plain single-range probe (see `probe_head`).
 pub async fn probe(
     client: &reqwest::Client,
+    auth: &HttpAuth,
     url: &Url,
     options: &HttpOptions,
 ) -> Result<Probe, Failure> {
     let allowed = options.time_allowed(options.opening.head + options.opening.tail);
-    tokio::time::timeout(allowed, probe_unbounded(client, url, options))
+    tokio::time::timeout(allowed, probe_unbounded(client, auth, url, options))
         .await
         .unwrap_or_else(|_| Err(too_slow(allowed, options.min_rate)))
 }
 
 async fn probe_unbounded(
     client: &reqwest::Client,
+    auth: &HttpAuth,
     url: &Url,
     options: &HttpOptions,
 ) -> Result<Probe, Failure> {
     let (head, tail) = (options.opening.head.max(1), options.opening.tail);
     if tail == 0 {
-        return probe_head(client, url, options, head).await;
+        return probe_head(client, auth, url, options, head).await;
     }
     let (response, target) = send_probe(
         client,
+        auth,
         url,
         options,
         format!("bytes=0-{},-{tail}", head - 1),
@@ -165,15 +169,13 @@ async fn probe_unbounded(
         {
             Ok(Probe::ranged(target, 0, Vec::new()))
         }
-        StatusCode::NOT_FOUND
-        | StatusCode::FORBIDDEN
-        | StatusCode::UNAUTHORIZED
-        | StatusCode::GONE => Err(status_failure(response.status(), 1)),
+        status if is_refusal(status) => Err(auth.refused(status)),
+        StatusCode::NOT_FOUND | StatusCode::GONE => Err(status_failure(response.status(), 1)),
         // A whole large file (ranges ignored, or not several at once), a 416 or 400 to the suffix
         // range: drop it and ask as plainly as possible.
         _ => {
             drop(response);
-            let mut probe = probe_head(client, url, options, head).await?;
+            let mut probe = probe_head(client, auth, url, options, head).await?;
             probe.multirange_works = false;
             Ok(probe)
         }
@@ -184,15 +186,13 @@ async fn probe_unbounded(
 /// Send a first request with this `Range:`; the answer and the URL it came from (after redirects).
 async fn send_probe(
     client: &reqwest::Client,
+    auth: &HttpAuth,
     url: &Url,
     options: &HttpOptions,
     range: String,
 ) -> Result<(Response, Url), Failure> {
-    let response = send(
-        client.get(url.clone()).header(RANGE, range),
-        options.request_timeout,
-    )
-    .await?;
+    let request = auth.apply(client.get(url.clone()).header(RANGE, range))?;
+    let response = send(request, options.request_timeout).await?;
     reject_encoded(&response)?;
     let target = response.url().clone();
     Ok((response, target))
@@ -203,14 +203,16 @@ async fn send_probe(
 /// empty file).
 async fn probe_head(
     client: &reqwest::Client,
+    auth: &HttpAuth,
     url: &Url,
     options: &HttpOptions,
     head: u64,
 ) -> Result<Probe, Failure> {
     let (response, target) =
-        send_probe(client, url, options, format!("bytes=0-{}", head - 1)).await?;
+        send_probe(client, auth, url, options, format!("bytes=0-{}", head - 1)).await?;
     let version = Version::of(&response);
     let probe = match response.status() {
+        status if is_refusal(status) => Err(auth.refused(status)),
         StatusCode::PARTIAL_CONTENT => match content_range(&response) {
             Some(ContentRange::Bytes {
                 range,

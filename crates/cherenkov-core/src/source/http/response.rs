@@ -19,10 +19,27 @@ pub async fn send(
         // The URL is in every error already: drop reqwest's copy of it.
         Ok(Err(e)) if e.is_redirect() => Err(Failure::Fatal(error_chain(&e.without_url()))),
         Ok(Err(e)) if e.is_builder() => Err(Failure::Fatal(error_chain(&e.without_url()))),
-        Ok(Err(e)) if is_tls_failure(&e) => Err(Failure::Fatal(error_chain(&e.without_url()))),
+        Ok(Err(e)) if is_tls_failure(&e) => Err(Failure::Fatal(tls_refused(e))),
         Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e.without_url()))),
         Ok(Ok(response)) => Ok(response),
     }
+}
+
+/// A failed TLS handshake: which host, why (rustls says: `UnknownIssuer`, `NotValidForName`,
+/// `Expired`, ...), and what the certificate was checked against.
+fn tls_refused(e: reqwest::Error) -> String {
+    let host = e
+        .url()
+        .and_then(|u| {
+            u.host_str()
+                .map(|h| format!("{h}:{}", u.port_or_known_default().unwrap_or(443)))
+        })
+        .unwrap_or_else(|| "the server".into());
+    format!(
+        "TLS with {host} failed, its certificate was not accepted: {} (checked against the \
+         system's CAs, $X509_CERT_DIR and $SSL_CERT_FILE, or only ca= when given)",
+        error_chain(&e.without_url())
+    )
 }
 
 /// Read a body of at most `limit` bytes; a longer one is not read any further.
@@ -113,6 +130,14 @@ impl Version {
         Version {
             etag: header_str(response, ETAG),
             last_modified: header_str(response, LAST_MODIFIED),
+        }
+    }
+
+    /// The version as one text, when the server gave one (for the disk cache's keys).
+    pub fn tag(&self) -> Option<String> {
+        match (&self.etag, &self.last_modified) {
+            (None, None) => None,
+            (etag, modified) => Some(format!("etag {etag:?}, last-modified {modified:?}")),
         }
     }
 

@@ -207,10 +207,12 @@ impl XrootdSource {
     /// Open `url` (`root://host[:port]//path`) for reading: connect, log in and open the file on
     /// `options.connections` connections at once.
     pub async fn open(url: &str, options: XrootdOptions) -> Result<XrootdSource> {
-        let origin = parse_url(url).map_err(|m| Error::InvalidArgument(format!("{url}: {m}")))?;
+        // The name shown everywhere; `url` itself (its `authz=` included) goes to the server only.
+        let name = crate::source::redact::redact(url);
+        let origin = parse_url(url).map_err(|m| Error::InvalidArgument(format!("{name}: {m}")))?;
         if options.connections == 0 {
             return Err(Error::InvalidArgument(format!(
-                "{url}: XrootdOptions::connections must be at least 1"
+                "{name}: XrootdOptions::connections must be at least 1"
             )));
         }
         let opened =
@@ -219,7 +221,7 @@ impl XrootdSource {
         let Some(first) = first else {
             let failure = opened.into_iter().find_map(|s| s.err());
             let message = failure.map_or_else(|| "no connection".to_string(), |f| f.to_string());
-            return Err(Error::io(url, format!("cannot open: {message}")));
+            return Err(Error::io(&name, format!("cannot open: {message}")));
         };
         let (iov_max, ior_max) = first.readv_limits;
         let iov_max = iov_max
@@ -256,7 +258,7 @@ impl XrootdSource {
             .collect();
         Ok(XrootdSource {
             inner: Arc::new(Inner {
-                url: url.to_string(),
+                url: name,
                 origin,
                 options,
                 size: first.size,

@@ -1,0 +1,106 @@
+"""What authentication costs: open a file and read its branches over http:// and over https://
+with a bearer token checked by the server, both behind the same toxiproxy round-trip delay.
+
+    .venv/bin/python bench/auth_cost.py [--rtt 137] [--tls TLSv1.3|TLSv1.2] [--http2] [--file F]
+
+nginx serves ../shared/testdata twice (plain, and TLS with a CA made here by openssl, 401 without
+the token); prints open and read times, requests and round trips for each, best of 3."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import cherenkov
+from cherenkov.lab.servers import Toxiproxy, free_port, wait_for_port
+
+TOKEN = "bench-token-0123456789abcdef"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "testdata"
+
+
+def openssl(cwd: Path, *args: str) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=120)
+
+
+def make_pki(dir: Path) -> None:
+    key = ("-newkey", "rsa:2048", "-nodes")
+    openssl(dir, "req", "-x509", *key, "-days", "1", "-subj", "/CN=bench CA", "-keyout", "ca.key", "-out", "ca.pem")
+    openssl(dir, "req", *key, "-subj", "/CN=127.0.0.1", "-keyout", "host.key", "-out", "host.csr")
+    (dir / "host.ext").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n")
+    signed = ("-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1")
+    openssl(dir, "x509", "-req", "-in", "host.csr", *signed, "-extfile", "host.ext", "-out", "host.pem")
+
+
+def start_nginx(work: Path, data: Path, http_port: int, https_port: int, protocols: str, http2: bool) -> subprocess.Popen:
+    (work / "nginx.conf").write_text(
+        f"daemon off; master_process off; worker_processes 1; pid {work}/nginx.pid; error_log {work}/error.log;\n"
+        "events { worker_connections 256; }\n"
+        f"http {{ access_log off; sendfile on; client_body_temp_path {work};\n"
+        f"  server {{ listen 127.0.0.1:{http_port}; root {data}; max_ranges 4096; }}\n"
+        f"  server {{ listen 127.0.0.1:{https_port} ssl{' http2' if http2 else ''}; root {data}; max_ranges 4096;\n"
+        f"    ssl_certificate {work}/host.pem; ssl_certificate_key {work}/host.key; ssl_protocols {protocols};\n"
+        f'    if ($http_authorization != "Bearer {TOKEN}") {{ return 401; }} }} }}\n'
+    )
+    proc = subprocess.Popen(["nginx", "-c", str(work / "nginx.conf"), "-p", str(work)])
+    wait_for_port(https_port, proc, "nginx", work / "error.log")
+    return proc
+
+
+def measure(url: str, **options) -> dict:
+    t0 = time.perf_counter()
+    f = cherenkov.open(url, **options)
+    tree = f["Events"]
+    opened = time.perf_counter() - t0
+    at_open = f.source_counters()
+    names = [b.path for b in tree.branches if b.readable][::3]
+    t1 = time.perf_counter()
+    tree.arrays(names, library="np")
+    read = time.perf_counter() - t1
+    done = f.source_counters()
+    return {
+        "open_s": opened,
+        "open_round_trips": at_open.round_trips,
+        "read_s": read,
+        "read_requests": done.requests - at_open.requests,
+        "read_round_trips": done.round_trips - at_open.round_trips,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rtt", type=float, default=137)
+    parser.add_argument("--file", default="nanolike-root6.40-zstd-4clusters.root")
+    # Debian 12's nginx offers TLS 1.2 only unless told (a full handshake of 2 round trips, 1 for 1.3).
+    parser.add_argument("--tls", default="TLSv1.3", help="nginx ssl_protocols (TLSv1.2 or TLSv1.3)")
+    parser.add_argument("--http2", action="store_true", help="HTTP/2 over TLS: parallel requests share one connection")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="cherenkov-auth-bench-"))
+    make_pki(work)
+    http_port, https_port = free_port(), free_port()
+    nginx = start_nginx(work, SHARED, http_port, https_port, args.tls, args.http2)
+    try:
+        with Toxiproxy() as toxiproxy:
+            ports = {"http": toxiproxy.proxy("http", http_port), "https": toxiproxy.proxy("https", https_port)}
+            for name in ports:
+                toxiproxy.set_rtt(name, args.rtt)
+            cases = {
+                "http": (f"http://127.0.0.1:{ports['http']}/{args.file}", {}),
+                "https+token": (f"https://127.0.0.1:{ports['https']}/{args.file}", {"token": TOKEN, "ca": work / "ca.pem"}),
+            }
+            for name, (url, options) in cases.items():
+                runs = [measure(url, **options) for _ in range(3)]
+                best = min(runs, key=lambda r: r["open_s"] + r["read_s"])
+                print(
+                    f"{name:12s} rtt {args.rtt:.0f} ms: "
+                    + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in best.items())
+                )
+    finally:
+        nginx.kill()
+        nginx.wait(timeout=10)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""`cherenkov.uproot.Source` as uproot's handler: every TTree of ../shared/testdata reads the same
+as with uproot's default source, locally and over root:// and http://; the Source contract
+(notifications, counters, pickling, closing, errors delivered through the chunks)."""
+
+import pickle
+import queue
+import shutil
+
+import awkward as ak
+import cherenkov
+import cherenkov.uproot
+import pytest
+from cherenkov.lab import Lab
+from conftest import shared_root_files
+
+uproot = pytest.importorskip("uproot")
+
+FILES = shared_root_files()
+needs_files = pytest.mark.skipif(not FILES, reason="../shared/testdata is absent: set CHERENKOV_SHARED")
+needs_servers = pytest.mark.skipif(
+    not (shutil.which("xrootd") and shutil.which("nginx")), reason="xrootd and nginx are not installed: run `make setup`"
+)
+NANO = "nanolike-root6.40-zstd-4clusters.root"
+
+
+@pytest.fixture(scope="module")
+def lab(testdata):
+    with Lab(testdata) as lab:
+        yield lab
+
+
+def branch_arrays(tree):
+    """Every branch uproot can read, as awkward arrays; what it cannot read, as its error type."""
+    out = {}
+    for name in tree.keys(recursive=True):
+        try:
+            out[name] = tree[name].array(library="ak")
+        except Exception as e:  # uproot's own limits: both readers must hit them alike
+            out[name] = type(e).__name__
+    return out
+
+
+def assert_same_file(path_or_url, local_path, **options):
+    with uproot.open(local_path) as theirs, uproot.open(path_or_url, handler=cherenkov.uproot.Source, **options) as ours:
+        assert ours.keys() == theirs.keys()
+        trees = [k for k, cls in theirs.classnames().items() if cls in ("TTree", "TNtuple")]
+        for key in trees:
+            a, b = branch_arrays(ours[key]), branch_arrays(theirs[key])
+            assert a.keys() == b.keys(), (local_path.name, key)
+            for name in a:
+                if isinstance(b[name], str):
+                    assert a[name] == b[name], (local_path.name, key, name)
+                else:
+                    assert ak.array_equal(a[name], b[name], equal_nan=True), (local_path.name, key, name)
+        return len(trees)
+
+
+@needs_files
+@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+def test_every_tree_reads_as_with_uproots_source(path):
+    assert_same_file(path, path)
+
+
+@needs_files
+@needs_servers
+@pytest.mark.parametrize("protocol", ["root", "http"])
+def test_every_tree_reads_the_same_remotely(lab, protocol):
+    trees = sum(assert_same_file(lab.url(protocol, p.name), p) for p in FILES)
+    assert trees > 30
+
+
+@needs_files
+@needs_servers
+def test_replicas_serve_one_file(lab, testdata):
+    """A list of replicas (here the same file over both protocols) is read as one file."""
+    url = lab.url("root", NANO)
+    with uproot.open(url, handler=cherenkov.uproot.Source, replicas=[lab.url("http", NANO)]) as f:
+        pt = f["Events"]["Muon_pt"].array(library="ak")
+        assert len(f.file.source.file.replicas()) == 2
+    assert ak.array_equal(pt, uproot.open(testdata / NANO)["Events"]["Muon_pt"].array(library="ak"))
+
+
+@needs_files
+def test_opening_is_answered_from_the_speculative_read(testdata):
+    """uproot's opening reads (header, directory, keys, streamers, the TTree) come from the head
+    and tail cherenkov read while opening: reaching a tree's branches costs no further request."""
+    with uproot.open(testdata / NANO, handler=cherenkov.uproot.Source) as f:
+        source = f.file.source
+        opened = source.file.source_counters().requests
+        tree = f["Events"]
+        assert len(tree.keys()) == 947
+        assert source.file.source_counters().requests == opened
+        assert source.num_requests >= 3  # uproot asked for several metadata objects
+
+
+@needs_files
+def test_chunks_are_one_request_and_all_notified(testdata):
+    source = cherenkov.uproot.Source(str(testdata / NANO))
+    ranges = [(i * 1000, i * 1000 + 100) for i in range(50)]
+    before = source.file.source_counters().requests
+    notes = queue.Queue()
+    chunks = source.chunks(ranges, notes)
+    delivered = {id(notes.get(timeout=30)) for _ in ranges}
+    assert delivered == {id(c) for c in chunks}
+    assert source.file.source_counters().requests - before <= 1
+    raw = (testdata / NANO).read_bytes()
+    for c, (start, stop) in zip(chunks, ranges):
+        assert c.raw_data.tobytes() == raw[start:stop]
+        assert not c.raw_data.flags.writeable
+    assert (source.num_requests, source.num_requested_chunks, source.num_requested_bytes) == (1, 50, 5000)
+
+
+@needs_files
+def test_errors_reach_every_chunk(testdata):
+    """A range past the end fails the whole request: each chunk is still notified, and reading
+    it raises the error naming the file."""
+    source = cherenkov.uproot.Source(str(testdata / NANO))
+    notes = queue.Queue()
+    chunks = source.chunks([(0, 10), (source.num_bytes - 5, source.num_bytes + 5)], notes)
+    for _ in chunks:
+        notes.get(timeout=30)
+    for c in chunks:
+        with pytest.raises(Exception, match=NANO):
+            c.wait()
+
+
+@needs_files
+def test_pickled_sources_reopen_lazily_and_close(testdata):
+    source = cherenkov.uproot.Source(str(testdata / NANO))
+    copy = pickle.loads(pickle.dumps(source))
+    assert copy._file is None  # not reopened until used
+    assert copy.chunk(0, 4).raw_data.tobytes() == b"root"
+    assert copy.num_bytes == source.num_bytes
+    with source:
+        assert not source.closed
+    assert source.closed
+    with pytest.raises(OSError, match="closed"):
+        source.chunk(0, 4)
+
+
+def test_a_missing_file_is_an_os_error(tmp_path):
+    with pytest.raises(OSError, match="nothing-here"):
+        uproot.open(tmp_path / "nothing-here.root", handler=cherenkov.uproot.Source)
