@@ -39,7 +39,8 @@ def open(
     open. One that is refused, missing or silent does not fail the open; one that holds another
     file (another size, or other bytes in the file's head and tail, where ROOT keeps the file's
     UUID and its index) is left out. Both are reported by `File.replicas()` (state ``"dropped"``)
-    and with a warning when known at open. A replica whose file changes on its server while
+    and with a warning when known at open (with ``verify_checksums``, every replica must open and
+    agree, or the open fails). A replica whose file changes on its server while
     being read (new ETag or Last-Modified over HTTP) is dropped too; a single file that changes
     raises `SourceError`.
 

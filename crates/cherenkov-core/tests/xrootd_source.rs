@@ -17,9 +17,12 @@ use support::xrootd::XrootdServer;
 use support::{bounded, shared_testdata, Random, TempDir};
 
 /// Options for tests: short timeouts so that faults show quickly.
+/// Three retries, within a window they cannot outlast: error messages count 4 attempts.
 fn test_options() -> XrootdOptions {
     XrootdOptions {
         request_timeout: Duration::from_secs(5),
+        retries: 3,
+        retry_window: Duration::from_secs(60),
         ..XrootdOptions::default()
     }
 }

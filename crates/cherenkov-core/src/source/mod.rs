@@ -309,7 +309,8 @@ impl ByteSource for SourceRef {
 
 /// Open several URLs as replicas of one file (see `multi::MultiSource`), all at once: the first
 /// that opens makes the set, the others join as they open, and those that cannot be opened or
-/// hold another file are reported (`ByteSource::replicas`), not fatal. One URL opens plainly.
+/// hold another file are reported (`ByteSource::replicas`), not fatal. With `verify_checksums`
+/// every replica must open and agree, or the open fails. One URL opens plainly.
 pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<SharedSource> {
     if let [url] = urls {
         return open(url, options).await;
@@ -320,6 +321,13 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
         discover: Some(false),
         ..options.clone()
     };
+    if options.verify_checksums {
+        // Verifying is strict: every replica must open and its server's checksum agree.
+        let opened = futures_util::future::join_all(urls.iter().map(|u| open_untraced(u, &plain)));
+        let sources = opened.await.into_iter().collect::<Result<Vec<_>>>()?;
+        let multi = multi::MultiSource::new(sources, multi::MultiOptions::verifying(true)).await?;
+        return wrapped(Arc::new(multi), options).await;
+    }
     let openings: Vec<multi::Opening> = urls
         .iter()
         .map(|url| {
@@ -330,7 +338,7 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
         .collect();
     let multi_options = multi::MultiOptions {
         compare: options.opening,
-        ..multi::MultiOptions::verifying(options.verify_checksums)
+        ..multi::MultiOptions::default()
     };
     let multi: SharedSource =
         multi::MultiSource::open_first(&urls.join(" | "), openings, multi_options).await?;
