@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import awkward as ak
 import cherenkov
 import numpy as np
 import pytest
@@ -56,7 +57,18 @@ def read_all(f) -> dict:
     return out
 
 
+def plain(x):
+    """Python values of an array of objects (awkward arrays inside numpy object arrays too)."""
+    if isinstance(x, (ak.Array, ak.Record)):
+        return x.tolist()
+    if isinstance(x, np.ndarray):
+        return [plain(v) for v in x] if x.dtype == object else x.tolist()
+    return x
+
+
 def same(a, b) -> bool:
+    if isinstance(a, ak.Array) or (isinstance(a, np.ndarray) and a.dtype == object):  # objects
+        return plain(a) == plain(b)
     if isinstance(a, cherenkov.Jagged):
         return same(a.offsets, b.offsets) and same(a.content, b.content)
     if a.dtype == object or a.dtype.names:

@@ -4,6 +4,7 @@ injected by toxiproxy: remote reads equal local reads, and cost the round trips 
 import shutil
 import time
 
+import awkward as ak
 import cherenkov
 import numpy as np
 import pytest
@@ -32,7 +33,18 @@ def protocol(request):
     return request.param
 
 
+def plain(x):
+    """Python values of an array of objects (awkward arrays inside numpy object arrays too)."""
+    if isinstance(x, (ak.Array, ak.Record)):
+        return x.tolist()
+    if isinstance(x, np.ndarray):
+        return [plain(v) for v in x] if x.dtype == object else x.tolist()
+    return x
+
+
 def same(a, b):
+    if isinstance(a, ak.Array) or (isinstance(a, np.ndarray) and a.dtype == object):  # objects
+        return plain(a) == plain(b)
     if isinstance(a, cherenkov.Jagged):
         return np.array_equal(a.offsets, b.offsets) and np.array_equal(a.content, b.content, equal_nan=a.content.dtype.kind == "f")
     if a.dtype == object or a.dtype.names:

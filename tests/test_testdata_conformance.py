@@ -19,6 +19,19 @@ def trees_of(path):
     return [k for k, cls in f.classnames().items() if cls == "TTree"]
 
 
+def plain(x):
+    """Python values of an entry: awkward arrays, numpy arrays and uproot's STL containers alike."""
+    if hasattr(x, "tolist"):
+        x = x.tolist()
+    if isinstance(x, (list, tuple)):
+        return [plain(v) for v in x]
+    if isinstance(x, (set, frozenset)):  # sets come as lists in awkward (`__array__: "set"`)
+        return sorted(plain(v) for v in x)
+    if isinstance(x, dict):  # maps come as (key, value) pairs
+        return [[plain(k), plain(v)] for k, v in x.items()]
+    return x
+
+
 def assert_same(name, ours, theirs):
     if isinstance(ours, cherenkov.Jagged):
         entries = [np.asarray(x) for x in theirs]
@@ -29,7 +42,8 @@ def assert_same(name, ours, theirs):
         assert np.array_equal(ours.content, flat, equal_nan=flat.dtype.kind == "f"), name
         assert ours.content.dtype == flat.dtype.newbyteorder("="), (name, ours.content.dtype, flat.dtype)
     elif ours.dtype == object:
-        assert [str(x) for x in ours] == [str(x) for x in theirs], name
+        same_values = [plain(x) for x in ours] == [plain(x) for x in theirs]
+        assert same_values or [str(x) for x in ours] == [str(x) for x in theirs], name
     else:
         theirs = np.asarray(theirs)
         assert ours.shape == theirs.shape, (name, ours.shape, theirs.shape)
