@@ -15,29 +15,25 @@ uproot = pytest.importorskip("uproot")
 FILE = Path(__file__).parent / "data" / "branch-types.root"
 
 # What must be read (a refusal here is a regression): the cases of issue 16 read so far.
+# Double32_t/Float16_t with a range or bit count are refused for now (their decoding gave wrong
+# values on real files, see format/packed.rs); the test then checks they are refused by name.
 MUST_READ = {
     "snapshot": ["n", "pt", "ids", "mass"],
     "objects": [
         "run",
         "weight",
-        "scaled",
         "adc[4]",
         "energies",
         "label",
         "hits.x",
         "hits.id",
         "hits.pos[3]",
-        "hits.energy",
         "hits.plain",
-        "hits.f16",
-        "hits.f16r",
-        "hits.d32bits",
         "tracks",
         "tracks.fUniqueID",
         "tracks.fBits",
         "tracks.fP[3]",
         "tracks.fCharge",
-        "tracks.fMass",
     ],
 }
 

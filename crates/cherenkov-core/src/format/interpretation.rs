@@ -438,6 +438,9 @@ fn interpret_leaf(
     };
     let title = member.map_or("", |m| m.title.as_str());
     let (dtype, packing) = match Packing::of(base, title) {
+        Some((packing, _)) if !packing.is_read() => {
+            return Err(unsupported(member_type, packing.refusal(title)))
+        }
         Some((packing, dtype)) => (dtype, Some(packing)),
         None => match DType::from_type_code(base).filter(|_| base != K_CHAR_STAR) {
             Some(dtype) => (dtype, None),

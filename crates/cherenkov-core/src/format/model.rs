@@ -217,6 +217,9 @@ fn member_model(
                 code
             };
             let number = match Packing::of(base, &e.title) {
+                Some((packing, _)) if !packing.is_read() => {
+                    return Err(what(&packing.refusal(&e.title)))
+                }
                 Some((packing, dtype)) if base == K_DOUBLE32 || base == K_FLOAT16 => {
                     Model::Packed(packing, dtype)
                 }
