@@ -3,6 +3,9 @@
 import os
 from pathlib import Path
 
+import awkward as ak
+import cherenkov
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -19,3 +22,23 @@ def testdata() -> Path:
     if not TESTDATA.is_dir():
         pytest.skip(f"{TESTDATA} is absent: set CHERENKOV_SHARED to the shared folder to run these tests")
     return TESTDATA
+
+
+def plain(x):
+    """Python values of an array of objects (awkward arrays inside numpy object arrays too)."""
+    if isinstance(x, (ak.Array, ak.Record)):
+        return x.tolist()
+    if isinstance(x, np.ndarray):
+        return [plain(v) for v in x] if x.dtype == object else x.tolist()
+    return x
+
+
+def same_values(a, b) -> bool:
+    """Whether two arrays read with `library="np"` hold the same values (NaN equal to NaN)."""
+    if isinstance(a, ak.Array) or (isinstance(a, np.ndarray) and a.dtype == object):  # objects
+        return plain(a) == plain(b)
+    if isinstance(a, cherenkov.Jagged):
+        return same_values(a.offsets, b.offsets) and same_values(a.content, b.content)
+    if a.dtype.names:
+        return a.tolist() == b.tolist()
+    return np.array_equal(a, b, equal_nan=a.dtype.kind == "f")

@@ -7,13 +7,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import awkward as ak
 import cherenkov
 import numpy as np
 import pytest
 from cherenkov import _core
 from cherenkov.lab import Lab
-from conftest import shared_root_files
+from conftest import same_values, shared_root_files
 
 FILES = shared_root_files()
 pytestmark = [
@@ -57,25 +56,6 @@ def read_all(f) -> dict:
     return out
 
 
-def plain(x):
-    """Python values of an array of objects (awkward arrays inside numpy object arrays too)."""
-    if isinstance(x, (ak.Array, ak.Record)):
-        return x.tolist()
-    if isinstance(x, np.ndarray):
-        return [plain(v) for v in x] if x.dtype == object else x.tolist()
-    return x
-
-
-def same(a, b) -> bool:
-    if isinstance(a, ak.Array) or (isinstance(a, np.ndarray) and a.dtype == object):  # objects
-        return plain(a) == plain(b)
-    if isinstance(a, cherenkov.Jagged):
-        return same(a.offsets, b.offsets) and same(a.content, b.content)
-    if a.dtype == object or a.dtype.names:
-        return a.tolist() == b.tolist()
-    return np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
-
-
 def test_a_second_pass_reads_every_file_from_the_disk(served, protocol, tmp_path):
     lab, _ = served
     hits = 0
@@ -92,7 +72,7 @@ def test_a_second_pass_reads_every_file_from_the_disk(served, protocol, tmp_path
         local = read_all(cherenkov.open(path))
         assert again.keys() == local.keys()
         for key in local:
-            assert same(again[key], local[key]), (protocol, path.name, key)
+            assert same_values(again[key], local[key]), (protocol, path.name, key)
     assert _core.cache_summary(str(tmp_path))[0] == len(FILES)
     assert hits > 100  # small files come whole with the opening request (HTTP) and need no reads
     assert second.stats().disk_cache_hits == counters.disk_cache_hits
@@ -161,7 +141,7 @@ def test_a_cache_that_cannot_be_written_reads_through(served, capfd, tmp_path):
     f = cherenkov.open(lab.url("http", NANO), cache=blocked)
     tree = f["Events"]
     local = cherenkov.open(FILES[0].parent / NANO)["Events"]
-    assert same(tree.arrays(["Muon_pt"], library="np")["Muon_pt"], local.arrays(["Muon_pt"], library="np")["Muon_pt"])
+    assert same_values(tree.arrays(["Muon_pt"], library="np")["Muon_pt"], local.arrays(["Muon_pt"], library="np")["Muon_pt"])
     assert "cannot be written" in capfd.readouterr().err
 
 

@@ -4,12 +4,10 @@ injected by toxiproxy: remote reads equal local reads, and cost the round trips 
 import shutil
 import time
 
-import awkward as ak
 import cherenkov
-import numpy as np
 import pytest
 from cherenkov.lab import Lab
-from conftest import shared_root_files
+from conftest import same_values, shared_root_files
 
 FILES = shared_root_files()
 pytestmark = [
@@ -33,25 +31,6 @@ def protocol(request):
     return request.param
 
 
-def plain(x):
-    """Python values of an array of objects (awkward arrays inside numpy object arrays too)."""
-    if isinstance(x, (ak.Array, ak.Record)):
-        return x.tolist()
-    if isinstance(x, np.ndarray):
-        return [plain(v) for v in x] if x.dtype == object else x.tolist()
-    return x
-
-
-def same(a, b):
-    if isinstance(a, ak.Array) or (isinstance(a, np.ndarray) and a.dtype == object):  # objects
-        return plain(a) == plain(b)
-    if isinstance(a, cherenkov.Jagged):
-        return np.array_equal(a.offsets, b.offsets) and np.array_equal(a.content, b.content, equal_nan=a.content.dtype.kind == "f")
-    if a.dtype == object or a.dtype.names:
-        return a.tolist() == b.tolist()
-    return np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
-
-
 def test_every_file_reads_the_same_as_locally(lab, protocol):
     for path in FILES:
         local = cherenkov.open(path)
@@ -63,7 +42,7 @@ def test_every_file_reads_the_same_as_locally(lab, protocol):
             names = [b.path for b in local[key].branches if b.readable]
             ours, theirs = remote[key].arrays(names, library="np"), local[key].arrays(names, library="np")
             for n in names:
-                assert same(ours[n], theirs[n]), (protocol, path.name, key, n)
+                assert same_values(ours[n], theirs[n]), (protocol, path.name, key, n)
 
 
 def test_open_and_list_a_tree_in_two_round_trips(lab, protocol):
