@@ -31,6 +31,12 @@ def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize()
 
+def peak_rss():
+    # VmHWM belongs to this address space; ru_maxrss would also carry the peak of the pytest
+    # process that spawned us (Linux keeps it across vfork + exec).
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
 def nbytes(a):
     if isinstance(a, cherenkov.Jagged):
         return nbytes(a.offsets) + nbytes(a.content)
@@ -44,7 +50,7 @@ for arrays in tree.iterate(names, memory_budget=budget, library="np", progress=F
     largest = max(largest, sum(nbytes(a) for a in arrays.values()))
     steps += 1
     del arrays  # the next step is the current one: this one's arrays are not held meanwhile
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak = peak_rss()
 print(json.dumps({"before": before, "peak": peak, "largest_step": largest, "steps": steps, "branches": len(names)}))
 """
 
