@@ -83,15 +83,18 @@ def dask_run(make, urls, step_size):
     return histograms(*dask.compute(mass, jet_pt, scheduler="threads"))
 
 
-def timed(label, fn, repeat):
-    """The result and the median time of `repeat` runs."""
-    seconds = []
+def timed_rounds(runs, repeat):
+    """Each run's result and median time over `repeat` rounds; a round runs every configuration
+    once, so a change of load on this shared machine hits them all alike."""
+    times = {label: [] for label, _ in runs}
+    results = {}
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        out = fn()
-        seconds.append(time.perf_counter() - t0)
-    print(f"  {label}: {statistics.median(seconds):.2f} s (runs: {', '.join(f'{t:.2f}' for t in seconds)})", flush=True)
-    return out, statistics.median(seconds)
+        for label, fn in runs:
+            t0 = time.perf_counter()
+            results[label] = fn()
+            times[label].append(time.perf_counter() - t0)
+            print(f"  {label}: {times[label][-1]:.2f} s", flush=True)
+    return {label: (results[label], statistics.median(times[label])) for label, _ in runs}
 
 
 def same(a, b) -> bool:
@@ -136,9 +139,7 @@ def main(argv=None) -> int:
             ("cherenkov.dask", lambda: dask_run(cherenkov.dask, urls, args.step_size)),
             ("cherenkov.dask, local files", lambda: dask_run(cherenkov.dask, local, args.step_size)),
         ]
-        results = {}
-        for label, fn in runs:
-            results[label] = timed(label, fn, args.repeat)
+        results = timed_rounds(runs, args.repeat)
     coffea_ref = results["coffea virtual (defaults)"][0]
     dask_ref = results["uproot.dask"][0]
     for label, (hs, _) in results.items():
