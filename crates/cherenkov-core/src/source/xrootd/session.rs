@@ -61,11 +61,13 @@ pub(super) async fn open_session(
         if options.discover && redirects == 0 {
             requests.push(proto::locate_request(&endpoint.path));
         }
+        let security = Security::for_endpoint(&endpoint, options)?;
         let (conn, mut early) = Connection::connect(
             &endpoint.address(),
             options.request_timeout,
             options.min_rate,
             &requests,
+            &security,
         )
         .await?;
         loop {
@@ -174,7 +176,11 @@ pub(super) fn follow_redirect(
         let authority = rest.split('/').next().unwrap_or_default();
         let (host, port) = split_host_port(authority)
             .map_err(|m| Failure::Fatal(format!("bad redirect '{}': {m}", r.host)))?;
-        return Ok(from.redirected(&host, port, r.opaque.as_deref()));
+        let mut to = from.redirected(&host, port, r.opaque.as_deref());
+        // TLS is kept (never dropped by a redirect) and taken when the redirect asks for it.
+        let scheme = r.host.split("://").next().unwrap_or_default();
+        to.tls |= scheme.eq_ignore_ascii_case("roots") || scheme.eq_ignore_ascii_case("xroots");
+        return Ok(to);
     }
     let port = u16::try_from(r.port)
         .ok()
