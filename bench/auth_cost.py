@@ -1,21 +1,27 @@
 """What authentication costs: open a file and read its branches over http:// and over https://
-with a bearer token checked by the server, both behind the same toxiproxy round-trip delay.
+with a bearer token checked by the server, and over root://, roots:// and roots:// with a ztn
+token, all behind the same toxiproxy round-trip delay.
 
-    .venv/bin/python bench/auth_cost.py [--rtt 137] [--tls TLSv1.3|TLSv1.2] [--http2] [--file F]
+    .venv/bin/python bench/auth_cost.py [--rtt 137] [--tls TLSv1.3|TLSv1.2] [--http2] [--file F] [--no-xrootd]
 
 nginx serves ../shared/testdata twice (plain, and TLS with a CA made here by openssl, 401 without
-the token); prints open and read times, requests and round trips for each, best of 3."""
+the token); xrootd serves it with TLS (`xrd.tls`, root:// and roots:// on the same port) and, on a
+second server, with `ztn` required (`-tokenlib none`: the token's format is checked, not its
+signature, which costs the server CPU but no round trip). Prints open and read times, requests
+and round trips for each, best of 3."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shutil
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import cherenkov
-from cherenkov.lab.servers import Toxiproxy, free_port, wait_for_port
+from cherenkov.lab.servers import Toxiproxy, XrootdServer, free_port, wait_for_port
 
 TOKEN = "bench-token-0123456789abcdef"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "testdata"
@@ -69,6 +75,17 @@ def measure(url: str, **options) -> dict:
     }
 
 
+def start_xrootd(work: Path, data: Path) -> tuple[XrootdServer, XrootdServer]:
+    """xrootd with TLS, and xrootd with TLS requiring a ztn token."""
+    os.chmod(work, 0o755)
+    os.chmod(work / "host.key", 0o600)
+    if os.geteuid() == 0:
+        shutil.chown(work / "host.key", "nobody", "nogroup")  # xrootd runs as nobody
+    tls = f"xrd.tls {work}/host.pem {work}/host.key\nxrd.tlsca certfile {work}/ca.pem\n"
+    ztn = "xrootd.seclib libXrdSec.so\nsec.protocol ztn -tokenlib none\nsec.protbind * only ztn\n"
+    return XrootdServer(data, extra_config=tls), XrootdServer(data, extra_config=tls + ztn)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rtt", type=float, default=137)
@@ -76,20 +93,31 @@ def main() -> None:
     # Debian 12's nginx offers TLS 1.2 only unless told (a full handshake of 2 round trips, 1 for 1.3).
     parser.add_argument("--tls", default="TLSv1.3", help="nginx ssl_protocols (TLSv1.2 or TLSv1.3)")
     parser.add_argument("--http2", action="store_true", help="HTTP/2 over TLS: parallel requests share one connection")
+    parser.add_argument("--no-xrootd", action="store_true", help="only the HTTP rows")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cherenkov-auth-bench-"))
     make_pki(work)
     http_port, https_port = free_port(), free_port()
     nginx = start_nginx(work, SHARED, http_port, https_port, args.tls, args.http2)
+    xrootd = () if args.no_xrootd else start_xrootd(work, SHARED)
     try:
         with Toxiproxy() as toxiproxy:
             ports = {"http": toxiproxy.proxy("http", http_port), "https": toxiproxy.proxy("https", https_port)}
+            if xrootd:
+                ports |= {"xrootd": toxiproxy.proxy("xrootd", xrootd[0].port), "ztn": toxiproxy.proxy("ztn", xrootd[1].port)}
             for name in ports:
                 toxiproxy.set_rtt(name, args.rtt)
+            ca = {"ca": work / "ca.pem"}
             cases = {
                 "http": (f"http://127.0.0.1:{ports['http']}/{args.file}", {}),
-                "https+token": (f"https://127.0.0.1:{ports['https']}/{args.file}", {"token": TOKEN, "ca": work / "ca.pem"}),
+                "https+token": (f"https://127.0.0.1:{ports['https']}/{args.file}", {"token": TOKEN, **ca}),
             }
+            if xrootd:
+                cases |= {
+                    "root": (f"root://127.0.0.1:{ports['xrootd']}//{args.file}", {}),
+                    "roots": (f"roots://127.0.0.1:{ports['xrootd']}//{args.file}", ca),
+                    "roots+ztn": (f"roots://127.0.0.1:{ports['ztn']}//{args.file}", {"token": TOKEN, **ca}),
+                }
             for name, (url, options) in cases.items():
                 runs = [measure(url, **options) for _ in range(3)]
                 best = min(runs, key=lambda r: r["open_s"] + r["read_s"])
@@ -100,6 +128,8 @@ def main() -> None:
     finally:
         nginx.kill()
         nginx.wait(timeout=10)
+        for server in xrootd:
+            server.stop()
 
 
 if __name__ == "__main__":
