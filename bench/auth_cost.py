@@ -6,15 +6,13 @@ token, all behind the same toxiproxy round-trip delay.
 
 nginx serves ../shared/testdata twice (plain, and TLS with a CA made here by openssl, 401 without
 the token); xrootd serves it with TLS (`xrd.tls`, root:// and roots:// on the same port) and, on a
-second server, with `ztn` required (`-tokenlib none`: the token's format is checked, not its
-signature, which costs the server CPU but no round trip). Prints open and read times, requests
-and round trips for each, best of 3."""
+second server, with `ztn` tokens required and checked by the SciTokens plugin (see
+`cherenkov.lab.tokens`). Prints open and read times, requests and round trips for each, best of 3."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import tempfile
 import time
@@ -22,22 +20,10 @@ from pathlib import Path
 
 import cherenkov
 from cherenkov.lab.servers import Toxiproxy, XrootdServer, free_port, wait_for_port
+from cherenkov.lab.tokens import Issuer, make_pki, xrootd_tls, ztn_server_config
 
 TOKEN = "bench-token-0123456789abcdef"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "testdata"
-
-
-def openssl(cwd: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=120)
-
-
-def make_pki(dir: Path) -> None:
-    key = ("-newkey", "rsa:2048", "-nodes")
-    openssl(dir, "req", "-x509", *key, "-days", "1", "-subj", "/CN=bench CA", "-keyout", "ca.key", "-out", "ca.pem")
-    openssl(dir, "req", *key, "-subj", "/CN=127.0.0.1", "-keyout", "host.key", "-out", "host.csr")
-    (dir / "host.ext").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n")
-    signed = ("-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1")
-    openssl(dir, "x509", "-req", "-in", "host.csr", *signed, "-extfile", "host.ext", "-out", "host.pem")
 
 
 def start_nginx(work: Path, data: Path, http_port: int, https_port: int, protocols: str, http2: bool) -> subprocess.Popen:
@@ -75,15 +61,13 @@ def measure(url: str, **options) -> dict:
     }
 
 
-def start_xrootd(work: Path, data: Path) -> tuple[XrootdServer, XrootdServer]:
-    """xrootd with TLS, and xrootd with TLS requiring a ztn token."""
-    os.chmod(work, 0o755)
-    os.chmod(work / "host.key", 0o600)
-    if os.geteuid() == 0:
-        shutil.chown(work / "host.key", "nobody", "nogroup")  # xrootd runs as nobody
-    tls = f"xrd.tls {work}/host.pem {work}/host.key\nxrd.tlsca certfile {work}/ca.pem\n"
-    ztn = "xrootd.seclib libXrdSec.so\nsec.protocol ztn -tokenlib none\nsec.protbind * only ztn\n"
-    return XrootdServer(data, extra_config=tls), XrootdServer(data, extra_config=tls + ztn)
+def start_xrootd(work: Path, data: Path) -> tuple[tuple[XrootdServer, XrootdServer], str]:
+    """xrootd with TLS, and xrootd with TLS requiring ztn tokens (SciTokens plugin); a token."""
+    issuer = Issuer(work, "https://127.0.0.1:1/issuer")
+    config, cache = ztn_server_config(work, issuer)
+    os.environ["XDG_CACHE_HOME"] = str(cache)  # the ztn server's key cache
+    servers = XrootdServer(data, extra_config=xrootd_tls(work)), XrootdServer(data, extra_config=xrootd_tls(work) + config)
+    return servers, issuer.token(lifetime=3600)
 
 
 def main() -> None:
@@ -99,7 +83,7 @@ def main() -> None:
     make_pki(work)
     http_port, https_port = free_port(), free_port()
     nginx = start_nginx(work, SHARED, http_port, https_port, args.tls, args.http2)
-    xrootd = () if args.no_xrootd else start_xrootd(work, SHARED)
+    xrootd, ztn_token = ((), "") if args.no_xrootd else start_xrootd(work, SHARED)
     try:
         with Toxiproxy() as toxiproxy:
             ports = {"http": toxiproxy.proxy("http", http_port), "https": toxiproxy.proxy("https", https_port)}
@@ -116,7 +100,7 @@ def main() -> None:
                 cases |= {
                     "root": (f"root://127.0.0.1:{ports['xrootd']}//{args.file}", {}),
                     "roots": (f"roots://127.0.0.1:{ports['xrootd']}//{args.file}", ca),
-                    "roots+ztn": (f"roots://127.0.0.1:{ports['ztn']}//{args.file}", {"token": TOKEN, **ca}),
+                    "roots+ztn": (f"roots://127.0.0.1:{ports['ztn']}//{args.file}", {"token": ztn_token, **ca}),
                 }
             for name, (url, options) in cases.items():
                 runs = [measure(url, **options) for _ in range(3)]

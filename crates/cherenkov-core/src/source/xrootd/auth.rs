@@ -84,7 +84,7 @@ impl Security {
                 ));
             }
             return ConnError::Refused(format!(
-                "{address} asks for a bearer token (ztn; it offered {list}) and none was found \
+                "{address} asks for a token (ztn; it offered {list}) and none was found \
                  (looked in {TOKEN_DISCOVERY})"
             ));
         }
