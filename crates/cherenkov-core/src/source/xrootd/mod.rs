@@ -26,7 +26,7 @@ mod url;
 pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinder};
 
 use self::auth::Security;
-use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
+use self::connection::{ConnError, Connection, Reply, Waiting, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::session::*;
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
@@ -184,7 +184,9 @@ impl From<ConnError> for Failure {
     fn from(e: ConnError) -> Self {
         match e {
             ConnError::Lost(m) | ConnError::Timeout(m) => Failure::Transport(m),
-            ConnError::Protocol(m) | ConnError::Refused(m) => Failure::Fatal(m),
+            ConnError::Protocol(m) | ConnError::Refused(m) | ConnError::TlsRequired(m) => {
+                Failure::Fatal(m)
+            }
         }
     }
 }
