@@ -26,7 +26,7 @@ mod url;
 pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinder};
 
 use self::auth::Security;
-use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
+use self::connection::{ConnError, Connection, Reply, Waiting, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::session::*;
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
@@ -147,6 +147,8 @@ struct Inner {
     origin: Endpoint,
     options: XrootdOptions,
     size: u64,
+    /// The modification time the open gave (seconds), see `ByteSource::version`.
+    modified: Option<u64>,
     limits: SourceLimits,
     slots: Vec<Slot>,
     /// Other data servers holding the file, as `root://` URLs (see `XrootdOptions::discover`).
@@ -182,7 +184,9 @@ impl From<ConnError> for Failure {
     fn from(e: ConnError) -> Self {
         match e {
             ConnError::Lost(m) | ConnError::Timeout(m) => Failure::Transport(m),
-            ConnError::Protocol(m) | ConnError::Refused(m) => Failure::Fatal(m),
+            ConnError::Protocol(m) | ConnError::Refused(m) | ConnError::TlsRequired(m) => {
+                Failure::Fatal(m)
+            }
         }
     }
 }
@@ -261,6 +265,7 @@ impl XrootdSource {
                 origin,
                 options,
                 size: first.size,
+                modified: first.modified,
                 limits,
                 slots,
                 other_replicas,
@@ -517,6 +522,12 @@ impl ByteSource for XrootdSource {
 
     async fn size(&self) -> Result<u64> {
         Ok(self.inner.size)
+    }
+
+    /// The modification time from the open's stat answer (seconds: a file replaced by one of the
+    /// same size within the same second is not told apart).
+    fn version(&self) -> Option<String> {
+        self.inner.modified.map(|t| format!("mtime {t}"))
     }
 
     /// `kXR_query` checksum of the file on the server it was opened on.

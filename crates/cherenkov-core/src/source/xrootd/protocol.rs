@@ -339,6 +339,9 @@ pub fn parse_error(body: &[u8]) -> (u32, String) {
     )
 }
 
+/// `kXR_TLSRequired`: the server wants TLS before this request.
+pub const KXR_TLS_REQUIRED: u32 = 3028;
+
 /// The name of an XRootD error code, for messages.
 pub fn error_name(code: u32) -> &'static str {
     const NAMES: [&str; 35] = [
@@ -448,6 +451,11 @@ pub fn parse_open(body: &[u8]) -> Option<(FileHandle, Option<u64>)> {
 /// A stat answer, `"<id> <size> <flags> <mtime>"`: the size.
 pub fn parse_stat(body: &[u8]) -> Option<u64> {
     text(body).split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A stat answer's modification time (seconds since the epoch).
+pub fn parse_stat_mtime(body: &[u8]) -> Option<u64> {
+    text(body).split_whitespace().nth(3)?.parse().ok()
 }
 
 /// A `kXR_query` config answer: one line per key asked; a line equal to the key means "unknown".
