@@ -126,9 +126,10 @@ impl XrootdOptions {
 /// # Ok(()) }
 /// ```
 ///
-/// Its counters count reads only (opening costs a fixed two round trips, three over TLS, more after redirects):
-/// `requests` counts every `kXR_read`/`kXR_readv` sent, resends included; `round_trips` counts one
-/// per `read_ranges` call (its requests all go out at once) plus one per resend.
+/// Its counters count reads only (opening costs a fixed two round trips, three over TLS, more
+/// after redirects): `requests` counts every `kXR_read`/`kXR_readv` sent, resends included;
+/// `round_trips` counts one per `read_ranges` call (its requests all go out at once) plus one per
+/// resend.
 pub struct XrootdSource {
     inner: Arc<Inner>,
 }
