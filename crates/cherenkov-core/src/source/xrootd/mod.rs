@@ -149,6 +149,8 @@ struct Inner {
     origin: Endpoint,
     options: XrootdOptions,
     size: u64,
+    /// The modification time the open gave (seconds), see `ByteSource::version`.
+    modified: Option<u64>,
     limits: SourceLimits,
     slots: Vec<Slot>,
     /// Other data servers holding the file, as `root://` URLs (see `XrootdOptions::discover`).
@@ -265,6 +267,7 @@ impl XrootdSource {
                 origin,
                 options,
                 size: first.size,
+                modified: first.modified,
                 limits,
                 slots,
                 other_replicas,
@@ -521,6 +524,12 @@ impl ByteSource for XrootdSource {
 
     async fn size(&self) -> Result<u64> {
         Ok(self.inner.size)
+    }
+
+    /// The modification time from the open's stat answer (seconds: a file replaced by one of the
+    /// same size within the same second is not told apart).
+    fn version(&self) -> Option<String> {
+        self.inner.modified.map(|t| format!("mtime {t}"))
     }
 
     /// `kXR_query` checksum of the file on the server it was opened on.

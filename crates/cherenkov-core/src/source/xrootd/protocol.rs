@@ -453,6 +453,11 @@ pub fn parse_stat(body: &[u8]) -> Option<u64> {
     text(body).split_whitespace().nth(1)?.parse().ok()
 }
 
+/// A stat answer's modification time (seconds since the epoch).
+pub fn parse_stat_mtime(body: &[u8]) -> Option<u64> {
+    text(body).split_whitespace().nth(3)?.parse().ok()
+}
+
 /// A `kXR_query` config answer: one line per key asked; a line equal to the key means "unknown".
 pub fn parse_query_config(body: &[u8], keys: &[&str]) -> Vec<Option<u64>> {
     let text = text(body);

@@ -9,6 +9,8 @@ pub(super) struct Session {
     pub(super) conn: Connection,
     pub(super) handle: FileHandle,
     pub(super) size: u64,
+    /// The modification time the kXR_open answer gave (seconds), for the disk cache's key.
+    pub(super) modified: Option<u64>,
     /// The server and path where the file was opened (after any redirects).
     pub(super) endpoint: Endpoint,
     /// What the server said about readv: (`readv_iov_max`, `readv_ior_max`).
@@ -80,6 +82,7 @@ pub(super) async fn open_session(
                             conn.address()
                         ))
                     })?;
+                    let modified = body.get(12..).and_then(proto::parse_stat_mtime);
                     let size = match size {
                         Some(size) => size,
                         None => stat_open_file(&conn, handle).await?,
@@ -99,6 +102,7 @@ pub(super) async fn open_session(
                         conn,
                         handle,
                         size,
+                        modified,
                         endpoint,
                         readv_limits: (iov_max, ior_max),
                         located,
