@@ -157,3 +157,16 @@ def test_every_open_option_reaches_the_source(lab, testdata, tmp_path):
     assert ak.array_equal(pt, uproot.open(testdata / NANO)["Events"]["Muon_pt"].array(library="ak"))
     with pytest.raises(TypeError, match="unexpected option 'cache_size'"):
         cherenkov._core.RootFile.open([str(testdata / NANO)], cache_size=1)
+
+
+@needs_files
+def test_a_file_open_in_cherenkov_is_not_opened_again(testdata):
+    """``opened=``: uproot reads through a file cherenkov already opened (as `cherenkov.dask`
+    does to learn the forms) instead of opening it again."""
+    f = cherenkov.open(testdata / NANO)
+    with uproot.open(testdata / NANO, handler=cherenkov.uproot.Source, opened=f) as theirs:
+        assert theirs.file.source.file is f._core
+        pt = theirs["Events"]["Muon_pt"].array(library="ak")
+    assert ak.array_equal(pt, uproot.open(testdata / NANO)["Events"]["Muon_pt"].array(library="ak"))
+    source = pickle.loads(pickle.dumps(theirs.file.source))
+    assert source.file is not f._core  # a pickled source opens the file itself

@@ -82,7 +82,7 @@ def dask(
             full_paths,
             None,
             allow_missing,
-            {"handler": Source, **open_options},
+            {"handler": Source, "opened": trees[0].file, **open_options},  # no second opening
         )
         present = set.intersection(*(_names(t) for t in trees))
         keys = [k for k in keys if k in present]

@@ -49,6 +49,8 @@ class Source(uproot.source.chunk.Source):
     one branch at a time); ``profile``, a `cherenkov.uproot.baskets.BasketProfile` shared by the
     files of a dataset; and every option of `cherenkov.open` (``timeout``, ``cache``, ``token``,
     ``ca``, ...). Replicas that cannot be opened are left out, as by `cherenkov.open`.
+    ``opened``: the file already open in cherenkov (a `cherenkov.File`), read instead of opening
+    it again (`cherenkov.dask` lets uproot read the metadata of a file it has opened).
 
     The file opens lazily again after pickling (Dask sends sources to its workers).
     """
@@ -62,14 +64,16 @@ class Source(uproot.source.chunk.Source):
         self._profile = options.get("profile")
         self._closed = False
         self._lock = threading.Lock()
-        self._file = None
+        opened = options.get("opened")
+        self._file = None if opened is None else opened._core
         self._fetch = None
         self._open()  # uproot expects an opening error here, not at the first read
 
     def _open(self):
         with self._lock:
-            if self._file is None:
-                self._file = _open(self._urls, self._open_options)
+            if self._fetch is None:
+                if self._file is None:
+                    self._file = _open(self._urls, self._open_options)
                 self._num_bytes = self._file.size
                 if self._tree_aware:
                     from cherenkov.uproot.baskets import BasketCache
