@@ -368,8 +368,19 @@ impl ByteSource for CachedSource {
         fetched?;
         if !theirs.is_empty() {
             self.shared.index.lock().unwrap().refresh(&self.shared.dir);
+            // Not written by the one that held them (a range overlapping a locked one, a full
+            // queue, a failed fetch): fetched here, and locked until written like any other.
             let still_missing = self.read_cached(ranges, theirs, &mut out);
-            self.fetch(ranges, &still_missing, None, &mut out).await?;
+            let locks = if still_missing.is_empty() || !self.shared.writable() {
+                None
+            } else {
+                RangeLocks::new(&self.shared.dir).ok().inspect(|locks| {
+                    for &i in &still_missing {
+                        locks.try_lock(ranges[i]);
+                    }
+                })
+            };
+            self.fetch(ranges, &still_missing, locks, &mut out).await?;
         }
         out.into_iter()
             .zip(ranges)
