@@ -45,6 +45,7 @@ MUST_READ = {
         "tracks.fMass",
         "link_lists",
         "names_by_id",
+        "keys",
     ],
     "leaflist": ["x", "full", "bits", "arr", "f", "fr", "n", "var"],
 }
