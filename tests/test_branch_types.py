@@ -45,6 +45,7 @@ MUST_READ = {
         "tracks.fMass",
         "link_lists",
         "names_by_id",
+        "keys",
     ],
     "leaflist": ["x", "full", "bits", "arr", "f", "fr", "n", "var"],
 }
@@ -147,6 +148,8 @@ def test_numpy_output_equals_uproot(tree_name):
             continue
         got = ours.arrays([name], library="np")[name]
         expected = theirs[name].array(library="np")
+        if expected.dtype == object and "at 0x" in str(expected[1]):
+            continue  # uproot's numpy output of classes: Model objects (awkward compared above)
         if isinstance(got, cherenkov.Jagged):
             entries = [np.asarray(x) for x in expected]
             assert got.counts.tolist() == [len(x) for x in entries], name
@@ -159,8 +162,6 @@ def test_numpy_output_equals_uproot(tree_name):
                 else np.array_equal(got.content, flat)
             ), name
         elif got.dtype == object:
-            if "at 0x" in str(expected[1]):  # uproot's numpy output of classes: Model objects
-                continue
             if hasattr(expected[0], "keys"):  # uproot's STLMap: compare as (key, value) pairs
                 expected = [list(zip(m.keys().tolist(), list(m.values()))) for m in expected]
                 got = [[tuple(p) for p in x.tolist()] for x in got]

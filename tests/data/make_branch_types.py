@@ -52,6 +52,13 @@ public:
    ClassDef(Track, 1)
 };
 
+// As xAOD's TrigConfKeys: without ClassDef, written unsplit with no header of its own.
+struct Keys {
+   unsigned int smk;
+   unsigned int l1psk;
+   unsigned int hltpsk;
+};
+
 // As ATLAS' ElementLink<T>: a template class whose members are in a base class.
 struct LinkBase {
    unsigned int m_persKey;
@@ -106,6 +113,7 @@ inline void write_objects(int entries) {
    auto *link_lists = new std::vector<std::vector<Link<Hit>>>();
    auto *names_by_id = new std::map<int, std::string>();
    auto *empty_or_not = new std::map<int, std::string>();
+   auto *keys = new Keys();
    tree->Branch("event", &event, 32000, 99);
    tree->Branch("hits", &hits_split, 32000, 99);
    tree->Branch("hits_whole", &hits_whole, 32000, 0);
@@ -115,8 +123,10 @@ inline void write_objects(int entries) {
    tree->Branch("link_lists", &link_lists);
    tree->Branch("names_by_id", &names_by_id, 32000, 0);
    tree->Branch("empty_or_not", &empty_or_not, 32000, 0);
+   tree->Branch("keys", &keys, 32000, 0);
    for (int i = 0; i < entries; i++) {
       event->run = i; event->weight = 0.5f * i; event->scaled = 3.7 * i;
+      keys->smk = 2216 + i; keys->l1psk = 76 * i; keys->hltpsk = 260 - i;
       event->angle = -3.1 + 0.155 * i; event->full = 0.0249 * i; event->bits14 = 1.37 * i - 20;
       event->f16bits = 0.77f * i - 9; event->vals[0] = 0.26 * i; event->vals[1] = 9.9 - 0.24 * i;
       for (int k = 0; k < 4; k++) event->adc[k] = 10 * i + k;
@@ -270,6 +280,7 @@ inline void write_repeated_name(int entries) {
 #pragma link C++ class std::map<int,double>+;
 #pragma link C++ class std::set<int>+;
 #pragma link C++ class std::vector<Double32_t>+;
+#pragma link C++ class Keys+;
 #pragma link C++ class LinkBase+;
 #pragma link C++ class Link<Hit>+;
 #pragma link C++ class std::vector<Link<Hit>>+;

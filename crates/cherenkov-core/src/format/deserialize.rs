@@ -306,6 +306,10 @@ fn read_class(
     };
     let at = cur.pos();
     let v = read_version(cur, name)?;
+    if v.end.is_none() && v.version as i32 != *version {
+        // Without a byte count the two bytes are not a version: not this class's layout.
+        return Err(cur.error_at(at, format!("a byte count and version of class {name}")));
+    }
     if v.version & MEMBERWISE != 0 {
         return Err(memberwise(name));
     }
@@ -323,6 +327,16 @@ fn read_class(
             ),
         ));
     }
+    read_members(cur, members, fields, next)?;
+    check_end(cur, v.end, name)
+}
+
+fn read_members(
+    cur: &mut Cursor,
+    members: &[Member],
+    fields: &mut [Builder],
+    next: &mut usize,
+) -> Result<()> {
     for m in members {
         match m {
             Member::Field(_, model) => {
@@ -333,7 +347,33 @@ fn read_class(
             Member::TObject => read_tobject(cur)?,
         }
     }
-    check_end(cur, v.end, name)
+    Ok(())
+}
+
+/// Whether a whole top-level object's entry starts with its own byte count and version.
+/// Unsplit branches of classes without ClassDef (xAOD's TrigConfKeys, plain structs) hold the
+/// members alone, written by the class's streamer info with no header (uproot reads them as
+/// AsStridedObjects); an entry holding a header starts with a byte count spanning the entry
+/// (`entry_len`, when the basket has entry offsets).
+fn has_own_header(entry: &[u8], entry_len: Option<usize>) -> bool {
+    const BYTE_COUNT: u32 = 0x4000_0000;
+    let Some(first) = entry.get(..4) else {
+        return false;
+    };
+    let first = u32::from_be_bytes(first.try_into().unwrap());
+    first & BYTE_COUNT != 0 && entry_len.is_none_or(|n| (first & !BYTE_COUNT) as usize + 4 == n)
+}
+
+/// Read one top-level entry of `model`: classes with or without their own header.
+fn read_entry(cur: &mut Cursor, model: &Model, out: &mut Builder, header: bool) -> Result<()> {
+    match (model, out) {
+        (Model::Class { members, .. }, Builder::Record { fields, length, .. }) if !header => {
+            read_members(cur, members, fields, &mut 0)?;
+            *length += 1;
+            Ok(())
+        }
+        (model, out) => read_value(cur, model, out),
+    }
 }
 
 /// Byte count and version of a collection or string written with a header; the end they give.
@@ -398,7 +438,12 @@ pub fn read_entries(
                 let (lo, hi) = (offs[e] as usize, offs[e + 1] as usize);
                 let entry = content.get(lo..hi).unwrap_or_default();
                 let mut cur = Cursor::new(entry, origin, lo as u64);
-                read_value(&mut cur, model, out)?;
+                read_entry(
+                    &mut cur,
+                    model,
+                    out,
+                    has_own_header(entry, Some(entry.len())),
+                )?;
                 if cur.remaining() != 0 {
                     return Err(
                         cur.error(format!("entry {e} to end after its {} bytes", cur.pos()))
@@ -409,9 +454,10 @@ pub fn read_entries(
         None => {
             let mut cur = Cursor::new(content, origin, 0);
             let mut skipped = Builder::new(model);
+            let header = has_own_header(content, None);
             for e in 0..last {
                 let target = if e < first { &mut skipped } else { &mut *out };
-                read_value(&mut cur, model, target)?;
+                read_entry(&mut cur, model, target, header)?;
             }
         }
     }

@@ -238,6 +238,12 @@ fn is_string_class(name: &str) -> bool {
     )
 }
 
+/// Whether whole top-level objects of `class_name` read without the file's streamer infos
+/// (strings and vectors of numbers); other classes are read through them.
+pub(crate) fn read_without_streamers(class_name: &str) -> bool {
+    is_string_class(class_name) || vector_element(class_name).is_some()
+}
+
 /// A basket holds at most 2 GiB, so no entry can be larger.
 const MAX_ENTRY_BYTES: usize = 1 << 31;
 

@@ -129,9 +129,11 @@ impl TreeMeta {
     /// Whether interpreting some branch takes the file's streamer infos: members of split
     /// objects (element id 0 or more) do.
     pub fn needs_streamers(&self) -> bool {
-        self.branches
-            .iter()
-            .any(|b| b.element.as_ref().is_some_and(|e| e.id >= 0))
+        self.branches.iter().any(|b| {
+            b.element.as_ref().is_some_and(|e| {
+                e.id >= 0 || !super::interpretation::read_without_streamers(&e.class_name)
+            })
+        })
     }
 
     /// Cluster boundaries `[0, b1, ..., entries]`: entry ranges whose baskets align across branches.
