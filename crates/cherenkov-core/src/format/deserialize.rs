@@ -68,6 +68,11 @@ impl Builder {
                 content: Box::new(Builder::new(items)),
                 set: *set,
             },
+            Model::Members { items, .. } => Builder::List {
+                offsets: vec![0],
+                content: Box::new(Builder::new(items)),
+                set: false,
+            },
             Model::Map { keys, values, .. } => Builder::Map {
                 offsets: vec![0],
                 keys: Box::new(Builder::new(keys)),
@@ -201,6 +206,26 @@ pub fn read_value(cur: &mut Cursor, model: &Model, out: &mut Builder) -> Result<
             check_end(cur, end, "std::string")?;
         }
         (
+            Model::Members { header, items },
+            Builder::List {
+                offsets, content, ..
+            },
+        ) => {
+            let end = read_header(cur, *header, "a collection's member")?;
+            let stop = end.unwrap_or(cur.len());
+            let mut n = 0i64;
+            while cur.pos() < stop {
+                let at = cur.pos();
+                read_value(cur, items, content)?;
+                if cur.pos() == at {
+                    return Err(cur.error("collection members that take bytes"));
+                }
+                n += 1;
+            }
+            offsets.push(offsets.last().unwrap() + n);
+            check_end(cur, end, "a collection's member")?;
+        }
+        (
             Model::Sequence { header, items, .. },
             Builder::List {
                 offsets, content, ..
@@ -285,7 +310,12 @@ fn read_class(
     if v.version & MEMBERWISE != 0 {
         return Err(memberwise(name));
     }
-    if v.version as i32 != *version {
+    // Version 0 with a byte count: a class known by its checksum (TBufferFile::ReadVersion),
+    // which follows; the file's one streamer info for the class gives the members.
+    let by_checksum = v.version == 0 && v.end.is_some_and(|end| end >= at + 10);
+    if by_checksum {
+        cur.u32(&format!("{name} checksum"))?;
+    } else if v.version as i32 != *version {
         return Err(cur.error_at(
             at,
             format!(
@@ -347,9 +377,11 @@ fn min_size(model: &Model) -> usize {
         Model::FixedArray(items, dims) => dims
             .iter()
             .fold(min_size(items), |n, &d| n.saturating_mul(d)),
-        Model::String { .. } | Model::Sequence { .. } | Model::Map { .. } | Model::Class { .. } => {
-            1
-        }
+        Model::String { .. }
+        | Model::Sequence { .. }
+        | Model::Members { .. }
+        | Model::Map { .. }
+        | Model::Class { .. } => 1,
     }
 }
 
@@ -376,6 +408,13 @@ pub fn read_entries(
                     );
                 }
             }
+        }
+        None if matches!(model, Model::Members { header: false, .. }) => {
+            // Objects up to the end of the entry: only entry offsets say where that is.
+            return Err(Error::format(
+                origin,
+                "entry offsets in a basket of a collection's object members",
+            ));
         }
         None => {
             let mut cur = Cursor::new(content, origin, 0);

@@ -91,6 +91,9 @@ pub enum Interpretation {
     /// One object per entry, read with its model (uproot's AsObjects): STL containers, strings
     /// inside them, classes. `typename` is the C++ type.
     Objects { model: Model, typename: String },
+    /// A split object read whole (uproot's AsGroup): a record of its sub-branches (`children`,
+    /// indices into the tree's branches), each read as itself and named by its branch name.
+    Group { children: Vec<usize> },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -146,6 +149,7 @@ impl Interpretation {
             } => format!("{}[]{}", dtype.cpp_name(), dims(inner_shape)),
             Interpretation::Strings { .. } => "string".to_string(),
             Interpretation::Objects { typename, .. } => typename.clone(),
+            Interpretation::Group { children } => format!("group of {} branches", children.len()),
             Interpretation::Record { fields } => format!(
                 "struct {{{}}}",
                 fields
@@ -269,7 +273,9 @@ pub fn interpret(
                 n.checked_add(checked_item_bytes(f.dtype, &f.inner_shape)?)
             })
             .is_some_and(|n| n <= MAX_ENTRY_BYTES),
-        Interpretation::Strings { .. } | Interpretation::Objects { .. } => true,
+        Interpretation::Strings { .. }
+        | Interpretation::Objects { .. }
+        | Interpretation::Group { .. } => true,
     };
     if !sane {
         return Err(unsupported(
@@ -301,15 +307,37 @@ fn interpret_branch(
                 packing: None,
             });
         }
-        return Err(unsupported(
-            declared,
-            "it is a split object; read its sub-branches instead",
-        ));
+        // Read whole when every member is read (uproot cannot read the others either).
+        for &child in &branch.children {
+            if let Err(refused) = interpret(tree, child, infos) {
+                return Err(unsupported(
+                    declared,
+                    format!(
+                        "its member '{}' is refused ({}); read the other members instead",
+                        tree.branches[child].name, refused.reason
+                    ),
+                ));
+            }
+        }
+        return Ok(Interpretation::Group {
+            children: branch.children.clone(),
+        });
     }
     if branch.class == "TBranchObject" || branch.class == "TBranchSTL" {
         return Err(unsupported(
             declared,
             format!("{} branches hold whole objects", branch.class),
+        ));
+    }
+    if branch.entries != tree.entries {
+        // A branch not filled along with its tree (uproot gives it its own number of entries,
+        // which a table of the tree's entries cannot hold).
+        return Err(unsupported(
+            declared,
+            format!(
+                "it holds {} entries where its tree holds {}",
+                branch.entries, tree.entries
+            ),
         ));
     }
     match leaves.as_slice() {
@@ -430,6 +458,24 @@ fn interpret_leaf(
         if let Some(m) = member {
             return objects(&m.type_name, infos);
         }
+    }
+    if is_collection_member(e.kind) && matches!(code, K_STL | K_STL_STRING | K_OBJECT | K_ANY) {
+        // One member of each object in the collection, stored whole: STL members after one
+        // header per entry, objects each with its own (uproot's AsArray / AsStridedObjects).
+        let Some(m) = member else {
+            return Err(unsupported(member_type, "its streamer info is missing"));
+        };
+        let stl = code == K_STL || code == K_STL_STRING;
+        return match model_of_type(&m.type_name, !stl, infos) {
+            Ok(items) => Ok(Interpretation::Objects {
+                model: Model::Members {
+                    header: stl,
+                    items: Box::new(items),
+                },
+                typename: format!("{}[]", m.type_name.trim()),
+            }),
+            Err(why) => Err(unsupported(m.type_name.trim(), why)),
+        };
     }
     let (base, array) = match code {
         c if c > OFFSET_P && c < OFFSET_P + OFFSET_L => (c - OFFSET_P, "pointer"),
@@ -562,6 +608,31 @@ mod tests {
                 packing: None,
             })
         );
+    }
+
+    #[test]
+    fn branches_shorter_or_longer_than_their_tree_are_refused() {
+        let mut tree = one_leaf_tree("TLeafD", "x");
+        tree.entries = 98;
+        let refused = interpret(&tree, 0, &[]).unwrap_err();
+        assert!(refused.reason.contains("holds 0 entries"), "{refused:?}");
+    }
+
+    #[test]
+    fn split_objects_are_groups_of_their_members_unless_one_is_refused() {
+        let mut tree = one_leaf_tree("TLeafD", "x");
+        tree.branches[0].name = "x".into();
+        tree.branches.push(BranchMeta {
+            children: vec![0],
+            ..Default::default()
+        });
+        assert_eq!(
+            interpret(&tree, 1, &[]),
+            Ok(Interpretation::Group { children: vec![0] })
+        );
+        tree.leaves[0].class = "TLeafX".into();
+        let refused = interpret(&tree, 1, &[]).unwrap_err();
+        assert!(refused.reason.contains("member 'x'"), "{refused:?}");
     }
 
     #[test]

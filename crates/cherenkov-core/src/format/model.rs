@@ -25,6 +25,10 @@ pub enum Model {
         items: Box<Model>,
         set: bool,
     },
+    /// One member of each object of a split collection (TClonesArray or std::vector<Class>),
+    /// stored whole: no count, values up to the end of the header's byte count (`header`, STL
+    /// members) or of the entry (objects, each with its own header).
+    Members { header: bool, items: Box<Model> },
     /// std::map: a count, then key and value pairs.
     Map {
         header: bool,

@@ -246,9 +246,9 @@ struct TreeParser {
 
 type Ptrs = PointerReader<Item>;
 
-/// Parse a streamed TTree. `data` is the uncompressed object; `key_len` the key header length
-/// (pointer tags count from the key start); `origin` names the object for errors.
-pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta> {
+/// Parse a streamed TTree (or TNtuple, `class`). `data` is the uncompressed object; `key_len` the
+/// key header length (pointer tags count from the key start); `origin` names the object for errors.
+pub fn parse_tree(data: &[u8], key_len: usize, class: &str, origin: &str) -> Result<TreeMeta> {
     let mut cur = Cursor::new(data, origin, 0);
     let mut ptrs = Ptrs::new(key_len);
     let mut p = TreeParser {
@@ -257,64 +257,32 @@ pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta>
         embedded: Vec::new(),
     };
 
-    let v = read_version(&mut cur, "TTree")?;
-    if !(16..=20).contains(&v.version) {
-        return Err(cur.error_at(
-            4,
-            format!(
-                "TTree class version 16 to 20 (ROOT 5.22 and later), found {}",
-                v.version
-            ),
-        ));
+    if class != "TTree" {
+        // TNtuple/TNtupleD: their own version header, then the TTree (fNvar follows, unread).
+        read_version(&mut cur, class)?;
     }
+    let v = read_version(&mut cur, "TTree")?;
     let (name, title) = read_tnamed(&mut cur)?;
     for base in ["TAttLine", "TAttFill", "TAttMarker"] {
         skip_object(&mut cur, base)?;
     }
-    let entries = cur.i64("TTree fEntries")?;
-    let tot_bytes = cur.i64("TTree fTotBytes")?;
-    let zip_bytes = cur.i64("TTree fZipBytes")?;
-    let _saved = cur.i64("TTree fSavedBytes")?;
-    if v.version >= 18 {
-        cur.i64("TTree fFlushedBytes")?;
-    }
-    cur.f64("TTree fWeight")?;
-    for what in ["TTree fTimerInterval", "TTree fScanField", "TTree fUpdate"] {
-        cur.i32(what)?;
-    }
-    if v.version >= 17 {
-        cur.i32("TTree fDefaultEntryOffsetLen")?;
-    }
-    let pos = cur.pos();
-    let n_ranges = if v.version >= 19 {
-        cur.i32("TTree fNClusterRange")?
-    } else {
-        0
+    let counts = match v.version {
+        5 => read_tree_v5_counts(&mut cur)?,
+        16..=20 => read_tree_counts(&mut cur, v.version)?,
+        other => {
+            return Err(cur.error_at(
+                4,
+                format!("TTree class version 5 or 16 to 20 (ROOT 3.02 to 4.00, or 5.22 and later), found {other}"),
+            ))
+        }
     };
-    for what in [
-        "TTree fMaxEntries",
-        "TTree fMaxEntryLoop",
-        "TTree fMaxVirtualSize",
-        "TTree fAutoSave",
-    ] {
-        cur.i64(what)?;
-    }
-    let auto_flush = if v.version >= 18 {
-        cur.i64("TTree fAutoFlush")?
-    } else {
-        0
-    };
-    cur.i64("TTree fEstimate")?;
-    let n_ranges = cur.check_count(pos, n_ranges as i64, "TTree fNClusterRange", 16)?;
-    let mut cluster_ranges = Vec::new();
-    if v.version >= 19 {
-        let ends = read_pointer_array_i64(&mut cur, n_ranges, "TTree fClusterRangeEnd")?;
-        let sizes = read_pointer_array_i64(&mut cur, n_ranges, "TTree fClusterSize")?;
-        cluster_ranges = ends.into_iter().zip(sizes).collect();
-    }
-    if v.version >= 20 {
-        skip_object(&mut cur, "TIOFeatures")?;
-    }
+    let TreeCounts {
+        entries,
+        tot_bytes,
+        zip_bytes,
+        auto_flush,
+        cluster_ranges,
+    } = counts;
     let top = p.read_items(&mut cur, &mut ptrs)?;
     let _tree_leaves = p.read_items(&mut cur, &mut ptrs)?;
     if entries < 0 {
@@ -345,6 +313,103 @@ pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta>
     })
 }
 
+/// The TTree members before its branches that a reader needs.
+struct TreeCounts {
+    entries: i64,
+    tot_bytes: i64,
+    zip_bytes: i64,
+    auto_flush: i64,
+    cluster_ranges: Vec<(i64, i64)>,
+}
+
+/// TTree version 5 (ROOT 3.02 to 4.00, and Geant4's g4tools writer), read by its streamer info:
+/// counters as doubles and ints, no weight, flush or cluster members.
+fn read_tree_v5_counts(cur: &mut Cursor) -> Result<TreeCounts> {
+    let entries = cur.f64("TTree fEntries")?;
+    let tot_bytes = cur.f64("TTree fTotBytes")?;
+    let zip_bytes = cur.f64("TTree fZipBytes")?;
+    cur.f64("TTree fSavedBytes")?;
+    for what in [
+        "TTree fTimerInterval",
+        "TTree fScanField",
+        "TTree fUpdate",
+        "TTree fMaxEntryLoop",
+        "TTree fMaxVirtualSize",
+        "TTree fAutoSave",
+        "TTree fEstimate",
+    ] {
+        cur.i32(what)?;
+    }
+    if !(0.0..=MAX_F64_COUNT).contains(&entries) {
+        return Err(cur.error(format!("a TTree fEntries count, found {entries}")));
+    }
+    Ok(TreeCounts {
+        entries: entries as i64,
+        tot_bytes: tot_bytes as i64,
+        zip_bytes: zip_bytes as i64,
+        auto_flush: 0,
+        cluster_ranges: Vec::new(),
+    })
+}
+
+/// Counts stored as doubles by old class versions are exact integers up to 2^53.
+const MAX_F64_COUNT: f64 = 9_007_199_254_740_992.0;
+
+/// TTree versions 16 (ROOT 5.22) to 20.
+fn read_tree_counts(cur: &mut Cursor, version: i16) -> Result<TreeCounts> {
+    let entries = cur.i64("TTree fEntries")?;
+    let tot_bytes = cur.i64("TTree fTotBytes")?;
+    let zip_bytes = cur.i64("TTree fZipBytes")?;
+    let _saved = cur.i64("TTree fSavedBytes")?;
+    if version >= 18 {
+        cur.i64("TTree fFlushedBytes")?;
+    }
+    cur.f64("TTree fWeight")?;
+    for what in ["TTree fTimerInterval", "TTree fScanField", "TTree fUpdate"] {
+        cur.i32(what)?;
+    }
+    if version >= 17 {
+        cur.i32("TTree fDefaultEntryOffsetLen")?;
+    }
+    let pos = cur.pos();
+    let n_ranges = if version >= 19 {
+        cur.i32("TTree fNClusterRange")?
+    } else {
+        0
+    };
+    for what in [
+        "TTree fMaxEntries",
+        "TTree fMaxEntryLoop",
+        "TTree fMaxVirtualSize",
+        "TTree fAutoSave",
+    ] {
+        cur.i64(what)?;
+    }
+    let auto_flush = if version >= 18 {
+        cur.i64("TTree fAutoFlush")?
+    } else {
+        0
+    };
+    cur.i64("TTree fEstimate")?;
+    let n_ranges = cur.check_count(pos, n_ranges as i64, "TTree fNClusterRange", 16)?;
+    let mut cluster_ranges = Vec::new();
+    if version >= 19 {
+        let ends = read_pointer_array_i64(cur, n_ranges, "TTree fClusterRangeEnd")?;
+        let sizes = read_pointer_array_i64(cur, n_ranges, "TTree fClusterSize")?;
+        cluster_ranges = ends.into_iter().zip(sizes).collect();
+    }
+    if version >= 20 {
+        skip_object(cur, "TIOFeatures")?;
+    }
+    Ok(TreeCounts {
+        entries,
+        tot_bytes,
+        zip_bytes,
+        auto_flush,
+        cluster_ranges,
+    })
+}
+
 /// A `[count]` pointer array: a presence byte (0 for a null pointer), then the values.
 fn read_pointer_array_i64(cur: &mut Cursor, n: usize, what: &str) -> Result<Vec<i64>> {
     if cur.u8(what)? == 0 {
@@ -358,6 +423,19 @@ fn read_pointer_array_i32(cur: &mut Cursor, n: usize, what: &str) -> Result<Vec<
         return Ok(Vec::new());
     }
     cur.i32_array(n, what)
+}
+
+/// fBasketSeek of TBranch versions before 10: a presence byte, 2 announcing 64-bit seeks.
+fn read_old_seeks(cur: &mut Cursor, n: usize) -> Result<Vec<i64>> {
+    match cur.u8("TBranch fBasketSeek")? {
+        0 => Ok(Vec::new()),
+        2 => cur.i64_array(n, "TBranch fBasketSeek"),
+        _ => Ok(cur
+            .i32_array(n, "TBranch fBasketSeek")?
+            .into_iter()
+            .map(i64::from)
+            .collect()),
+    }
 }
 
 impl TreeParser {
@@ -432,40 +510,75 @@ impl TreeParser {
         v: Version,
         index: usize,
     ) -> Result<()> {
-        if !(10..=13).contains(&v.version) {
+        if !(6..=13).contains(&v.version) {
             return Err(cur.error(format!(
-                "TBranch class version 10 to 13 (ROOT 5.20 and later), found {}",
+                "TBranch class version 6 to 13 (ROOT 3 and later), found {}",
                 v.version
             )));
         }
+        let old = v.version < 10;
         let (name, title) = read_tnamed(cur)?;
-        skip_object(cur, "TAttFill")?;
+        if v.version > 7 {
+            skip_object(cur, "TAttFill")?;
+        }
         let compress = cur.i32("TBranch fCompress")?;
         cur.i32("TBranch fBasketSize")?;
         let entry_offset_len = cur.i32("TBranch fEntryOffsetLen")?;
         let write_basket = cur.i32("TBranch fWriteBasket")?;
-        cur.i64("TBranch fEntryNumber")?;
+        if old {
+            cur.i32("TBranch fEntryNumber")?;
+        } else {
+            cur.i64("TBranch fEntryNumber")?;
+        }
         if v.version >= 13 {
             skip_object(cur, "TIOFeatures")?;
         }
         cur.i32("TBranch fOffset")?;
         let max_pos = cur.pos();
         let max_baskets = cur.i32("TBranch fMaxBaskets")?;
-        cur.i32("TBranch fSplitLevel")?;
-        let entries = cur.i64("TBranch fEntries")?;
+        if v.version > 6 {
+            cur.i32("TBranch fSplitLevel")?;
+        }
+        // Before version 10 (TBranch::Streamer's manual branch), counters are doubles.
+        let entries = if old {
+            let e = cur.f64("TBranch fEntries")?;
+            if !(0.0..=MAX_F64_COUNT).contains(&e) {
+                return Err(cur.error(format!(
+                    "branch '{name}' with a non-negative number of entries, found {e}"
+                )));
+            }
+            e as i64
+        } else {
+            cur.i64("TBranch fEntries")?
+        };
         if v.version >= 11 {
             cur.i64("TBranch fFirstEntry")?;
         }
-        let tot_bytes = cur.i64("TBranch fTotBytes")?;
-        let zip_bytes = cur.i64("TBranch fZipBytes")?;
+        let (tot_bytes, zip_bytes) = if old {
+            (
+                cur.f64("TBranch fTotBytes")? as i64,
+                cur.f64("TBranch fZipBytes")? as i64,
+            )
+        } else {
+            (cur.i64("TBranch fTotBytes")?, cur.i64("TBranch fZipBytes")?)
+        };
         let children = self.read_items(cur, ptrs)?;
         let leaves = self.read_items(cur, ptrs)?;
         let baskets = self.read_items(cur, ptrs)?;
         let max_baskets =
             cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", 16)?;
         let basket_bytes = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketBytes")?;
-        let basket_entry = read_pointer_array_i64(cur, max_baskets, "TBranch fBasketEntry")?;
-        let basket_seek = read_pointer_array_i64(cur, max_baskets, "TBranch fBasketSeek")?;
+        let (basket_entry, basket_seek) = if old {
+            // 32-bit entries; seeks 64-bit when the presence byte says 2 (large files).
+            let entry = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketEntry")?;
+            let seek = read_old_seeks(cur, max_baskets)?;
+            (entry.into_iter().map(i64::from).collect::<Vec<_>>(), seek)
+        } else {
+            (
+                read_pointer_array_i64(cur, max_baskets, "TBranch fBasketEntry")?,
+                read_pointer_array_i64(cur, max_baskets, "TBranch fBasketSeek")?,
+            )
+        };
         if entries < 0 {
             return Err(cur.error(format!(
                 "branch '{name}' with a non-negative number of entries, found {entries}"
@@ -524,7 +637,12 @@ impl TreeParser {
         b.baskets = locations;
         b.embedded = embedded;
         for item in children {
+            // Sub-branches are read inside their parent, so come after it; a reference to any
+            // other branch (a hostile file) would make the branches a cycle.
             if let Item::Branch(child) = item {
+                if child <= index || self.branches[child].parent.is_some() {
+                    continue;
+                }
                 self.branches[child].parent = Some(index);
                 self.branches[index].children.push(child);
             }
@@ -703,6 +821,152 @@ fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Writes an object's body after its class name.
+    type Body<'a> = &'a dyn Fn(&mut Writer);
+
+    /// Writes streamed objects as TBufferFile does, for hand-made old class versions.
+    #[derive(Default)]
+    struct Writer(Vec<u8>);
+
+    impl Writer {
+        /// A byte count to fill in by `end`, then the class version.
+        fn begin(&mut self, version: i16) -> usize {
+            let at = self.0.len();
+            self.0.extend([0; 4]);
+            self.0.extend(version.to_be_bytes());
+            at
+        }
+        fn end(&mut self, at: usize) {
+            let count = (self.0.len() - at - 4) as u32 | 0x4000_0000;
+            self.0[at..at + 4].copy_from_slice(&count.to_be_bytes());
+        }
+        fn put(&mut self, bytes: &[u8]) {
+            self.0.extend(bytes);
+        }
+        fn string(&mut self, s: &str) {
+            self.0.push(s.len() as u8);
+            self.put(s.as_bytes());
+        }
+        fn tnamed(&mut self, name: &str) {
+            let at = self.begin(1);
+            self.put(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]); // TObject: version, fUniqueID, fBits
+            self.string(name);
+            self.string("");
+            self.end(at);
+        }
+        fn empty(&mut self, version: i16) {
+            let at = self.begin(version);
+            self.end(at);
+        }
+        /// A TObjArray of new objects, each written by `body`.
+        fn array(&mut self, objects: &[(&str, Body)]) {
+            let at = self.begin(3);
+            self.put(&[0, 1, 0, 0, 0, 0, 0, 0, 0, 0]);
+            self.string("");
+            self.put(&(objects.len() as i32).to_be_bytes());
+            self.put(&0i32.to_be_bytes());
+            for (class, body) in objects {
+                let pointer = self.0.len();
+                self.put(&[0; 4]);
+                self.put(&0xFFFF_FFFFu32.to_be_bytes());
+                self.put(class.as_bytes());
+                self.0.push(0);
+                body(self);
+                self.end(pointer);
+            }
+            self.end(at);
+        }
+        fn i32s(&mut self, values: &[i32]) {
+            for v in values {
+                self.put(&v.to_be_bytes());
+            }
+        }
+        fn f64s(&mut self, values: &[f64]) {
+            for v in values {
+                self.put(&v.to_be_bytes());
+            }
+        }
+    }
+
+    fn leaf_i(w: &mut Writer) {
+        let at = w.begin(1);
+        let leaf = w.begin(2);
+        w.tnamed("x");
+        w.i32s(&[1, 4, 0]); // fLen, fLenType, fOffset
+        w.put(&[0, 0]); // fIsRange, fIsUnsigned
+        w.i32s(&[0]); // fLeafCount: null
+        w.end(leaf);
+        w.i32s(&[0, 0]); // fMinimum, fMaximum
+        w.end(at);
+    }
+
+    /// TBranch version 8 (g4tools, ROOT 3): 32-bit counters and entries, double totals.
+    fn branch_v8(w: &mut Writer) {
+        let at = w.begin(8);
+        w.tnamed("x");
+        w.empty(1); // TAttFill
+        w.i32s(&[1, 32000, 0, 1, 5, 0, 2, 0]); // fCompress .. fSplitLevel (2 basket slots)
+        w.f64s(&[5.0, 120.0, 100.0]); // fEntries, fTotBytes, fZipBytes
+        w.array(&[]);
+        w.array(&[("TLeafI", &leaf_i)]);
+        w.array(&[]);
+        for values in [[100, 0], [0, 0], [1000, 0]] {
+            w.put(&[1]);
+            w.i32s(&values); // fBasketBytes, fBasketEntry, fBasketSeek
+        }
+        w.string(""); // fFileName
+        w.end(at);
+    }
+
+    /// A TNtuple (version 2) around a TTree of version 5, as Geant4's g4tools and ROOT 3 wrote.
+    fn ntuple_v5() -> Vec<u8> {
+        let mut w = Writer::default();
+        let ntuple = w.begin(2);
+        let at = w.begin(5);
+        w.tnamed("t");
+        for _att in 0..3 {
+            w.empty(1);
+        }
+        w.f64s(&[5.0, 120.0, 100.0, 0.0]); // fEntries, fTotBytes, fZipBytes, fSavedBytes
+        w.i32s(&[0, 25, 0, 1_000_000, 0, 0, 1_000_000]); // fTimerInterval .. fEstimate
+        w.array(&[("TBranch", &branch_v8)]);
+        w.array(&[]);
+        w.end(at);
+        w.i32s(&[1]); // fNvar
+        w.end(ntuple);
+        w.0
+    }
+
+    #[test]
+    fn old_tree_and_branch_versions_are_read_by_their_class_version() {
+        let tree = parse_tree(&ntuple_v5(), 0, "TNtuple", "test").unwrap();
+        assert_eq!(
+            (tree.name.as_str(), tree.version, tree.entries),
+            ("t", 5, 5)
+        );
+        let branch = &tree.branches[0];
+        assert_eq!((branch.name.as_str(), branch.entries), ("x", 5));
+        assert_eq!(
+            branch.baskets,
+            vec![BasketLocation {
+                seek: 1000,
+                bytes: 100,
+                entry_start: 0,
+                entry_stop: 5,
+            }]
+        );
+        assert_eq!(tree.leaves[branch.leaves[0]].class, "TLeafI");
+        assert_eq!(tree.cluster_boundaries(), vec![0, 5]);
+    }
+
+    #[test]
+    fn unknown_tree_versions_are_named_in_the_error() {
+        let mut data = ntuple_v5();
+        data[10..12].copy_from_slice(&9i16.to_be_bytes());
+        let e = parse_tree(&data, 0, "TNtuple", "test").unwrap_err();
+        assert!(e.to_string().contains("found 9"), "{e}");
+    }
 
     #[test]
     fn absurd_entry_counts_give_few_cluster_boundaries() {
