@@ -158,3 +158,47 @@ def test_a_replica_cut_mid_run_loses_nothing(nano_dir, reference):
         finally:
             cut.cancel()
     assert_same(totals, reference)
+
+
+class CountingSource(cherenkov.uproot.Source):
+    """The handler, counting the files opened through it (at module level: coffea pickles the
+    options, and a class defined in a test would be copied with its list)."""
+
+    opened: list = []
+
+    def __init__(self, file_path, **options):
+        CountingSource.opened.append(file_path)
+        super().__init__(file_path, **options)
+
+
+def test_runner_and_apply_to_fileset_take_the_handler(nano_dir, reference):
+    """coffea's two ways to run a processor over a fileset, `processor.Runner` (chunks of 1000
+    entries, iterative executor) and `dataset_tools.apply_to_fileset` (after `preprocess`, with
+    Dask), both with ``uproot_options={"handler": cherenkov.uproot.Source}``."""
+    from coffea import processor
+    from coffea.dataset_tools import apply_to_fileset, preprocess
+
+    paths = [str(p) for p in sorted(nano_dir.glob("*.root"))]
+    opened = CountingSource.opened
+    options = {"handler": CountingSource}
+
+    class Dimuons(processor.ProcessorABC):
+        def process(self, events):
+            mass, jet_pt = histograms(*columns(events))
+            return {"mass": mass, "jet_pt": jet_pt}
+
+        def postprocess(self, accumulator):
+            return accumulator
+
+    runner = processor.Runner(executor=processor.IterativeExecutor(), schema=NanoAODSchema, chunksize=1000)
+    out = runner({"nano": paths}, Dimuons(), treename="Events", uproot_options=options)
+    assert_same((out["mass"], out["jet_pt"]), reference)
+    assert set(opened) == set(paths)
+    opened.clear()
+
+    fileset = {"nano": {"files": {p: "Events" for p in paths}}}
+    available, _ = preprocess(fileset, step_size=1000, uproot_options=options)
+    graphs = apply_to_fileset(columns, available, schemaclass=NanoAODSchema, uproot_options=options)
+    (computed,) = dask.compute(graphs, scheduler="threads")
+    assert_same(histograms(*computed["nano"]), reference)
+    assert set(opened) == set(paths)

@@ -1,10 +1,16 @@
 """The disk cache (`cherenkov.open(url, cache=DIR)`) on real xrootd and nginx servers: a second pass
 reads the disk only and equals the first, a file replaced on the server is read anew, several
-processes share one cache and fetch each range once, a cache that cannot be written reads through."""
+processes share one cache and fetch each range once, a process killed while filling it leaves a
+cache that reads correctly, a cache that cannot be written reads through."""
 
 import multiprocessing
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import time
 from pathlib import Path
 
 import cherenkov
@@ -95,7 +101,11 @@ def test_a_file_replaced_on_the_server_is_read_anew(served, protocol, tmp_path):
     write_random(root / name, 1)
     url = lab.url(protocol, name)
     first = cherenkov.open(url, cache=tmp_path)["t"].arrays(["x"], library="np")["x"]
+    before = (root / name).stat().st_mtime
     write_random(root / name, 2)
+    # XRootD gives the modification time in whole seconds: a file replaced later than the second
+    # it was written in (HTTP's ETag and the file's head tell even a replacement within it).
+    os.utime(root / name, (before + 2, before + 2))
     f = cherenkov.open(url, cache=tmp_path)
     got = f["t"].arrays(["x"], library="np")["x"]
     assert np.array_equal(got, np.random.default_rng(2).normal(size=300_000))
@@ -134,6 +144,47 @@ def test_four_processes_share_one_cache_and_fetch_each_range_once(served, tmp_pa
     assert fetched == ranges
 
 
+KILLED_READER = """
+import sys, cherenkov
+f = cherenkov.open(sys.argv[1], cache=sys.argv[2])
+tree = f["Events"]
+for _ in tree.iterate([b.path for b in tree.branches if b.readable], step_size=1, steps_ahead=0, library="np", progress=False):
+    pass
+"""
+
+
+def test_a_process_killed_while_filling_the_cache_leaves_it_usable(served, tmp_path):
+    lab, _ = served
+    url = lab.url("http", NANO)
+    # One cluster at a time, slow enough to be killed in the middle of the file. The delay stays
+    # for the read after it: toxiproxy may stall a new connection when a toxic is removed while
+    # the killed reader's connection still holds delayed data.
+    lab.set_rtt(300)
+    try:
+        reader = subprocess.Popen([sys.executable, "-c", KILLED_READER, url, str(tmp_path)])
+        try:
+            for _ in range(600):  # at most 60 s for its first entries to be written
+                if _core.cache_summary(str(tmp_path))[1] > 0 or reader.poll() is not None:
+                    break
+                time.sleep(0.1)
+        finally:
+            reader.send_signal(signal.SIGKILL)
+            reader.wait(timeout=30)
+        assert reader.returncode == -signal.SIGKILL, "the reader ended before it was killed"
+        files, cached, _ = _core.cache_summary(str(tmp_path))
+        assert (files, cached > 0) == (1, True)
+        f = cherenkov.open(url, cache=tmp_path)
+        got = read_all(f)
+    finally:
+        lab.set_rtt(0)
+    local = read_all(cherenkov.open(FILES[0].parent / NANO))
+    assert got.keys() == local.keys()
+    for key in local:
+        assert same_values(got[key], local[key]), key
+    counters = f.source_counters()
+    assert counters.disk_cache_hits > 0 and counters.disk_cache_misses > 0, counters
+
+
 def test_a_cache_that_cannot_be_written_reads_through(served, capfd, tmp_path):
     lab, _ = served
     blocked = tmp_path / "not-a-directory"
@@ -147,7 +198,11 @@ def test_a_cache_that_cannot_be_written_reads_through(served, capfd, tmp_path):
 
 def test_the_cli_reports_prunes_and_clears(served, tmp_path, capsys):
     lab, _ = served
-    read_all(cherenkov.open(lab.url("http", NANO), cache=tmp_path))
+    # One cluster per request: one entry each, so that pruning to half the size keeps some.
+    tree = cherenkov.open(lab.url("http", NANO), cache=tmp_path)["Events"]
+    for _ in tree.iterate([b.path for b in tree.branches if b.readable], step_size=1, steps_ahead=0, library="np", progress=False):
+        pass
+    del tree
     files, entries, size = _core.cache_summary(str(tmp_path))
     assert (files, entries) == (1, entries) and entries > 0 and size > 0
     from cherenkov.cli import main

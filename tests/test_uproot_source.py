@@ -141,3 +141,19 @@ def test_pickled_sources_reopen_lazily_and_close(testdata):
 def test_a_missing_file_is_an_os_error(tmp_path):
     with pytest.raises(OSError, match="nothing-here"):
         uproot.open(tmp_path / "nothing-here.root", handler=cherenkov.uproot.Source)
+
+
+@needs_files
+@needs_servers
+def test_every_open_option_reaches_the_source(lab, testdata, tmp_path):
+    """uproot's handler takes all of `cherenkov.open`'s options: here a disk cache, whose second
+    pass reads the branches without a request to the server."""
+    url = lab.url("http", NANO)
+    for _ in range(2):
+        with uproot.open(url, handler=cherenkov.uproot.Source, cache=tmp_path, timeout=10) as f:
+            pt = f["Events"]["Muon_pt"].array(library="ak")
+            counters = f.file.source.file.source_counters()
+    assert counters.disk_cache_hits > 0 and counters.disk_cache_misses == 0, counters
+    assert ak.array_equal(pt, uproot.open(testdata / NANO)["Events"]["Muon_pt"].array(library="ak"))
+    with pytest.raises(TypeError, match="unexpected option 'cache_size'"):
+        cherenkov._core.RootFile.open([str(testdata / NANO)], cache_size=1)

@@ -1,4 +1,5 @@
-"""`cherenkov.dask`: a dask-awkward array like ``uproot.dask``'s, read by cherenkov's engine.
+"""`cherenkov.dask`: a dask-awkward array like ``uproot.dask``'s, read by cherenkov's engine,
+of TTrees or RNTuples.
 
 The graph is uproot's in every way a Dask or coffea user can see: the form comes from uproot's
 own helpers (so ``form``, ``dak.necessary_columns``, ``form_mapping`` such as coffea's schemas,
@@ -7,7 +8,8 @@ projection protocol through uproot's `UprootReadMixin`. What differs is undernea
 are opened concurrently by cherenkov (for uproot only the first, through
 `cherenkov.uproot.Source`, to learn the form), partitions are made of whole clusters, and each
 partition reads its columns with one vectored request, decompressed on cherenkov's threads
-(capped to the Dask worker's own thread count).
+(capped to the Dask worker's own thread count). An RNTuple's columns are its top-level fields,
+as for ``uproot.dask``: a field used by the graph is read with all of its subfields.
 """
 
 from __future__ import annotations
@@ -50,8 +52,8 @@ def dask(
     interpretation_executor=None,
     **options,
 ):
-    """A lazy dask-awkward array of the TTrees in ``files``, as ``uproot.dask(files, ...)``
-    gives (``files`` in any form uproot accepts, ``{"f.root": "Events"}``, coffea's
+    """A lazy dask-awkward array of the TTrees or RNTuples in ``files``, as
+    ``uproot.dask(files, ...)`` gives (``files`` in any form uproot accepts, ``{"f.root": "Events"}``, coffea's
     ``{"f.root": {"object_path": ..., "steps": [...]}}`` included).
 
     ``step_size``: at most this many entries per partition, in whole clusters (a larger cluster
@@ -158,6 +160,7 @@ def _open_all(files, open_options):
 _open_trees: OrderedDict = OrderedDict()
 _open_lock = threading.Lock()
 _KEPT_FILES = 64
+_TREE_CLASSES = ("TTree", "ROOT::RNTuple")
 
 
 def _tree(url, object_path, open_options) -> cherenkov.Tree:
@@ -169,9 +172,9 @@ def _tree(url, object_path, open_options) -> cherenkov.Tree:
             return tree
     f = cherenkov.open(url, **open_options)
     if object_path is None:
-        trees = [k for k, cls in f.classnames().items() if cls == "TTree"]
+        trees = [k for k, cls in f.classnames().items() if cls in _TREE_CLASSES]
         if len(trees) != 1:
-            raise ValueError(f"{url}: name the TTree to read (found {trees})")
+            raise ValueError(f"{url}: name the TTree or RNTuple to read (found {trees})")
         object_path = trees[0]
     tree = f[object_path]
     with _open_lock:
@@ -198,7 +201,8 @@ def _cap_threads_in_dask_worker():
 
 class TreeView:
     """The part of an uproot TTree that form mappings read through (``arrays``, ``tree[key]``,
-    ``key in tree``, ``file.file_path``, ``object_path``), answered by a cherenkov tree."""
+    ``key in tree``, ``file.file_path``, ``object_path``), answered by a cherenkov tree or
+    RNTuple. For an RNTuple, uproot's mapping asks for top-level fields by name, as of a TTree."""
 
     def __init__(self, tree: cherenkov.Tree, file_path: str, object_path: str | None):
         self._tree = tree
@@ -220,6 +224,69 @@ class TreeView:
 
     def __getitem__(self, key):
         return _BranchView(self._tree, key)
+
+
+class RNTupleView(TreeView):
+    """`TreeView` of an RNTuple. uproot's form of a top-level field keeps only the subfields
+    the filters selected, so a field is read as those leaves (in one request with the others)
+    and put back together along its form, as uproot's own RNTuple reading does."""
+
+    def __init__(self, ntuple: cherenkov.RNTuple, file_path: str, object_path: str | None, base_form):
+        super().__init__(ntuple, file_path, object_path)
+        self._form = base_form
+
+    def arrays(self, expressions=None, entry_start=None, entry_stop=None, how=None, **_ignored):
+        import awkward as ak
+
+        keys = list(dict.fromkeys(expressions))
+        leaves = {k: _ud._rntuple_leaf_paths(self._form.content(k), k) if k in self._form.fields else [k] for k in keys}
+        read = self._tree.arrays(sorted({p for paths in leaves.values() for p in paths}), entry_start=entry_start, entry_stop=entry_stop)
+        layouts = [_assemble(self._form.content(k) if k in self._form.fields else None, read, leaves[k], k) for k in keys]
+        record = ak.Array(ak.contents.RecordArray(layouts, keys, length=len(read)))
+        return {k: record[k] for k in expressions} if how is dict else record
+
+
+def _assemble(form, read, paths: list[str], path: str):
+    """The layout of ``form`` at field ``path`` from the leaves ``paths`` of ``read``: a leaf
+    array carries every list and option above it (not the records), shared by all leaves under
+    them, so each level is taken from the first leaf and checked against the others."""
+    if path in paths:
+        return read[path].layout
+    return _level(form, {p: read[p].layout for p in paths}, path)
+
+
+def _level(form, leaves: dict, path: str):
+    if path in leaves:
+        return leaves[path]
+    import awkward as ak
+
+    first = next(iter(leaves.values()))
+    if form.is_record:
+        contents = []
+        for field in form.fields:
+            below = f"{path}.{field}"
+            contents.append(
+                _level(form.content(field), {p: x for p, x in leaves.items() if p == below or p.startswith(below + ".")}, below)
+            )
+        fields = None if form.is_tuple else form.fields
+        return ak.contents.RecordArray(contents, fields, length=first.length, parameters=form.parameters)
+    if form.is_union or form.is_unknown or form.is_numpy:
+        raise ValueError(f"{path}: cannot put {form.type} together from its subfields {sorted(leaves)}")
+    for other in leaves.values():
+        if type(other) is not type(first) or not _same_structure(other, first):
+            raise ValueError(f"{path}: its subfields {sorted(leaves)} were read with different structures")
+    return first.copy(content=_level(form.content, {p: x.content for p, x in leaves.items()}, path))
+
+
+def _same_structure(a, b) -> bool:
+    """Whether two list/option/indexed layouts index their contents alike."""
+    import numpy as np
+
+    for attr in ("offsets", "starts", "stops", "index", "mask"):
+        x, y = getattr(a, attr, None), getattr(b, attr, None)
+        if x is not None and not np.array_equal(np.asarray(x.data), np.asarray(y.data)):
+            return False
+    return getattr(a, "size", None) == getattr(b, "size", None)
 
 
 class _FileView:
@@ -288,7 +355,11 @@ class CherenkovRead(_ud.UprootReadMixin):
         _cap_threads_in_dask_worker()
         url, object_path = self.files[i]
         try:
-            view = TreeView(_tree(url, object_path, self.open_options), url, object_path)
+            tree = _tree(url, object_path, self.open_options)
+            if isinstance(tree, cherenkov.RNTuple):
+                view = RNTupleView(tree, url, object_path, self.base_form)
+            else:
+                view = TreeView(tree, url, object_path)
             return self._read_view(view, start, stop)
         except cherenkov.SourceError as e:  # uproot's reports catch OSError
             raise OSError(f"{url}: {e}") from e
@@ -320,4 +391,4 @@ class CherenkovRead(_ud.UprootReadMixin):
             return self.mock_empty(backend="cpu"), _ud._report_failure(err, call_time, self.files[i][0], start, stop)
 
 
-__all__ = ["dask", "CherenkovRead", "TreeView"]
+__all__ = ["dask", "CherenkovRead", "TreeView", "RNTupleView"]

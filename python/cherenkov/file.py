@@ -72,7 +72,6 @@ def open(
     checks no certificate at all: for tests with made-up certificates only. Secrets never appear
     in ``File.path``, messages, stats or traces.
     """
-    cache = cache if cache is not None else os.environ.get("CHERENKOV_CACHE") or None
     return File(
         path if isinstance(path, (list, tuple)) else os.fspath(path),
         connections=connections,

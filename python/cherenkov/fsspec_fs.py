@@ -21,16 +21,15 @@ PROTOCOL = "cherenkov"
 
 class CherenkovFileSystem(AbstractFileSystem):
     """Read-only files by path or URL (``root://``, ``http(s)://``, ``file://`` or a path)
-    through cherenkov. Options: those of `cherenkov.open` (``connections``, ``timeout``,
-    ``retries``, ``discover``, ``verify_checksums``) and ``replicas``, a dict from a URL to its
-    other replicas."""
+    through cherenkov. Options: those of `cherenkov.open` (``timeout``, ``cache``, ``token``, ...)
+    and ``replicas``, a dict from a URL to its other replicas."""
 
     protocol = PROTOCOL
     root_marker = ""
 
     def __init__(self, target_protocol=None, target_options=None, fo=None, replicas=None, **options):
         super().__init__(**options)
-        self._open_options = {k: options[k] for k in ("connections", "timeout", "retries", "discover", "verify_checksums") if k in options}
+        self._open_options = {k: options[k] for k in _core.OPEN_OPTIONS if k in options}
         self._replicas = dict(replicas or {})
         # the chained form ("cherenkov::root://host//f"): fsspec hands over the inner URL split
         self._target_protocol = target_protocol

@@ -11,10 +11,10 @@ use cherenkov_core::source::http::{HttpOptions, HttpSource};
 use cherenkov_core::source::redact::Secret;
 use cherenkov_core::source::{self, ByteRange, ByteSource, SourceOptions};
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 use support::nginx::Nginx;
+use support::pki::Pki;
 use support::{bounded, Random, TempDir};
 
 const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ0ZXN0In0.dGVzdC1zaWduYXR1cmU";
@@ -22,88 +22,6 @@ const SECOND_TOKEN: &str = "renewed-token-0123456789";
 /// `alice:s3cret-pw` as HTTP Basic sends it.
 const BASIC: &str = "YWxpY2U6czNjcmV0LXB3";
 const SECRETS: [&str; 3] = [TOKEN, SECOND_TOKEN, "s3cret-pw"];
-
-/// A CA, a host certificate for 127.0.0.1 signed by it, and an unrelated CA; `None` without openssl.
-struct Pki {
-    dir: TempDir,
-}
-
-impl Pki {
-    fn make() -> Option<Pki> {
-        let dir = TempDir::new("pki");
-        let run = |args: &[&str]| {
-            Command::new("openssl")
-                .args(args)
-                .current_dir(dir.path())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .is_ok_and(|s| s.success())
-        };
-        let ca = |name: &str| {
-            run(&[
-                "req",
-                "-x509",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-days",
-                "1",
-                "-subj",
-                &format!("/CN={name}"),
-                "-keyout",
-                &format!("{name}.key"),
-                "-out",
-                &format!("{name}.pem"),
-            ])
-        };
-        std::fs::write(
-            dir.path().join("host.ext"),
-            "subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n",
-        )
-        .ok()?;
-        let made = ca("ca")
-            && ca("other-ca")
-            && run(&[
-                "req",
-                "-newkey",
-                "rsa:2048",
-                "-nodes",
-                "-subj",
-                "/CN=127.0.0.1",
-                "-keyout",
-                "host.key",
-                "-out",
-                "host.csr",
-            ])
-            && run(&[
-                "x509",
-                "-req",
-                "-in",
-                "host.csr",
-                "-CA",
-                "ca.pem",
-                "-CAkey",
-                "ca.key",
-                "-CAcreateserial",
-                "-days",
-                "1",
-                "-extfile",
-                "host.ext",
-                "-out",
-                "host.pem",
-            ]);
-        if !made {
-            eprintln!("SKIPPED: the openssl command could not make test certificates");
-            return None;
-        }
-        Some(Pki { dir })
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-}
 
 /// A data file, the certificates, and nginx answering 401 unless it gets one of the tokens or
 /// alice's password.

@@ -2,32 +2,18 @@
 
 use crate::errors::to_py;
 use crate::ntuple::Ntuple;
+use crate::options::{open_options, seconds};
 use crate::raw::{buffers_to_py, checked_ranges};
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::stats::StatsSnapshot;
-use cherenkov_core::source::cache::CacheOptions;
-use cherenkov_core::source::credentials::TlsOptions;
 use cherenkov_core::source::multi::ReplicaReport;
-use cherenkov_core::source::redact::Secret;
-use cherenkov_core::source::{SourceCounters, SourceOptions};
+use cherenkov_core::source::SourceCounters;
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::Arc;
-
-/// A duration given in seconds: positive (or zero when `zero_ok`) and finite.
-fn seconds(what: &str, value: Option<f64>, zero_ok: bool) -> PyResult<Option<std::time::Duration>> {
-    match value {
-        Some(t) if !(t.is_finite() && (t > 0.0 || (zero_ok && t == 0.0))) => {
-            Err(pyo3::exceptions::PyValueError::new_err(format!(
-                "{what} must be a positive number of seconds"
-            )))
-        }
-        t => Ok(t.map(std::time::Duration::from_secs_f64)),
-    }
-}
 
 /// An open ROOT file.
 #[pyclass(module = "cherenkov._core", frozen)]
@@ -37,56 +23,15 @@ pub struct RootFile {
 
 #[pymethods]
 impl RootFile {
+    /// Open a path or URL, or replicas of one file, with `cherenkov.open`'s options.
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, trace=false, discover=true, verify_checksums=false, cache=None, cache_max_bytes=None, token=None, ca=None, insecure_skip_verify=false, retry_window=None, min_rate=None))]
-    #[allow(clippy::too_many_arguments)] // Python's keyword arguments
+    #[pyo3(signature = (urls, **options))]
     fn open(
         py: Python<'_>,
         urls: Vec<String>,
-        connections: Option<usize>,
-        timeout: Option<f64>,
-        retries: Option<u32>,
-        trace: bool,
-        discover: bool,
-        verify_checksums: bool,
-        cache: Option<std::path::PathBuf>,
-        cache_max_bytes: Option<u64>,
-        token: Option<String>,
-        ca: Option<std::path::PathBuf>,
-        insecure_skip_verify: bool,
-        retry_window: Option<f64>,
-        min_rate: Option<f64>,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let retry_window = seconds("retry_window", retry_window, true)?;
-        let min_rate = match min_rate {
-            Some(r) if !(r.is_finite() && r > 0.0) => {
-                return Err(pyo3::exceptions::PyValueError::new_err(
-                    "min_rate must be a positive number of bytes per second",
-                ))
-            }
-            r => r.map(|r| r.ceil() as u64),
-        };
-        let options = SourceOptions {
-            cache: cache.map(|dir| CacheOptions {
-                dir,
-                max_bytes: cache_max_bytes.unwrap_or(CacheOptions::DEFAULT_MAX_BYTES),
-            }),
-            token: token.map(Secret::new),
-            tls: TlsOptions {
-                ca,
-                insecure_skip_verify,
-            },
-            retry_window,
-            min_rate,
-            ..source_options(
-                connections,
-                timeout,
-                retries,
-                trace,
-                discover,
-                verify_checksums,
-            )?
-        };
+        let options = open_options(options)?;
         let inner = py
             .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
             .map_err(to_py)?;
@@ -253,46 +198,14 @@ impl RootFile {
     }
 }
 
-/// `cherenkov.open`'s source options, checked.
-pub fn source_options(
-    connections: Option<usize>,
-    timeout: Option<f64>,
-    retries: Option<u32>,
-    trace: bool,
-    discover: bool,
-    verify_checksums: bool,
-) -> PyResult<SourceOptions> {
-    let timeout = seconds("timeout", timeout, false)?;
-    if connections == Some(0) {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "connections must be at least 1",
-        ));
-    }
-    Ok(SourceOptions {
-        connections,
-        timeout,
-        retries,
-        trace,
-        discover: Some(discover),
-        verify_checksums,
-        ..SourceOptions::default()
-    })
-}
-
 /// The data servers (`host:port`) that a `root://` URL's server names for its file
 /// (`kXR_locate`): a redirector names its data servers, a data server itself.
 #[pyfunction]
 #[pyo3(signature = (url, timeout=None))]
 pub fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec<String>> {
     let mut options = cherenkov_core::source::xrootd::XrootdOptions::default();
-    match timeout {
-        Some(t) if !(t.is_finite() && t > 0.0) => {
-            return Err(pyo3::exceptions::PyValueError::new_err(
-                "timeout must be a positive number of seconds",
-            ))
-        }
-        Some(t) => options.request_timeout = std::time::Duration::from_secs_f64(t),
-        None => {}
+    if let Some(t) = seconds("timeout", timeout, false)? {
+        options.request_timeout = t;
     }
     py.detach(|| runtime().block_on(cherenkov_core::source::xrootd::locate(&url, &options)))
         .map_err(to_py)

@@ -1,7 +1,8 @@
 //! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
 //! decompression, and turn core errors into Python exceptions. One file per family of classes:
 //! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
-//! `reading.rs` (what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
+//! `options.rs` (open's keywords, read once for every
+//! caller), `reading.rs` (what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
 //! `cache.rs` (the disk cache's housekeeping), with `convert.rs` for arrays and `errors.rs` for
 //! exceptions.
 
@@ -12,6 +13,7 @@ mod file;
 mod iterate;
 mod lazy;
 mod ntuple;
+mod options;
 mod raw;
 mod reading;
 mod tree;
@@ -26,6 +28,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache::cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_prune, m)?)?;
     m.add_function(wrap_pyfunction!(file::redact, m)?)?;
+    m.add("OPEN_OPTIONS", options::OPEN_OPTIONS.to_vec())?;
     m.add_class::<file::RootFile>()?;
     m.add_class::<tree::Tree>()?;
     m.add_class::<raw::ByteBuffer>()?;

@@ -2,14 +2,14 @@
 //! crosses into Python as a read-only numpy array over the engine's own buffer, without a copy.
 
 use crate::errors::to_py;
-use crate::file::source_options;
+use crate::options::open_options;
 use bytes::Bytes;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::source::{open_replicas, ByteRange, SharedSource, SourceCounters};
 use numpy::ndarray::ArrayView1;
 use numpy::PyArray1;
 use pyo3::prelude::*;
-use pyo3::types::PyList;
+use pyo3::types::{PyDict, PyList};
 
 /// Owns the bytes a numpy array points into; the array keeps it alive as its base.
 #[pyclass(module = "cherenkov._core", frozen)]
@@ -54,24 +54,13 @@ pub struct RawSource {
 impl RawSource {
     /// Open a path or URL, or replicas of one file (as `RootFile.open`, without ROOT's opening).
     #[staticmethod]
-    #[pyo3(signature = (urls, connections=None, timeout=None, retries=None, discover=true, verify_checksums=false))]
+    #[pyo3(signature = (urls, **options))]
     fn open(
         py: Python<'_>,
         urls: Vec<String>,
-        connections: Option<usize>,
-        timeout: Option<f64>,
-        retries: Option<u32>,
-        discover: bool,
-        verify_checksums: bool,
+        options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let options = source_options(
-            connections,
-            timeout,
-            retries,
-            false,
-            discover,
-            verify_checksums,
-        )?;
+        let options = open_options(options)?;
         let (inner, size) = py
             .detach(|| {
                 runtime().block_on(async {

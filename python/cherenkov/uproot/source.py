@@ -21,7 +21,7 @@ import uproot.source.futures
 from cherenkov import _core
 
 # Options of `cherenkov.open` a handler accepts; uproot passes its own options too (ignored here).
-OPEN_OPTIONS = ("connections", "timeout", "retries", "trace", "discover", "verify_checksums")
+OPEN_OPTIONS = _core.OPEN_OPTIONS
 
 # Threads that only wait for the engine (which does the I/O on its own runtime): one per
 # ``chunks`` call in flight, shared by every open source.
@@ -47,8 +47,8 @@ class Source(uproot.source.chunk.Source):
     file, or a dict from a URL to its other replicas (for datasets); ``tree_aware=True``, the
     learning basket cache of `cherenkov.uproot.baskets` (for coffea's lazy mode, which asks for
     one branch at a time); ``profile``, a `cherenkov.uproot.baskets.BasketProfile` shared by the
-    files of a dataset; and `cherenkov.open`'s ``connections``, ``timeout``, ``retries``,
-    ``trace``, ``discover``, ``verify_checksums``.
+    files of a dataset; and every option of `cherenkov.open` (``timeout``, ``cache``, ``token``,
+    ``ca``, ...). Replicas that cannot be opened are left out, as by `cherenkov.open`.
 
     The file opens lazily again after pickling (Dask sends sources to its workers).
     """
@@ -69,7 +69,7 @@ class Source(uproot.source.chunk.Source):
     def _open(self):
         with self._lock:
             if self._file is None:
-                self._file = _open_reachable(self._urls, self._open_options)
+                self._file = _open(self._urls, self._open_options)
                 self._num_bytes = self._file.size
                 if self._tree_aware:
                     from cherenkov.uproot.baskets import BasketCache
@@ -161,25 +161,11 @@ class Source(uproot.source.chunk.Source):
         return chunks
 
 
-def _open_reachable(urls, options):
-    """Open the replicas together; when that fails, leave out those that cannot be opened alone
-    (a server down before the job started), and fail only when none can."""
+def _open(urls, options):
     try:
         return _core.RootFile.open(urls, **options)
     except _core.SourceError as e:
-        if len(urls) == 1:
-            raise OSError(f"cannot open {urls[0]}: {e}") from e
-        first_error = e
-    reachable = []
-    for url in urls:
-        try:
-            _core.RootFile.open([url], **options)
-            reachable.append(url)
-        except _core.SourceError:
-            continue
-    if not reachable:
-        raise OSError(f"cannot open any replica of {urls[0]}: {first_error}") from first_error
-    return _core.RootFile.open(reachable, **options)
+        raise OSError(f"cannot open {' | '.join(_core.redact(u) for u in urls)}: {e}") from e
 
 
 def _read(fetch, ranges, file_path):

@@ -371,7 +371,7 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
             };
             Ok(Arc::new(http::HttpSource::open(url, http_options).await?))
         }
-        Some("root" | "xroot" | "roots") => {
+        Some("root" | "xroot" | "roots" | "xroots") => {
             let defaults = xrootd::XrootdOptions::default();
             let xrootd_options = xrootd::XrootdOptions {
                 connections: options.connections.unwrap_or(defaults.connections),
@@ -381,12 +381,14 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
                 min_rate: options.min_rate.unwrap_or(defaults.min_rate),
                 discover: options.discover.unwrap_or(defaults.discover),
                 verify_checksums: options.verify_checksums,
+                token: options.token.clone(),
+                tls: options.tls.clone(),
                 ..defaults
             };
             xrootd::open_discovering(url, xrootd_options).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
-            "{url}: unsupported URL scheme '{other}' (use root://, http://, https://, davs://, file:// or a path)"
+            "{url}: unsupported URL scheme '{other}' (use root://, roots://, http://, https://, davs://, file:// or a path)"
         ))),
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod federation;
 pub mod nginx;
+pub mod pki;
 pub mod toxiproxy;
 pub mod xrootd;
 

@@ -6,12 +6,14 @@
 //! request that gets no answer in time closes the connection: its stream is in an unknown state, and every request
 //! still waiting on it fails at once so it can be sent again elsewhere.
 
+use super::auth::{known_protocols, remember_protocols, Security};
 use super::protocol::{self as proto, Redirect, Request, ResponseHeader, RESPONSE_HEADER_LEN};
 use super::streams::{read_responses, write_requests, Heard, Shared};
+use super::tls::{tls_failure, Negotiating, PlainAnswers};
 use crate::source::time_allowed;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -118,8 +120,9 @@ impl Connection {
         timeout: Duration,
         min_rate: u64,
         early: &[Request],
+        security: &Security,
     ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
-        let connecting = Self::connect_and_login(address, timeout, min_rate, early);
+        let connecting = Self::connect_and_login(address, timeout, min_rate, early, security);
         match tokio::time::timeout(timeout, connecting).await {
             Ok(result) => result,
             Err(_) => Err(ConnError::Timeout(format!(
@@ -134,30 +137,34 @@ impl Connection {
         timeout: Duration,
         min_rate: u64,
         early: &[Request],
+        security: &Security,
     ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
         let lost =
             |e: std::io::Error| ConnError::Lost(format!("connection to {address} failed: {e}"));
-        let mut stream = TcpStream::connect(address).await.map_err(lost)?;
-        stream.set_nodelay(true).map_err(lost)?;
+        let mut tcp = TcpStream::connect(address).await.map_err(lost)?;
+        tcp.set_nodelay(true).map_err(lost)?;
 
-        // Handshake, kXR_protocol, kXR_login and the early requests in one write: one round trip.
-        // Servers known to want authentication get no early requests (they would be refused).
-        let early = if asks_for_authentication(address) {
-            &[]
-        } else {
-            early
+        // kXR_login, a ztn kXR_auth when we hold a token for a server that may want it, and the
+        // early requests go in one write. Servers known to want an authentication that cannot go
+        // ahead get no early requests (they would be refused).
+        let known = known_protocols(address);
+        let ztn = security.ztn_token_ahead(known.as_deref())?;
+        let early = match &known {
+            Some(offered) if !offered.is_empty() && ztn.is_none() => &[],
+            _ => early,
         };
         let user = user_name();
         let shared = Arc::new(Shared::default());
-        shared.lock().next_id = AUTH_STREAM;
-        let mut hello = proto::CLIENT_HANDSHAKE.to_vec();
-        hello.extend(proto::protocol_request().encode(1));
-        hello.extend(proto::login_request(std::process::id(), &user).encode(2));
+        shared.lock().next_id = FIRST_EARLY_STREAM;
+        let mut login = proto::login_request(std::process::id(), &user).encode(LOGIN_STREAM);
+        if let Some(token) = &ztn {
+            login.extend(proto::ztn_auth_request(token.expose()).encode(ZTN_STREAM));
+        }
         let mut waiting = Vec::with_capacity(early.len());
         for request in early {
             let (reply, answer) = oneshot::channel();
             let stream_id = shared.register(reply, SMALL_BODY_MAX)?;
-            hello.extend(request.encode(stream_id));
+            login.extend(request.encode(stream_id));
             waiting.push(Waiting {
                 stream_id,
                 answer,
@@ -165,65 +172,75 @@ impl Connection {
                 bytes_ahead: shared.bytes_in_flight(),
             });
         }
-        stream.write_all(&hello).await.map_err(lost)?;
-
-        let (head, body) = read_small_frame(&mut stream, address).await?;
-        if head.stream_id != 0 || head.status != proto::KXR_OK || body.len() != 8 {
-            return Err(ConnError::Protocol(format!(
-                "{address} is not an XRootD server (unexpected answer to the handshake)"
-            )));
-        }
-        let body = expect_ok(
-            read_small_frame(&mut stream, address).await?,
-            1,
-            "kXR_protocol",
+        let mut hello = proto::CLIENT_HANDSHAKE.to_vec();
+        hello.extend(proto::protocol_request(security.tls.is_some()).encode(PROTOCOL_STREAM));
+        let step = Login {
             address,
-        )?;
-        let (_version, flags) = proto::parse_protocol(&body).ok_or_else(|| {
-            ConnError::Protocol(format!("{address} sent a malformed kXR_protocol answer"))
-        })?;
-        if flags & (proto::KXR_GOTO_TLS | proto::KXR_TLS_LOGIN) != 0 {
-            return Err(ConnError::Refused(format!(
-                "{address} requires TLS (roots://), which cherenkov's XRootD client does not support yet"
-            )));
-        }
-        let body = expect_ok(
-            read_small_frame(&mut stream, address).await?,
-            2,
-            "kXR_login",
-            address,
-        )?;
-        let protocols = proto::parse_login(&body).ok_or_else(|| {
-            ConnError::Protocol(format!("{address} sent a malformed kXR_login answer"))
-        })?;
-        let mut early_answers = Some(waiting);
-        if !protocols.is_empty() {
-            if !protocols.iter().any(|p| p == "unix") {
-                return Err(ConnError::Refused(format!(
-                    "{address} asks for authentication with {}; cherenkov supports only 'unix' so far",
-                    protocols.join(" or ")
-                )));
-            }
-            remember_authentication(address);
-            stream
-                .write_all(&proto::unix_auth_request(&user, &user).encode(AUTH_STREAM))
-                .await
-                .map_err(lost)?;
-            // The early requests' answers (refusals: they came before authentication) come first.
-            let mut frame = read_small_frame(&mut stream, address).await?;
-            for _ in 0..MAX_FRAMES_BEFORE_AUTH {
-                if frame.0.stream_id == AUTH_STREAM {
-                    break;
+            user: &user,
+            ztn_sent: ztn.is_some(),
+            security,
+        };
+        match &security.tls {
+            None => {
+                // Handshake, kXR_protocol, the login and the early requests: one round trip.
+                hello.extend(login);
+                tcp.write_all(&hello).await.map_err(lost)?;
+                let (head, body) = read_small_frame(&mut tcp, address).await?;
+                if head.stream_id != 0 || head.status != proto::KXR_OK || body.len() != 8 {
+                    return Err(ConnError::Protocol(format!(
+                        "{address} is not an XRootD server (unexpected answer to the handshake)"
+                    )));
                 }
-                frame = read_small_frame(&mut stream, address).await?;
+                let frame = read_small_frame(&mut tcp, address).await?;
+                let body = expect_ok(frame, PROTOCOL_STREAM, "kXR_protocol", address)?;
+                let (_version, flags) = proto::parse_protocol(&body).ok_or_else(|| {
+                    ConnError::Protocol(format!("{address} sent a malformed kXR_protocol answer"))
+                })?;
+                if flags & (proto::KXR_GOTO_TLS | proto::KXR_TLS_LOGIN) != 0 {
+                    return Err(ConnError::Refused(format!(
+                        "{address} requires TLS: read it as roots://"
+                    )));
+                }
+                let early_answers = step.finish(&mut tcp, waiting, &shared).await?;
+                let (read_half, write_half) = tcp.into_split();
+                let conn =
+                    Connection::start(address, timeout, min_rate, shared, read_half, write_half);
+                Ok((conn, early_answers))
             }
-            expect_ok(frame, AUTH_STREAM, "kXR_auth (unix)", address)?;
-            for w in early_answers.take().unwrap_or_default() {
-                shared.lock().pending.remove(&w.stream_id);
+            Some((config, name)) => {
+                // Handshake and kXR_protocol go with TLS's ClientHello (see `tls`); the login and
+                // the early requests follow TLS's last message: TLS costs its own round trip.
+                let answers = PlainAnswers::default();
+                let negotiating = Negotiating::new(tcp, address, hello, answers.clone());
+                let connector = tokio_rustls::TlsConnector::from(config.clone());
+                let mut stream = connector
+                    .connect(name.clone(), negotiating)
+                    .await
+                    .map_err(|e| tls_failure(address, e, &answers))?;
+                stream.write_all(&login).await.map_err(lost)?;
+                stream.flush().await.map_err(lost)?;
+                let early_answers = step.finish(&mut stream, waiting, &shared).await?;
+                let (read_half, write_half) = tokio::io::split(stream);
+                let conn =
+                    Connection::start(address, timeout, min_rate, shared, read_half, write_half);
+                Ok((conn, early_answers))
             }
         }
+    }
 
-        let (read_half, write_half) = stream.into_split();
+    /// The connection's reader and writer tasks on the two halves of a logged-in stream.
+    fn start<R, W>(
+        address: &str,
+        timeout: Duration,
+        min_rate: u64,
+        shared: Arc<Shared>,
+        read_half: R,
+        write_half: W,
+    ) -> Connection
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let heard = Heard {
             inner: read_half,
             shared: shared.clone(),
@@ -240,7 +257,7 @@ impl Connection {
             shared.clone(),
             address.to_string(),
         ));
-        let conn = Connection {
+        Connection {
             address: address.to_string(),
             timeout,
             min_rate,
@@ -248,8 +265,7 @@ impl Connection {
             outgoing,
             writer,
             reader,
-        };
-        Ok((conn, early_answers))
+        }
     }
 
     pub fn address(&self) -> &str {
@@ -359,27 +375,89 @@ pub struct Waiting {
     bytes_ahead: u64,
 }
 
-/// Stream id of `kXR_auth` during login (1 and 2 are `kXR_protocol` and `kXR_login`); early
-/// requests take the ids after it.
-const AUTH_STREAM: u16 = 3;
+// Stream ids during login: early requests take the ids after these.
+const PROTOCOL_STREAM: u16 = 1;
+const LOGIN_STREAM: u16 = 2;
+/// The `ztn` `kXR_auth` sent with the login.
+const ZTN_STREAM: u16 = 3;
+/// The `unix` `kXR_auth`, sent after the login's answer asked for it.
+const UNIX_STREAM: u16 = 4;
+const FIRST_EARLY_STREAM: u16 = 5;
 /// Answers to early requests read (and dropped) before the authentication answer, at most.
 const MAX_FRAMES_BEFORE_AUTH: usize = 16;
 
-/// Servers (`host:port`) that asked for authentication: they get no early requests.
-static AUTHENTICATING: Mutex<Vec<String>> = Mutex::new(Vec::new());
-
-fn asks_for_authentication(address: &str) -> bool {
-    AUTHENTICATING
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .any(|a| a == address)
+/// The login sent (with a `ztn` `kXR_auth` or not): what is left is reading its answers and
+/// authenticating as the server asks.
+struct Login<'a> {
+    address: &'a str,
+    user: &'a str,
+    ztn_sent: bool,
+    security: &'a Security,
 }
 
-fn remember_authentication(address: &str) {
-    let mut known = AUTHENTICATING.lock().unwrap_or_else(|e| e.into_inner());
-    if known.len() < 1024 && !known.iter().any(|a| a == address) {
-        known.push(address.to_string());
+impl Login<'_> {
+    /// Read the login's answer and authenticate. The early requests' answers, unless they were
+    /// refused (sent before an authentication that had to wait for the login's answer).
+    async fn finish<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        stream: &mut S,
+        waiting: Vec<Waiting>,
+        shared: &Shared,
+    ) -> Result<Option<Vec<Waiting>>, ConnError> {
+        let address = self.address;
+        let frame = read_small_frame(stream, address).await?;
+        let body = expect_ok(frame, LOGIN_STREAM, "kXR_login", address)?;
+        let offered = proto::parse_login(&body).ok_or_else(|| {
+            ConnError::Protocol(format!("{address} sent a malformed kXR_login answer"))
+        })?;
+        remember_protocols(address, &offered);
+        let wants_ztn = offered.iter().any(|p| p == "ztn");
+        if self.ztn_sent {
+            // Its answer comes right after the login's; it only counts if the server asked.
+            let (head, body) = read_small_frame(stream, address).await?;
+            if head.stream_id != ZTN_STREAM {
+                return Err(ConnError::Protocol(format!(
+                    "{address} answered stream {} while kXR_auth (stream {ZTN_STREAM}) was expected",
+                    head.stream_id
+                )));
+            }
+            if wants_ztn {
+                return match head.status {
+                    proto::KXR_OK => Ok(Some(waiting)),
+                    proto::KXR_ERROR => {
+                        let (_, message) = proto::parse_error(&body);
+                        Err(self.security.token_refused(address, &message))
+                    }
+                    other => Err(ConnError::Protocol(format!(
+                        "{address} answered kXR_auth (ztn) with status {other}"
+                    ))),
+                };
+            }
+        }
+        if offered.is_empty() {
+            return Ok(Some(waiting));
+        }
+        if !offered.iter().any(|p| p == "unix") {
+            return Err(self.security.cannot_authenticate(address, &offered));
+        }
+        let unix = proto::unix_auth_request(self.user, self.user).encode(UNIX_STREAM);
+        let lost =
+            |e: std::io::Error| ConnError::Lost(format!("connection to {address} failed: {e}"));
+        stream.write_all(&unix).await.map_err(lost)?;
+        stream.flush().await.map_err(lost)?;
+        // The early requests' answers (refusals: they came before authentication) come first.
+        let mut frame = read_small_frame(stream, address).await?;
+        for _ in 0..MAX_FRAMES_BEFORE_AUTH {
+            if frame.0.stream_id == UNIX_STREAM {
+                break;
+            }
+            frame = read_small_frame(stream, address).await?;
+        }
+        expect_ok(frame, UNIX_STREAM, "kXR_auth (unix)", address)?;
+        for w in waiting {
+            shared.lock().pending.remove(&w.stream_id);
+        }
+        Ok(None)
     }
 }
 
@@ -388,8 +466,8 @@ fn seconds(d: Duration) -> String {
 }
 
 /// One whole response during login, before the reader task runs.
-async fn read_small_frame(
-    stream: &mut TcpStream,
+async fn read_small_frame<S: AsyncRead + Unpin>(
+    stream: &mut S,
     address: &str,
 ) -> Result<(ResponseHeader, Vec<u8>), ConnError> {
     let lost = |e: std::io::Error| {

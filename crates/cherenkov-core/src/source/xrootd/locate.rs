@@ -11,6 +11,7 @@
 //!   `tried=host,...`, so that it picks a data server other than those in use (as XrdCl does after
 //!   a failure). cmsd matches `tried` hosts by IP address, not port.
 
+use super::auth::Security;
 use super::connection::{Connection, Reply, SMALL_BODY_MAX};
 use super::protocol as proto;
 use super::url::{parse_url, split_host_port};
@@ -42,11 +43,14 @@ pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
     let mut waited = Duration::ZERO;
     'server: loop {
         let request = proto::locate_request(&endpoint.path);
+        let security =
+            Security::for_endpoint(&endpoint, options).map_err(|e| failed(e.to_string()))?;
         let (conn, early) = Connection::connect(
             &endpoint.address(),
             options.request_timeout,
             options.min_rate,
             std::slice::from_ref(&request),
+            &security,
         )
         .await
         .map_err(|e| failed(e.to_string()))?;
@@ -158,9 +162,9 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
     let in_use = first.server_address();
     let mut servers = vec![in_use.clone()];
     servers.extend(distinct_servers(&servers, &first.inner.located, MAX_REPLICAS - 1).await);
-    let path = &first.inner.origin.path;
     let mut urls = vec![direct_url(&first)];
-    urls.extend(servers[1..].iter().map(|a| format!("root://{a}/{path}")));
+    let origin = &first.inner.origin;
+    urls.extend(servers[1..].iter().map(|a| origin.url_on(a)));
     let opened = join_all(urls.iter().map(|u| XrootdSource::open(u, plain.clone()))).await;
     let mut servers = Vec::new();
     let mut sources: Vec<SharedSource> = Vec::new();
@@ -210,7 +214,7 @@ async fn top_up(replicas: Weak<MultiSource>, finder: Arc<RedirectorFinder>) {
 /// redirector; its path keeps what the redirector added to it (opaque CGI some servers need).
 fn direct_url(source: &XrootdSource) -> String {
     let server = &source.inner.server;
-    format!("root://{}/{}", server.address(), server.path)
+    server.url_on(&server.address())
 }
 
 /// Finds more replicas through the redirector: the data servers its `kXR_locate` names that no
@@ -256,10 +260,7 @@ impl RedirectorFinder {
             return Vec::new();
         };
         let new = distinct_servers(&self.in_use(), &located, limit).await;
-        let urls: Vec<String> = new
-            .iter()
-            .map(|a| format!("root://{a}/{}", endpoint.path))
-            .collect();
+        let urls: Vec<String> = new.iter().map(|a| endpoint.url_on(a)).collect();
         let opened = join_all(
             urls.iter()
                 .map(|u| XrootdSource::open(u, self.options.clone())),

@@ -14,19 +14,24 @@
 //! silent connection is replaced and the read sent again (on the schedule of `source::retry`), and a
 //! `kXR_error` becomes an error naming the URL, the ranges and the server's message.
 
+mod auth;
 mod connection;
 mod locate;
 mod protocol;
 mod session;
 mod streams;
+mod tls;
 mod url;
 
 pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinder};
 
+use self::auth::Security;
 use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::session::*;
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
+use super::credentials::TlsOptions;
+use super::redact::Secret;
 use super::retry::{Retries, RetryPolicy};
 use super::{
     describe_ranges, split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits,
@@ -73,6 +78,11 @@ pub struct XrootdOptions {
     /// When discovery finds replicas, require their servers' checksums to agree (see
     /// [`MultiOptions::verify_checksums`](crate::source::multi::MultiOptions)). Default false.
     pub verify_checksums: bool,
+    /// `roots://`: the certificates the server's is checked against (as for HTTPS).
+    pub tls: TlsOptions,
+    /// `roots://`: the bearer token for `ztn` (default: found where WLCG says, see
+    /// `credentials::BearerToken`).
+    pub token: Option<Secret>,
 }
 
 impl Default for XrootdOptions {
@@ -88,6 +98,8 @@ impl Default for XrootdOptions {
             readv_ior_max: None,
             discover: true,
             verify_checksums: false,
+            tls: TlsOptions::default(),
+            token: None,
         }
     }
 }
@@ -135,6 +147,8 @@ struct Inner {
     origin: Endpoint,
     options: XrootdOptions,
     size: u64,
+    /// The modification time the open gave (seconds), see `ByteSource::version`.
+    modified: Option<u64>,
     limits: SourceLimits,
     slots: Vec<Slot>,
     /// Other data servers holding the file, as `root://` URLs (see `XrootdOptions::discover`).
@@ -241,7 +255,7 @@ impl XrootdSource {
             .located
             .iter()
             .filter(|address| redirected && **address != in_use)
-            .map(|address| format!("root://{address}/{}", origin.path))
+            .map(|address| origin.url_on(address))
             .collect();
         Ok(XrootdSource {
             inner: Arc::new(Inner {
@@ -249,6 +263,7 @@ impl XrootdSource {
                 origin,
                 options,
                 size: first.size,
+                modified: first.modified,
                 limits,
                 slots,
                 other_replicas,
@@ -507,6 +522,12 @@ impl ByteSource for XrootdSource {
         Ok(self.inner.size)
     }
 
+    /// The modification time from the open's stat answer (seconds: a file replaced by one of the
+    /// same size within the same second is not told apart).
+    fn version(&self) -> Option<String> {
+        self.inner.modified.map(|t| format!("mtime {t}"))
+    }
+
     /// `kXR_query` checksum of the file on the server it was opened on.
     async fn checksum(&self) -> Result<Option<String>> {
         self.ask("checksum query", |session| async move {
@@ -604,6 +625,7 @@ mod tests {
             host: "a".into(),
             port: 1,
             path: "/f".into(),
+            tls: false,
         };
         let r = Redirect {
             host: "b".into(),
@@ -625,7 +647,16 @@ mod tests {
             opaque: None,
         };
         let to = follow_redirect(&from, &url, 1, 1).unwrap();
-        assert_eq!((to.host.as_str(), to.port), ("c", 3));
+        assert_eq!((to.host.as_str(), to.port, to.tls), ("c", 3, false));
+        // A redirect may ask for TLS; one from a TLS server never drops it.
+        let secure = Redirect {
+            host: "roots://c:3//other".into(),
+            port: -1,
+            opaque: None,
+        };
+        let to = follow_redirect(&from, &secure, 1, 1).unwrap();
+        assert!(to.tls);
+        assert!(follow_redirect(&to, &url, 1, 1).unwrap().tls);
         let no_port = Redirect {
             host: "d".into(),
             port: 0,

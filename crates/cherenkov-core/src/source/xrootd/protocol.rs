@@ -50,6 +50,9 @@ const KXR_OPEN_READ: u16 = 0x0010;
 const KXR_RETSTAT: u16 = 0x0400;
 // kXR_protocol: "the next request is a login".
 const KXR_EXP_LOGIN: u8 = 0x03;
+// kXR_protocol request flags: the client can do TLS, and wants it now.
+const KXR_ABLE_TLS: u8 = 0x02;
+const KXR_WANT_TLS: u8 = 0x04;
 // kXR_protocol response flags: the server insists on TLS.
 pub const KXR_GOTO_TLS: u32 = 0x4000_0000;
 pub const KXR_TLS_LOGIN: u32 = 0x0400_0000;
@@ -142,11 +145,13 @@ impl Params {
     }
 }
 
-/// `kXR_protocol`: no TLS, a login follows.
-pub fn protocol_request() -> Request {
+/// `kXR_protocol`, a login following: with `tls`, the client can and wants to switch to TLS
+/// (`roots://`); without, it does not offer TLS (its login is already on the wire behind).
+pub fn protocol_request(tls: bool) -> Request {
+    let flags = if tls { KXR_ABLE_TLS | KXR_WANT_TLS } else { 0 };
     let params = Params::new()
         .put(&CLIENT_PROTOCOL_VERSION.to_be_bytes())
-        .put(&[0, KXR_EXP_LOGIN])
+        .put(&[flags, KXR_EXP_LOGIN])
         .done();
     Request::new(KXR_PROTOCOL, params, Vec::new())
 }
@@ -176,6 +181,19 @@ pub fn unix_auth_request(user: &str, group: &str) -> Request {
     creds.extend_from_slice(group.as_bytes());
     creds.push(0);
     let params = Params::new().skip(12).put(b"unix").done();
+    Request::new(KXR_AUTH, params, creds)
+}
+
+/// `kXR_auth` with the `ztn` protocol (XrdSecztn): a bearer token, allowed over TLS only. The
+/// credential is "ztn\0", version 0, 'T' (a token follows), two reserved bytes, the token's length
+/// with its closing zero (16 bits), the token and a zero.
+pub fn ztn_auth_request(token: &str) -> Request {
+    let mut creds = b"ztn\0".to_vec();
+    creds.extend_from_slice(&[0, b'T', 0, 0]);
+    creds.extend_from_slice(&((token.len() + 1) as u16).to_be_bytes());
+    creds.extend_from_slice(token.as_bytes());
+    creds.push(0);
+    let params = Params::new().skip(12).put(b"ztn\0").done();
     Request::new(KXR_AUTH, params, creds)
 }
 
@@ -432,6 +450,11 @@ pub fn parse_stat(body: &[u8]) -> Option<u64> {
     text(body).split_whitespace().nth(1)?.parse().ok()
 }
 
+/// A stat answer's modification time (seconds since the epoch).
+pub fn parse_stat_mtime(body: &[u8]) -> Option<u64> {
+    text(body).split_whitespace().nth(3)?.parse().ok()
+}
+
 /// A `kXR_query` config answer: one line per key asked; a line equal to the key means "unknown".
 pub fn parse_query_config(body: &[u8], keys: &[&str]) -> Vec<Option<u64>> {
     let text = text(body);
@@ -583,9 +606,15 @@ mod tests {
         assert_eq!(&login[8..16], b"averylon");
         assert_eq!(login[18], 0x85);
 
-        let proto = protocol_request().encode(1);
+        let proto = protocol_request(false).encode(1);
         assert_eq!(&proto[4..8], &CLIENT_PROTOCOL_VERSION.to_be_bytes());
-        assert_eq!(proto[9], 3);
+        assert_eq!((proto[8], proto[9]), (0, 3));
+        let tls = protocol_request(true).encode(1);
+        assert_eq!((tls[8], tls[9]), (KXR_ABLE_TLS | KXR_WANT_TLS, 3));
+
+        let ztn = ztn_auth_request("abc").encode(3);
+        assert_eq!(&ztn[16..20], b"ztn\0");
+        assert_eq!(&ztn[24..], b"ztn\0\0T\0\0\0\x04abc\0");
 
         let auth = unix_auth_request("me", "us").encode(3);
         assert_eq!(&auth[16..20], b"unix");

@@ -9,6 +9,8 @@ pub(super) struct Session {
     pub(super) conn: Connection,
     pub(super) handle: FileHandle,
     pub(super) size: u64,
+    /// The modification time the kXR_open answer gave (seconds), for the disk cache's key.
+    pub(super) modified: Option<u64>,
     /// The server and path where the file was opened (after any redirects).
     pub(super) endpoint: Endpoint,
     /// What the server said about readv: (`readv_iov_max`, `readv_ior_max`).
@@ -59,11 +61,13 @@ pub(super) async fn open_session(
         if options.discover && redirects == 0 {
             requests.push(proto::locate_request(&endpoint.path));
         }
+        let security = Security::for_endpoint(&endpoint, options)?;
         let (conn, mut early) = Connection::connect(
             &endpoint.address(),
             options.request_timeout,
             options.min_rate,
             &requests,
+            &security,
         )
         .await?;
         loop {
@@ -86,6 +90,7 @@ pub(super) async fn open_session(
                             conn.address()
                         ))
                     })?;
+                    let modified = body.get(12..).and_then(proto::parse_stat_mtime);
                     let size = match size {
                         Some(size) => size,
                         None => stat_open_file(&conn, handle).await?,
@@ -105,6 +110,7 @@ pub(super) async fn open_session(
                         conn,
                         handle,
                         size,
+                        modified,
                         endpoint,
                         readv_limits: (iov_max, ior_max),
                         located,
@@ -170,7 +176,11 @@ pub(super) fn follow_redirect(
         let authority = rest.split('/').next().unwrap_or_default();
         let (host, port) = split_host_port(authority)
             .map_err(|m| Failure::Fatal(format!("bad redirect '{}': {m}", r.host)))?;
-        return Ok(from.redirected(&host, port, r.opaque.as_deref()));
+        let mut to = from.redirected(&host, port, r.opaque.as_deref());
+        // TLS is kept (never dropped by a redirect) and taken when the redirect asks for it.
+        let scheme = r.host.split("://").next().unwrap_or_default();
+        to.tls |= scheme.eq_ignore_ascii_case("roots") || scheme.eq_ignore_ascii_case("xroots");
+        return Ok(to);
     }
     let port = u16::try_from(r.port)
         .ok()

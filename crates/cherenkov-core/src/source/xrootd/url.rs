@@ -1,5 +1,6 @@
 //! `root://` URLs: `root://[user@]host[:port]//absolute/path[?cgi]`; a single slash after the host
-//! (`root://host:port/path`) also means an absolute path.
+//! (`root://host:port/path`) also means an absolute path. `roots://` (and `xroots://`) is the same
+//! over TLS.
 
 /// The port of an XRootD server when the URL names none.
 pub const DEFAULT_PORT: u16 = 1094;
@@ -12,6 +13,8 @@ pub struct Endpoint {
     pub port: u16,
     /// Absolute path, with its `?cgi` if any.
     pub path: String,
+    /// `roots://`: the connection switches to TLS before logging in.
+    pub tls: bool,
 }
 
 impl Endpoint {
@@ -22,6 +25,12 @@ impl Endpoint {
         } else {
             format!("{}:{}", self.host, self.port)
         }
+    }
+
+    /// The same file on the server `address` (`host:port`), as a URL of this endpoint's scheme.
+    pub fn url_on(&self, address: &str) -> String {
+        let scheme = if self.tls { "roots" } else { "root" };
+        format!("{scheme}://{address}/{}", self.path)
     }
 
     /// The same file on another server (a redirect): `opaque` CGI from the server is added. An
@@ -40,22 +49,23 @@ impl Endpoint {
             host: host.to_string(),
             port,
             path,
+            tls: self.tls,
         }
     }
 }
 
-/// Parse a `root://` or `xroot://` URL.
+/// Parse a `root://`, `xroot://`, `roots://` or `xroots://` URL.
 pub fn parse_url(url: &str) -> Result<Endpoint, String> {
-    let rest = url
-        .strip_prefix("root://")
-        .or_else(|| url.strip_prefix("xroot://"))
-        .ok_or_else(|| {
-            if url.starts_with("roots://") || url.starts_with("xroots://") {
-                "TLS (roots://) is not supported by cherenkov's XRootD client yet".to_string()
-            } else {
-                "not an XRootD URL: expected root://host[:port]//path".to_string()
-            }
-        })?;
+    let (scheme, rest) = url
+        .split_once("://")
+        .filter(|(s, _)| {
+            matches!(
+                s.to_ascii_lowercase().as_str(),
+                "root" | "xroot" | "roots" | "xroots"
+            )
+        })
+        .ok_or("not an XRootD URL: expected root://host[:port]//path (roots:// over TLS)")?;
+    let tls = scheme.ends_with(['s', 'S']);
     let slash = rest.find('/').ok_or("the URL has no file path")?;
     let (authority, path) = rest.split_at(slash);
     let authority = authority
@@ -75,6 +85,7 @@ pub fn parse_url(url: &str) -> Result<Endpoint, String> {
         host,
         port,
         path: path.to_string(),
+        tls,
     })
 }
 
@@ -108,6 +119,7 @@ mod tests {
             host: host.into(),
             port,
             path: path.into(),
+            tls: false,
         }
     }
 
@@ -123,6 +135,8 @@ mod tests {
         );
         assert_eq!(parse_url("xroot://u@h:1//a?x=1"), Ok(ep("h", 1, "/a?x=1")));
         assert_eq!(parse_url("root://[::1]:5//a"), Ok(ep("::1", 5, "/a")));
+        let tls = parse_url("roots://h//a").unwrap();
+        assert_eq!(tls.redirected("b", 2, None).url_on("c:3"), "roots://c:3//a");
         assert_eq!(ep("::1", 5, "/a").address(), "[::1]:5");
     }
 
@@ -131,7 +145,11 @@ mod tests {
         assert!(parse_url("http://h/a")
             .unwrap_err()
             .contains("not an XRootD URL"));
-        assert!(parse_url("roots://h//a").unwrap_err().contains("TLS"));
+        assert!(parse_url("roots://h//a").is_ok_and(|e| e.tls));
+        assert!(parse_url("xroots://h//a").is_ok_and(|e| e.tls));
+        assert!(parse_url("ftp://h//a")
+            .unwrap_err()
+            .contains("not an XRootD URL"));
         assert!(parse_url("root://h").unwrap_err().contains("no file path"));
         assert!(parse_url("root://h//")
             .unwrap_err()

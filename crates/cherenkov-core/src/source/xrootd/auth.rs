@@ -1,0 +1,149 @@
+//! Who we are to an XRootD server: TLS for `roots://`, and the security protocol answering what
+//! the server's `kXR_login` asks for (`&P=ztn,...&P=unix`): `ztn` (a WLCG bearer token, over
+//! TLS only) or `unix`. A server asking only for protocols cherenkov does not speak gets an error
+//! listing what it offered.
+
+use super::connection::ConnError;
+use super::tls;
+use super::url::Endpoint;
+use super::XrootdOptions;
+use crate::source::credentials::{BearerToken, TOKEN_DISCOVERY};
+use crate::source::redact::Secret;
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use std::sync::{Arc, Mutex};
+
+/// The security protocols spoken natively.
+pub const SPOKEN: &str = "unix, ztn (a bearer token, over roots://)";
+
+/// How a connection protects the link and proves who we are.
+#[derive(Clone, Debug, Default)]
+pub struct Security {
+    /// TLS (`roots://`): the configuration and the name the certificate must carry.
+    pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+    /// A bearer token for `ztn` (sent over TLS only).
+    pub token: Option<Arc<BearerToken>>,
+}
+
+impl Security {
+    /// What connections to `endpoint` use: TLS when it is `roots://`, with the certificates
+    /// `options.tls` trusts, and the bearer token given or discovered (WLCG order).
+    pub fn for_endpoint(
+        endpoint: &Endpoint,
+        options: &XrootdOptions,
+    ) -> Result<Security, ConnError> {
+        if !endpoint.tls {
+            return Ok(Security::default());
+        }
+        let config = tls::client_config(&options.tls).map_err(ConnError::Refused)?;
+        let name = tls::server_name(&endpoint.host)?;
+        let token = BearerToken::discover(options.token.as_ref())
+            .map_err(|e| ConnError::Refused(e.to_string()))?;
+        Ok(Security {
+            tls: Some((config, name)),
+            token: token.map(Arc::new),
+        })
+    }
+
+    /// The token to send in the same write as the login: over TLS, to a server not known to
+    /// want something else (one that wants nothing answers the unasked `kXR_auth` harmlessly).
+    pub fn ztn_token_ahead(&self, known: Option<&[String]>) -> Result<Option<Secret>, ConnError> {
+        let (Some(_), Some(token)) = (&self.tls, &self.token) else {
+            return Ok(None);
+        };
+        if known.is_some_and(|offered| !offered.iter().any(|p| p == "ztn")) {
+            return Ok(None);
+        }
+        token
+            .current()
+            .map(Some)
+            .map_err(|e| ConnError::Refused(e.to_string()))
+    }
+
+    /// The refusal of our token, said once and clearly (no retry: it would be refused again).
+    pub fn token_refused(&self, address: &str, message: &str) -> ConnError {
+        let origin = self
+            .token
+            .as_ref()
+            .map_or("the token".to_string(), |t| t.origin().to_string());
+        ConnError::Refused(format!(
+            "{address} refused {origin} (ztn): {message}; expired, revoked, or not valid for this \
+             server"
+        ))
+    }
+
+    /// Why none of the protocols `offered` can be used: what the server offered and what is
+    /// missing here.
+    pub fn cannot_authenticate(&self, address: &str, offered: &[String]) -> ConnError {
+        let list = offered.join(", ");
+        if offered.iter().any(|p| p == "ztn") {
+            if self.tls.is_none() {
+                return ConnError::Refused(format!(
+                    "{address} asks for authentication with {list}; a token (ztn) is sent over \
+                     TLS only: use roots://"
+                ));
+            }
+            return ConnError::Refused(format!(
+                "{address} asks for a bearer token (ztn; it offered {list}) and none was found \
+                 (looked in {TOKEN_DISCOVERY})"
+            ));
+        }
+        ConnError::Refused(format!(
+            "{address} asks for authentication with {list}, none of which cherenkov speaks \
+             (it speaks {SPOKEN})"
+        ))
+    }
+}
+
+/// Servers (`host:port`) and the security protocols their last login asked for.
+static KNOWN: Mutex<Vec<(String, Vec<String>)>> = Mutex::new(Vec::new());
+
+/// What `address` asked for at its last login, if it was seen.
+pub fn known_protocols(address: &str) -> Option<Vec<String>> {
+    let known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    known
+        .iter()
+        .find(|(a, _)| a == address)
+        .map(|(_, p)| p.clone())
+}
+
+pub fn remember_protocols(address: &str, offered: &[String]) {
+    let mut known = KNOWN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(entry) = known.iter_mut().find(|(a, _)| a == address) {
+        entry.1 = offered.to_vec();
+    } else if known.len() < 1024 {
+        known.push((address.to_string(), offered.to_vec()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_list_what_the_server_offered() {
+        let offered = vec!["gsi".to_string(), "krb5".to_string()];
+        let e = Security::default()
+            .cannot_authenticate("h:1", &offered)
+            .to_string();
+        assert!(e.contains("gsi, krb5") && e.contains("unix, ztn"), "{e}");
+        let ztn = vec!["ztn".to_string()];
+        let e = Security::default()
+            .cannot_authenticate("h:1", &ztn)
+            .to_string();
+        assert!(e.contains("roots://"), "{e}");
+    }
+
+    #[test]
+    fn no_token_goes_ahead_without_tls_or_to_a_server_wanting_another_protocol() {
+        let plain = Security {
+            tls: None,
+            token: BearerToken::discover(Some(&Secret::new("t")))
+                .unwrap()
+                .map(Arc::new),
+        };
+        assert_eq!(plain.ztn_token_ahead(None).unwrap(), None);
+        remember_protocols("h:2", &["gsi".to_string()]);
+        assert_eq!(known_protocols("h:2"), Some(vec!["gsi".to_string()]));
+    }
+}
