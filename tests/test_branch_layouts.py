@@ -22,6 +22,8 @@ MEMBERS = ["hits.usr", "hits.names", "hits.label", "hits.pos", "tracks.usr", "tr
 OTHERS = ["fits", "str", "tag", "hits.e", "tracks.pt"]
 # Filled for half of the tree's entries: uproot gives 15 entries of a 30-entry tree.
 REFUSED = {"late": "holds 15 entries where its tree holds 30"}
+# uproot reads these wrong; tested against the values written instead.
+UPROOT_MISREADS = {"tracks.fBits"}
 
 
 def same(a, b) -> bool:
@@ -98,6 +100,8 @@ def test_every_branch_is_read_equal_or_refused_by_name(trees):
     ours, theirs = trees
     for branch in theirs.values(recursive=True):
         name = branch.name
+        if name in UPROOT_MISREADS:
+            continue
         if name in REFUSED:
             with pytest.raises(cherenkov.UnsupportedBranch, match=REFUSED[name]):
                 ours.arrays([name], library="ak")
@@ -106,6 +110,17 @@ def test_every_branch_is_read_equal_or_refused_by_name(trees):
         expected = theirs[name].array(library="ak")
         assert form(got) == form(expected), name
         assert same(ak.to_list(got), ak.to_list(expected)), name
+
+
+def test_fbits_of_referenced_objects_skip_their_process_id(trees):
+    """fBits of an object a TRef points to (kIsReferenced, 0x10) is followed by a 2-byte process
+    id. uproot reads the member as 4-byte items and goes wrong from the first such object on
+    (three items for two objects in entry 5); the values are the ones the writer set."""
+    ours, theirs = trees
+    got = ak.to_list(ours.arrays(["tracks.fBits"], library="ak")["tracks.fBits"])
+    written = [[0, 0x10][: i % 3] for i in range(30)]
+    assert got == written
+    assert ak.to_list(theirs["tracks.fBits"].array(library="ak")) != written
 
 
 def test_patterns_select_members_not_their_groups(trees):

@@ -2,7 +2,8 @@
 rather than their type: split objects read whole (records of their sub-branches, uproot's
 AsGroup), STL and object members of the classes in split collections (streamer types 300 and
 61 in a TClonesArray or a split std::vector<Class>), classes without ClassDef inside nested
-collections (written with version 0 and their checksum), a string branch without entry offsets
+collections (written with version 0 and their checksum), fBits of referenced objects (followed
+by a process id) in a TClonesArray, a string branch without entry offsets
 and a branch filled for fewer entries than its tree. Needs ROOT (``bash scripts/setup-bench.sh``);
 run once, the output is committed:
 
@@ -114,6 +115,8 @@ inline void write_layouts(int entries) {
          t->usr.clear();
          for (int k = 0; k < j; k++) t->usr.push_back(k - i);
          t->dir.SetXYZ(j, i, 1);
+         // Objects a TRef points to carry a process id after fBits.
+         t->SetBit(kIsReferenced, j == 1);
       }
       fits->clear();
       for (int j = 0; j < i % 3; j++) {

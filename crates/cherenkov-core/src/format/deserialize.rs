@@ -7,7 +7,7 @@ use super::array::{AlignedBytes, Array, DType};
 use super::cursor::Cursor;
 use super::interpretation::convert_big_endian;
 use super::model::{Member, Model};
-use super::objects::{read_tobject, read_version};
+use super::objects::{read_tobject, read_version, IS_REFERENCED};
 use crate::error::{Error, Result};
 
 /// Version bit saying a collection was written member by member (kStreamedMemberWise).
@@ -52,6 +52,10 @@ impl Builder {
         match model {
             Model::Number(dtype) | Model::Packed(_, dtype) => Builder::Numbers {
                 dtype: *dtype,
+                bytes: Vec::new(),
+            },
+            Model::Bits => Builder::Numbers {
+                dtype: DType::U32,
                 bytes: Vec::new(),
             },
             Model::FixedArray(items, dims) => Builder::Fixed {
@@ -179,6 +183,13 @@ pub fn read_value(cur: &mut Cursor, model: &Model, out: &mut Builder) -> Result<
             let at = bytes.len();
             bytes.resize(at + raw.len(), 0);
             convert_big_endian(*dtype, raw, &mut bytes[at..]);
+        }
+        (Model::Bits, Builder::Numbers { bytes, .. }) => {
+            let b = cur.u32("TObject fBits")?;
+            if b & IS_REFERENCED != 0 {
+                cur.skip(2)?;
+            }
+            bytes.extend_from_slice(&b.to_ne_bytes());
         }
         (Model::Packed(packing, dtype), Builder::Numbers { bytes, .. }) => {
             let raw = cur.bytes(packing.stored_size(), "a packed number")?;
@@ -373,6 +384,7 @@ fn check_end(cur: &Cursor, end: Option<usize>, what: &str) -> Result<()> {
 fn min_size(model: &Model) -> usize {
     match model {
         Model::Number(d) => d.size(),
+        Model::Bits => 4,
         Model::Packed(p, _) => p.stored_size(),
         Model::FixedArray(items, dims) => dims
             .iter()

@@ -1,7 +1,7 @@
 //! How a branch's bytes become arrays: which element type, which per-entry shape, which headers.
 
 pub use super::array::DType;
-use super::model::{model_of_type, Model};
+use super::model::{model_of_type, Member, Model};
 use super::packed::Packing;
 use super::streamers::{find_element, StreamerInfo};
 use super::tree::{BranchMeta, LeafMeta, TreeMeta};
@@ -184,6 +184,7 @@ const K_TSTRING: i32 = 65;
 const K_STL: i32 = 300;
 const K_STL_STRING: i32 = 365;
 const K_OBJECT: i32 = 61;
+const K_BITS: i32 = 15;
 const K_ANY: i32 = 62;
 // TBranchElement fType values.
 const CLONES_MEMBER: i32 = 31;
@@ -298,9 +299,23 @@ fn interpret_branch(
         .map(|e| e.class_name.clone())
         .unwrap_or_else(|| branch.class.clone());
 
+    // A branch with data not filled along with its tree (uproot gives it its own number of
+    // entries, which a table of the tree's entries cannot hold).
+    let counts_clones =
+        element.is_some_and(|e| (e.class_name == "TClonesArray" && e.id < 0) || e.kind == 3);
+    if (branch.children.is_empty() || counts_clones) && branch.entries != tree.entries {
+        return Err(unsupported(
+            declared,
+            format!(
+                "it holds {} entries where its tree holds {}",
+                branch.entries, tree.entries
+            ),
+        ));
+    }
     if !branch.children.is_empty() {
         // A TClonesArray's own branch holds the number of objects per entry.
-        if element.is_some_and(|e| e.class_name == "TClonesArray" && (e.id < 0 || e.kind == 3)) {
+        // (fType 3, a TClonesArray node, whatever class holds it).
+        if counts_clones {
             return Ok(Interpretation::Fixed {
                 dtype: DType::I32,
                 inner_shape: vec![],
@@ -327,17 +342,6 @@ fn interpret_branch(
         return Err(unsupported(
             declared,
             format!("{} branches hold whole objects", branch.class),
-        ));
-    }
-    if branch.entries != tree.entries {
-        // A branch not filled along with its tree (uproot gives it its own number of entries,
-        // which a table of the tree's entries cannot hold).
-        return Err(unsupported(
-            declared,
-            format!(
-                "it holds {} entries where its tree holds {}",
-                branch.entries, tree.entries
-            ),
         ));
     }
     match leaves.as_slice() {
@@ -459,6 +463,16 @@ fn interpret_leaf(
             return objects(&m.type_name, infos);
         }
     }
+    if is_collection_member(e.kind) && code == K_BITS {
+        // fBits of the objects: 4 bytes each, 6 for objects referenced by a TRef.
+        return Ok(Interpretation::Objects {
+            model: Model::Members {
+                header: false,
+                items: Box::new(Model::Bits),
+            },
+            typename: "UInt_t[]".to_string(),
+        });
+    }
     if is_collection_member(e.kind) && matches!(code, K_STL | K_STL_STRING | K_OBJECT | K_ANY) {
         // One member of each object in the collection, stored whole: STL members after one
         // header per entry, objects each with its own (uproot's AsArray / AsStridedObjects).
@@ -467,6 +481,16 @@ fn interpret_leaf(
         };
         let stl = code == K_STL || code == K_STL_STRING;
         return match model_of_type(&m.type_name, !stl, infos) {
+            // Classes streamed by hand (TRef: no members in their streamer info) would read as
+            // empty records; uproot has models of its own for them.
+            Ok(Model::Class { members, .. })
+                if !members.iter().any(|m| !matches!(m, Member::TObject)) =>
+            {
+                Err(unsupported(
+                    m.type_name.trim(),
+                    "its class has no members in the streamer infos (it streams itself)",
+                ))
+            }
             Ok(items) => Ok(Interpretation::Objects {
                 model: Model::Members {
                     header: stl,

@@ -11,6 +11,8 @@ use super::streamers::{StreamerElement, StreamerInfo};
 pub enum Model {
     /// A big-endian number.
     Number(DType),
+    /// TObject's fBits (u32), followed by a 2-byte process id when the object is referenced.
+    Bits,
     /// A packed Double32_t / Float16_t read as `DType`.
     Packed(Packing, DType),
     /// A C array of fixed dimensions (outermost first).

@@ -726,8 +726,14 @@ impl TreeParser {
         let keylen = keylen as usize;
         let mut offsets = None;
         if !generate_offsets && flag != 0 && flag % 10 != 2 {
-            let n = cur.count("TBasket entry offset count", 4)?;
-            let raw = cur.i32_array(n, "TBasket entry offsets")?;
+            // As TBasket::Streamer: the offsets only when the basket holds entries (g4tools
+            // writes empty ones), the displacements whenever flagged.
+            let raw = if nev_buf > 0 {
+                let n = cur.count("TBasket entry offset count", 4)?;
+                cur.i32_array(n, "TBasket entry offsets")?
+            } else {
+                Vec::new()
+            };
             if flag > 40 {
                 let n = cur.count("TBasket displacement count", 4)?;
                 cur.skip(n * 4)?;
