@@ -1,37 +1,29 @@
 """What authentication costs: open a file and read its branches over http:// and over https://
-with a bearer token checked by the server, both behind the same toxiproxy round-trip delay.
+with a bearer token checked by the server, and over root://, roots:// and roots:// with a ztn
+token, all behind the same toxiproxy round-trip delay.
 
-    .venv/bin/python bench/auth_cost.py [--rtt 137] [--tls TLSv1.3|TLSv1.2] [--http2] [--file F]
+    .venv/bin/python bench/auth_cost.py [--rtt 137] [--tls TLSv1.3|TLSv1.2] [--http2] [--file F] [--no-xrootd]
 
 nginx serves ../shared/testdata twice (plain, and TLS with a CA made here by openssl, 401 without
-the token); prints open and read times, requests and round trips for each, best of 3."""
+the token); xrootd serves it with TLS (`xrd.tls`, root:// and roots:// on the same port) and, on a
+second server, with `ztn` tokens required and checked by the SciTokens plugin (see
+`cherenkov.lab.tokens`). Prints open and read times, requests and round trips for each, best of 3."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import cherenkov
-from cherenkov.lab.servers import Toxiproxy, free_port, wait_for_port
+from cherenkov.lab.servers import Toxiproxy, XrootdServer, free_port, wait_for_port
+from cherenkov.lab.tokens import Issuer, make_pki, xrootd_tls, ztn_server_config
 
 TOKEN = "bench-token-0123456789abcdef"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "testdata"
-
-
-def openssl(cwd: Path, *args: str) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=120)
-
-
-def make_pki(dir: Path) -> None:
-    key = ("-newkey", "rsa:2048", "-nodes")
-    openssl(dir, "req", "-x509", *key, "-days", "1", "-subj", "/CN=bench CA", "-keyout", "ca.key", "-out", "ca.pem")
-    openssl(dir, "req", *key, "-subj", "/CN=127.0.0.1", "-keyout", "host.key", "-out", "host.csr")
-    (dir / "host.ext").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n")
-    signed = ("-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1")
-    openssl(dir, "x509", "-req", "-in", "host.csr", *signed, "-extfile", "host.ext", "-out", "host.pem")
 
 
 def start_nginx(work: Path, data: Path, http_port: int, https_port: int, protocols: str, http2: bool) -> subprocess.Popen:
@@ -69,6 +61,15 @@ def measure(url: str, **options) -> dict:
     }
 
 
+def start_xrootd(work: Path, data: Path) -> tuple[tuple[XrootdServer, XrootdServer], str]:
+    """xrootd with TLS, and xrootd with TLS requiring ztn tokens (SciTokens plugin); a token."""
+    issuer = Issuer(work, "https://127.0.0.1:1/issuer")
+    config, cache = ztn_server_config(work, issuer)
+    os.environ["XDG_CACHE_HOME"] = str(cache)  # the ztn server's key cache
+    servers = XrootdServer(data, extra_config=xrootd_tls(work)), XrootdServer(data, extra_config=xrootd_tls(work) + config)
+    return servers, issuer.token(lifetime=3600)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rtt", type=float, default=137)
@@ -76,20 +77,31 @@ def main() -> None:
     # Debian 12's nginx offers TLS 1.2 only unless told (a full handshake of 2 round trips, 1 for 1.3).
     parser.add_argument("--tls", default="TLSv1.3", help="nginx ssl_protocols (TLSv1.2 or TLSv1.3)")
     parser.add_argument("--http2", action="store_true", help="HTTP/2 over TLS: parallel requests share one connection")
+    parser.add_argument("--no-xrootd", action="store_true", help="only the HTTP rows")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cherenkov-auth-bench-"))
     make_pki(work)
     http_port, https_port = free_port(), free_port()
     nginx = start_nginx(work, SHARED, http_port, https_port, args.tls, args.http2)
+    xrootd, ztn_token = ((), "") if args.no_xrootd else start_xrootd(work, SHARED)
     try:
         with Toxiproxy() as toxiproxy:
             ports = {"http": toxiproxy.proxy("http", http_port), "https": toxiproxy.proxy("https", https_port)}
+            if xrootd:
+                ports |= {"xrootd": toxiproxy.proxy("xrootd", xrootd[0].port), "ztn": toxiproxy.proxy("ztn", xrootd[1].port)}
             for name in ports:
                 toxiproxy.set_rtt(name, args.rtt)
+            ca = {"ca": work / "ca.pem"}
             cases = {
                 "http": (f"http://127.0.0.1:{ports['http']}/{args.file}", {}),
-                "https+token": (f"https://127.0.0.1:{ports['https']}/{args.file}", {"token": TOKEN, "ca": work / "ca.pem"}),
+                "https+token": (f"https://127.0.0.1:{ports['https']}/{args.file}", {"token": TOKEN, **ca}),
             }
+            if xrootd:
+                cases |= {
+                    "root": (f"root://127.0.0.1:{ports['xrootd']}//{args.file}", {}),
+                    "roots": (f"roots://127.0.0.1:{ports['xrootd']}//{args.file}", ca),
+                    "roots+ztn": (f"roots://127.0.0.1:{ports['ztn']}//{args.file}", {"token": ztn_token, **ca}),
+                }
             for name, (url, options) in cases.items():
                 runs = [measure(url, **options) for _ in range(3)]
                 best = min(runs, key=lambda r: r["open_s"] + r["read_s"])
@@ -100,6 +112,8 @@ def main() -> None:
     finally:
         nginx.kill()
         nginx.wait(timeout=10)
+        for server in xrootd:
+            server.stop()
 
 
 if __name__ == "__main__":

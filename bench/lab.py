@@ -4,6 +4,7 @@ real servers (xrootd and nginx on 127.0.0.1) behind toxiproxy, at several simula
     python bench/lab.py                         # the full lab (`make bench`): 0, 10, 50, 137, 240 ms
     python bench/lab.py --quick                 # a few minutes: 0 and 137 ms, http, one repetition
     python bench/lab.py --rtt 0,137 --repeat 5 --bandwidth 100 --protocols http
+    python bench/lab.py --format rntuple --rtt 0,137   # the same data as RNTuples (needs ROOT)
 
 Scenarios (every tool that can express one runs it): fixed, trigger, lazy, interactive (see
 SCENARIOS below and bench/README.md). Tools: cherenkov (default, and with prefetch, learning or
@@ -16,6 +17,10 @@ branches) and the check is printed.
 
 After the matrix, full runs replay a recorded trace (bench/replay.py) and measure reading through
 two replicas (bench/multi_source.py); their tables end latency.md.
+
+`--format rntuple` runs the fixed, lazy and interactive scenarios on the RNTuple copies ROOT's
+RNTupleImporter makes of the files (bench/local_read.py's, same flat names as projected fields):
+cherenkov and uproot with the same calls, ROOT with RNTupleReader; it writes latency-rntuple.*.
 
 Output: bench/results/latency.{json,md,png} and multi_source.json; full runs (not --quick) also write
 the copies the README links, in docs/bench/ (--no-publish to skip, --publish to force).
@@ -76,6 +81,7 @@ class Tool:
 
 
 ALL = ("fixed", "trigger", "lazy", "interactive")
+RNTUPLE_SCENARIOS = ("fixed", "lazy", "interactive")
 TOOLS = [
     Tool("cherenkov", "cherenkov", "default", ALL),
     Tool("cherenkov-noprefetch", "cherenkov", "prefetch off", ("fixed", "trigger", "lazy"), ablation=True),
@@ -84,6 +90,13 @@ TOOLS = [
     Tool("root", "root", "TTreeCache", ALL),
     Tool("root-nocache", "root", "no TTreeCache", ALL, max_rtt=10),
     Tool("uproot", "uproot", "default", ALL),
+]
+# On RNTuples: ROOT's reader is RNTupleReader (its cluster pool prefetches the active fields).
+RNTUPLE_TOOLS = [
+    Tool("cherenkov", "cherenkov", "default", RNTUPLE_SCENARIOS),
+    Tool("cherenkov-noprefetch", "cherenkov", "prefetch off", ("fixed", "lazy"), ablation=True),
+    Tool("root", "root", "RNTupleReader", RNTUPLE_SCENARIOS),
+    Tool("uproot", "uproot", "default", RNTUPLE_SCENARIOS),
 ]
 
 
@@ -104,6 +117,8 @@ class Plan:
     entries: int
     clusters: list[int]
     writer: str
+    format: str = "ttree"
+    types: dict = field(default_factory=dict)  # type names of the checked fields (ROOT's RNTuple views)
 
     def spec(self, tool: Tool, scenario: str, urls: list[str]) -> dict:
         return {
@@ -120,6 +135,8 @@ class Plan:
             "trigger_every": self.trigger_every,
             "checks": self.checks,
             "interactive": self.interactive,
+            "format": self.format,
+            "types": self.types,
         }
 
 
@@ -161,6 +178,30 @@ def make_plan(files: list[Path], trigger_every: int = 50, interactive_branch: st
         entries=tree.num_entries,
         clusters=bounds,
         writer=writer,
+    )
+
+
+def as_rntuple(plan: Plan, log=print) -> Plan:
+    """The plan on the RNTuple copies of its files (ROOT's RNTupleImporter, made once beside
+    them): the same flat names (projected fields), the RNTuple's own clusters as steps."""
+    from local_read import make_rntuple
+    from make_nanolike import import_root
+
+    ROOT = import_root()
+    files = [make_rntuple(p, ROOT, log=log) for p in plan.files]
+    ntuple = cherenkov.open(files[0])[TREE]
+    bounds = ntuple.cluster_boundaries.tolist()
+    checked = plan.checks["fixed"] + [plan.interactive["branch"]]
+    return Plan(
+        **{
+            **plan.__dict__,
+            "files": files,
+            "steps": [list(s) for s in ntuple.steps(1)],
+            "clusters": bounds,
+            "writer": f"ROOT's RNTupleImporter from the TTree ({plan.writer})",
+            "format": "rntuple",
+            "types": {n: ntuple[n].typename for n in checked},
+        }
     )
 
 
@@ -562,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--entries", type=int, default=40_000, help="entries of the generated files (default 40000)")
     parser.add_argument("--protocols", help="http, root or both (default both; --quick http)")
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS), help=f"some of {', '.join(SCENARIOS)}")
+    parser.add_argument("--scenarios", help=f"some of {', '.join(SCENARIOS)} (default all; RNTuple: {', '.join(RNTUPLE_SCENARIOS)})")
+    parser.add_argument("--format", choices=["ttree", "rntuple"], default="ttree", help="the files as TTrees or as RNTuples")
     parser.add_argument("--tools", help=f"some of {', '.join(t.key for t in TOOLS)} (default all; --quick fewer)")
     parser.add_argument("--budget", type=float, help="seconds after which a run is stopped (default 90; --quick 20)")
     parser.add_argument("--root-nocache-max-rtt", type=float, default=10, help="ROOT without TTreeCache runs up to this RTT (ms)")
@@ -579,17 +621,20 @@ def main(argv: list[str] | None = None) -> int:
 
     quick = args.quick
     rtts = parse_list(args.rtt) if args.rtt else ([0, 137] if quick else DEFAULT_RTTS)
-    default_tools = ["cherenkov", "cherenkov-noprefetch", "root", "uproot"] if quick else [t.key for t in TOOLS]
+    rntuple = args.format == "rntuple"
+    known = RNTUPLE_TOOLS if rntuple else TOOLS
+    default_tools = ["cherenkov", "cherenkov-noprefetch", "root", "uproot"] if quick else [t.key for t in known]
     wanted = parse_list(args.tools, str) if args.tools else default_tools
-    unknown = set(wanted) - {t.key for t in TOOLS}
+    unknown = set(wanted) - {t.key for t in known}
     if unknown:
         parser.error(f"unknown tools {sorted(unknown)}")
     tools = [
-        t if t.key != "root-nocache" else Tool(**{**t.__dict__, "max_rtt": args.root_nocache_max_rtt}) for t in TOOLS if t.key in wanted
+        t if t.key != "root-nocache" else Tool(**{**t.__dict__, "max_rtt": args.root_nocache_max_rtt}) for t in known if t.key in wanted
     ]
-    scenarios = parse_list(args.scenarios, str)
-    if set(scenarios) - set(SCENARIOS):
-        parser.error(f"unknown scenarios {sorted(set(scenarios) - set(SCENARIOS))}")
+    scenarios = parse_list(args.scenarios or ",".join(RNTUPLE_SCENARIOS if rntuple else SCENARIOS), str)
+    allowed = RNTUPLE_SCENARIOS if rntuple else SCENARIOS
+    if set(scenarios) - set(allowed):
+        parser.error(f"unknown scenarios {sorted(set(scenarios) - set(allowed))}")
     config = Config(
         rtts=rtts,
         protocols=parse_list(args.protocols or ("http" if quick else "http,root"), str),
@@ -607,20 +652,33 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     files = ensure_data(args.entries)
     plan = make_plan(files)
+    if rntuple:
+        plan = as_rntuple(plan)
     print(
         f"latency lab: {len(config.rtts)} RTTs {config.rtts} ms, protocols {config.protocols}, scenarios {config.scenarios}, "
         f"{len(config.tools)} tool variants, {config.repeat} repetition(s), {config.budget:g} s budget per run"
     )
     rows, notes = run_matrix(plan, config)
+    if rntuple:
+        for key in ("trigger", "ROOT without TTreeCache"):
+            notes.pop(key, None)
+        notes["lazy"] = (
+            "cherenkov: lazy chunks, one AccessProfile shared by the two files; uproot: the RNTuple field's "
+            ".array per column and chunk; ROOT: RNTupleReader over the fixed set"
+        )
+        notes["ROOT RNTupleReader"] = (
+            "a compiled loop over untyped views of the fixed set (typed views for the checked fields), the reader made from "
+            "the anchor of a TFile opened as in the TTree runs (TNetXNGFile for root://, TWebFile for http://)"
+        )
     replay_table = None
-    if not args.no_replay and not quick:
+    if not args.no_replay and not quick and not rntuple:
         import replay
 
         rtt = 137 if 137 in config.rtts else max(config.rtts)
         print(f"trace replay at {rtt:g} ms ...")
         replay_table = replay.lab_replay(plan.files[0], plan.fixed, rtt, budget=60, log=print)
     multi_source_table = None
-    if not args.no_multi_source and not quick:
+    if not args.no_multi_source and not quick and not rntuple:
         import multi_source
 
         reason = multi_source.XrootdFederation.missing(proxied=True)
@@ -631,7 +689,8 @@ def main(argv: list[str] | None = None) -> int:
             multi_source_table = multi_source.run_setups(data.parent, data.name, runs=3)
     notes["wall"] = f"the whole lab took {(time.perf_counter() - t0) / 60:.1f} min"
     publish_to = PUBLISHED if (args.publish if args.publish is not None else not quick) else None
-    text = write_outputs(rows, notes, config, plan, SCENARIOS, args.out, publish_to, replay_table, multi_source_table)
+    stem = "latency-rntuple" if rntuple else "latency"
+    text = write_outputs(rows, notes, config, plan, SCENARIOS, args.out, publish_to, replay_table, multi_source_table, stem=stem)
     print()
     print(text)
     return 0 if all(r.get("verified", True) for r in rows) else 1

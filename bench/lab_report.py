@@ -88,6 +88,8 @@ def cost_table(rows: list[dict], rtt: float) -> list[str]:
 # (which carries the open). toxiproxy delays data, not TCP's handshake (a real WAN adds one RTT per
 # connection); HTTP's first request is counted already (it reads data).
 CONNECT_ROUND_TRIPS = {"http": 0, "root": 1}
+# Round trips any reader waits for per file: HTTP metadata and data; XRootD login+open first.
+FORCED_ROUND_TRIPS = {"http": 2, "root": 3}
 
 
 def latency_cost_table(rows: list[dict], rtt: float) -> list[str]:
@@ -237,8 +239,47 @@ def plot(rows: list[dict], scenarios: dict, path: Path, title: str) -> bool:
     return True
 
 
+def floor_table(rows: list[dict], rtt: float) -> list[str]:
+    """Every tool at `rtt` against the local read (cherenkov's, of the same scenario) and the
+    floor: the local read plus the round trips physics forces per file (2 over HTTP, 3 over
+    XRootD)."""
+    if rtt <= 0:
+        return []
+    local = {r["scenario"]: r for r in rows if r["tool"] == "cherenkov" and r["protocol"] == "file" and r["status"] == "ok"}
+    out = [
+        f"### Against the local read and the floor at {rtt:g} ms\n",
+        "| scenario | tool | protocol | local | floor | remote | remote / local | remote / floor |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        base = local.get(r["scenario"])
+        if r["rtt_ms"] != rtt or r["protocol"] == "file" or r["status"] != "ok" or not base:
+            continue
+        files = len(r.get("file_seconds") or [None])
+        floor = base["seconds"] + files * FORCED_ROUND_TRIPS[r["protocol"]] * rtt / 1000
+        out.append(
+            f"| {r['scenario']} | {r['tool']} | {PROTOCOL_NAMES[r['protocol']]} | {base['seconds']:.2f} | {floor:.2f} | "
+            f"{r['seconds']:.2f} | {r['seconds'] / base['seconds']:.1f}x | {r['seconds'] / floor:.2f}x |"
+        )
+    out += [
+        "",
+        "Local: cherenkov reading the local file; floor: local plus, per file, the round trips any reader "
+        "waits for (HTTP: metadata, data; XRootD: login and open, metadata, data).\n",
+    ]
+    return out if len(out) > 5 else []
+
+
 def write_outputs(
-    rows, notes, config, plan, scenarios, out: Path, publish_to: Path | None, replay_table=None, multi_source_table=None
+    rows,
+    notes,
+    config,
+    plan,
+    scenarios,
+    out: Path,
+    publish_to: Path | None,
+    replay_table=None,
+    multi_source_table=None,
+    stem: str = "latency",
 ) -> str:
     out.mkdir(parents=True, exist_ok=True)
     rtts = sorted(config.rtts)
@@ -252,13 +293,14 @@ def write_outputs(
         "(xrootd, nginx) run on 127.0.0.1 behind toxiproxy, which adds the round-trip time; `local` reads the "
         "file from the disk (page cache warm).",
         "",
-        "![time against round-trip time](latency.png)",
+        f"![time against round-trip time]({stem}.png)",
         "",
     ]
     lines += markdown_tables(rows, {s: d for s, d in scenarios.items() if s in config.scenarios}, rtts)
     cost_rtt = 137 if 137 in rtts else max(rtts)
     lines += cost_table(rows, cost_rtt)
     lines += latency_cost_table(rows, cost_rtt)
+    lines += floor_table(rows, cost_rtt)
     lines += lazy_table(rows)
     lines += checks_text(rows)
     lines += replay_markdown(replay_table)
@@ -268,20 +310,20 @@ def write_outputs(
         lines += [write(multi_source_table, out)]
     lines += ["### Notes", ""] + [f"- **{k}**: {v}" for k, v in notes.items()] + [""]
     text = "\n".join(lines)
-    (out / "latency.json").write_text(json.dumps(rows, indent=1) + "\n")
-    (out / "latency.md").write_text(text)
+    (out / f"{stem}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (out / f"{stem}.md").write_text(text)
     plotted = plot(
         rows,
         scenarios,
-        out / "latency.png",
+        out / f"{stem}.png",
         f"{plan.files[0].name}: {len(plan.fixed)}-branch fixed set of {len(plan.fixed) + len(plan.others)}",
     )
     if publish_to is not None:
         publish_to.mkdir(parents=True, exist_ok=True)
-        names = ("latency.json", "latency.md") + (("latency.png",) if plotted else ())
+        names = (f"{stem}.json", f"{stem}.md") + ((f"{stem}.png",) if plotted else ())
         for name in names + (("multi_source.json", "multi_source.md") if multi_source_table else ()):
             shutil.copyfile(out / name, publish_to / name)
-    written = [str(out / n) for n in ("latency.json", "latency.md")] + ([str(out / "latency.png")] if plotted else [])
+    written = [str(out / n) for n in (f"{stem}.json", f"{stem}.md")] + ([str(out / f"{stem}.png")] if plotted else [])
     tail = f"\nwritten: {', '.join(written)}" + (f"; published to {publish_to}" if publish_to else "")
     return text + tail
 

@@ -4,14 +4,25 @@
 
 use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::runtime;
+use cherenkov_core::format::compression::decompress;
 use cherenkov_core::format::cursor::Cursor;
 use cherenkov_core::format::directory::{DirectoryRecord, FileHeader, Key, DIRECTORY_RECORD_LEN};
+use cherenkov_core::format::rntuple::anchor::Anchor;
+use cherenkov_core::format::rntuple::column::{Coding, ColumnType};
+use cherenkov_core::format::rntuple::envelope::Locator;
+use cherenkov_core::format::rntuple::footer::Footer;
+use cherenkov_core::format::rntuple::header::Header;
+use cherenkov_core::format::rntuple::page_list::{ColumnPages, PageList};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// Larger seeds slow every fuzzing iteration that starts from them.
 const MAX_SEED_BYTES: usize = 256 << 10;
 /// Baskets taken per tree: enough to cover the leaf types and compression algorithms.
 const BASKETS_PER_TREE: usize = 12;
+/// Page lists and pages taken per RNTuple (pages: the first of each column type and width).
+const PAGE_LISTS_PER_NTUPLE: usize = 4;
+const PAGES_PER_NTUPLE: usize = 24;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -91,7 +102,23 @@ fn seeds_of(path: &Path, corpus: &Path) -> Result<usize, String> {
             seeds.compressed(&format!("{what}-branch{b}"), raw, &basket_key);
         }
     }
+    for (key_path, key) in keys.iter().filter(|(_, k)| k.class_name == "ROOT::RNTuple") {
+        let what = key_path.replace('/', "_");
+        let anchor = runtime()
+            .block_on(file.read_object(key))
+            .map_err(|e| e.to_string())?;
+        seeds.ntuple(&what, &bytes, &anchor)?;
+    }
     Ok(seeds.written)
+}
+
+/// An envelope or page as stored, uncompressed (`len` bytes) when it is compressed.
+fn uncompressed(bytes: &[u8], at: Locator, len: u64, what: &str) -> Result<Vec<u8>, String> {
+    let stored = range(bytes, at.offset, at.size)?;
+    if at.size == len {
+        return Ok(stored.to_vec());
+    }
+    decompress(stored, len as usize, what).map_err(|e| e.to_string())
 }
 
 fn range(bytes: &[u8], offset: u64, len: u64) -> Result<&[u8], String> {
@@ -135,6 +162,99 @@ impl Seeds<'_> {
         self.write(target, what, &input);
         let raw = range(bytes, key.seek_key, key.nbytes as u64)?;
         self.compressed(what, raw, key);
+        Ok(())
+    }
+
+    /// The RNTuple targets' inputs: the anchor, header, footer and first page lists
+    /// (`rntuple_metadata`), and the first page of each column type and width (`rntuple_page`).
+    fn ntuple(&mut self, what: &str, bytes: &[u8], anchor_object: &[u8]) -> Result<(), String> {
+        let metadata = |parser: u8, checksum: Option<u64>, data: &[u8]| {
+            let mut input = vec![parser];
+            input.extend(checksum.map(u64::to_le_bytes).unwrap_or_default());
+            input.extend_from_slice(data);
+            input
+        };
+        self.write(
+            "rntuple_metadata",
+            &format!("{what}-anchor"),
+            &metadata(0, None, anchor_object),
+        );
+        let anchor = Anchor::parse(anchor_object, what).map_err(|e| e.to_string())?;
+        let at = |offset, size| Locator { offset, size };
+        let header_bytes = uncompressed(
+            bytes,
+            at(anchor.seek_header, anchor.nbytes_header),
+            anchor.len_header,
+            what,
+        )?;
+        self.write(
+            "rntuple_metadata",
+            &format!("{what}-header"),
+            &metadata(1, None, &header_bytes),
+        );
+        let header = Header::parse(&header_bytes, what).map_err(|e| e.to_string())?;
+        let checksum = Some(header.checksum);
+        let footer_bytes = uncompressed(
+            bytes,
+            at(anchor.seek_footer, anchor.nbytes_footer),
+            anchor.len_footer,
+            what,
+        )?;
+        self.write(
+            "rntuple_metadata",
+            &format!("{what}-footer"),
+            &metadata(2, checksum, &footer_bytes),
+        );
+        let footer =
+            Footer::parse(&footer_bytes, header.checksum, what).map_err(|e| e.to_string())?;
+        let mut schema = header.schema;
+        schema.extend(footer.extension);
+        let mut seen = HashSet::new();
+        for (g, group) in footer.groups.iter().take(PAGE_LISTS_PER_NTUPLE).enumerate() {
+            let link = group.page_list;
+            let list_bytes = uncompressed(bytes, link.locator, link.length, what)?;
+            self.write(
+                "rntuple_metadata",
+                &format!("{what}-pagelist{g}"),
+                &metadata(3, checksum, &list_bytes),
+            );
+            let list =
+                PageList::parse(&list_bytes, header.checksum, what).map_err(|e| e.to_string())?;
+            for cluster in &list.columns {
+                for (c, pages) in cluster.iter().enumerate() {
+                    let (ColumnPages::Stored { pages, .. }, Some(column)) =
+                        (pages, schema.columns.get(c))
+                    else {
+                        continue;
+                    };
+                    let (Some(page), Some((low, _))) = (pages.first(), column.kind.valid_bits())
+                    else {
+                        continue;
+                    };
+                    if seen.len() >= PAGES_PER_NTUPLE
+                        || page.elements > u16::MAX as u32
+                        || !seen.insert((column.kind, column.bits))
+                    {
+                        continue;
+                    }
+                    let coding = Coding {
+                        kind: column.kind,
+                        bits: column.bits,
+                        range: column.range,
+                    };
+                    let len = coding.packed_len(page.elements as u64);
+                    let data = uncompressed(bytes, page.locator, len, what)?;
+                    let code = (0..u16::MAX)
+                        .find(|&code| ColumnType::from_code(code) == column.kind)
+                        .unwrap_or(u16::MAX);
+                    let mut input = code.to_le_bytes().to_vec();
+                    input.extend((page.elements as u16).to_le_bytes());
+                    input.push((column.bits - low) as u8);
+                    input.extend_from_slice(&data);
+                    self.write("rntuple_page", &format!("{what}-column{c}"), &input);
+                }
+            }
+        }
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import time
 import warnings
@@ -13,6 +14,9 @@ from cherenkov.tree import Tree
 
 if TYPE_CHECKING:
     from cherenkov.stats import Stats
+
+# The disk cache writes its entries in the background: the last ones are written before exit.
+atexit.register(_core.cache_flush)
 
 
 def open(

@@ -26,3 +26,10 @@ pub fn cache_clear(dir: &str) -> PyResult<u64> {
 pub fn cache_prune(dir: &str, max_bytes: u64) -> PyResult<u64> {
     cache::prune(Path::new(dir), max_bytes).map_err(|e| io_error(dir, e))
 }
+
+/// Wait (at most 30 s) until every entry queued for the disk cache is written: at exit, so that
+/// the next process finds them.
+#[pyfunction]
+pub fn cache_flush(py: Python<'_>) {
+    py.detach(cache::flush)
+}

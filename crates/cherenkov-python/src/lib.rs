@@ -27,6 +27,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache::cache_summary, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_prune, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_flush, m)?)?;
     m.add_function(wrap_pyfunction!(file::redact, m)?)?;
     m.add("OPEN_OPTIONS", options::OPEN_OPTIONS.to_vec())?;
     m.add_class::<file::RootFile>()?;

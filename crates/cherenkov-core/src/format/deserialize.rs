@@ -255,6 +255,7 @@ pub fn read_value(cur: &mut Cursor, model: &Model, out: &mut Builder) -> Result<
                 header,
                 keys,
                 values,
+                column_headers,
             },
             Builder::Map {
                 offsets,
@@ -262,34 +263,8 @@ pub fn read_value(cur: &mut Cursor, model: &Model, out: &mut Builder) -> Result<
                 values: vb,
             },
         ) => {
-            // Maps are pairs, which ROOT writes member by member: all keys, then all values
-            // (after the pair class's version and checksum).
-            let (end, memberwise) = match header {
-                true => {
-                    let v = read_version(cur, "std::map")?;
-                    (v.end, v.version & MEMBERWISE != 0)
-                }
-                false => (None, false),
-            };
-            if memberwise {
-                cur.skip(6)?;
-            }
-            let n = cur.count("map size", min_size(keys) + min_size(values))?;
-            if memberwise {
-                for _ in 0..n {
-                    read_value(cur, keys, kb)?;
-                }
-                for _ in 0..n {
-                    read_value(cur, values, vb)?;
-                }
-            } else {
-                for _ in 0..n {
-                    read_value(cur, keys, kb)?;
-                    read_value(cur, values, vb)?;
-                }
-            }
+            let n = read_map(cur, *header, [keys, values], *column_headers, [kb, vb])?;
             offsets.push(offsets.last().unwrap() + n as i64);
-            check_end(cur, end, "std::map")?;
         }
         (Model::Class { .. }, Builder::Record { fields, length, .. }) => {
             let mut next = 0;
@@ -299,6 +274,55 @@ pub fn read_value(cur: &mut Cursor, model: &Model, out: &mut Builder) -> Result<
         (model, _) => unreachable!("a builder made for {model:?}"),
     }
     Ok(())
+}
+
+/// Read one map into the key and value builders; returns its size. ROOT writes a map's pairs
+/// member by member when its version has kStreamedMemberWise: the pair's version and checksum,
+/// the size, then all keys and all values, each column of strings or collections under one
+/// byte count and version of its own.
+fn read_map(
+    cur: &mut Cursor,
+    header: bool,
+    models: [&Model; 2],
+    column_headers: [bool; 2],
+    builders: [&mut Builder; 2],
+) -> Result<usize> {
+    let (end, memberwise) = match header {
+        true => {
+            let v = read_version(cur, "std::map")?;
+            (v.end, v.version & MEMBERWISE != 0)
+        }
+        false => (None, false),
+    };
+    if memberwise {
+        cur.skip(6)?;
+    }
+    let n = cur.count("map size", min_size(models[0]) + min_size(models[1]))?;
+    let [kb, vb] = builders;
+    if memberwise {
+        for (column, (model, out)) in models.into_iter().zip([kb, vb]).enumerate() {
+            let column_end = match column_headers[column] && n > 0 {
+                true => read_header(cur, true, "a map's column")?,
+                false => None,
+            };
+            for _ in 0..n {
+                read_value(cur, model, out)?;
+            }
+            check_end(cur, column_end, "a map's column")?;
+        }
+    } else {
+        // Pair by pair (uproot reads these the same way): each string or collection with its
+        // own header.
+        for _ in 0..n {
+            for (column, (model, out)) in models.iter().zip([&mut *kb, &mut *vb]).enumerate() {
+                let item_end = read_header(cur, column_headers[column], "a map's item")?;
+                read_value(cur, model, out)?;
+                check_end(cur, item_end, "a map's item")?;
+            }
+        }
+    }
+    check_end(cur, end, "std::map")?;
+    Ok(n)
 }
 
 /// Read a class (byte count and version, then members) into `fields` from index `*next`.
@@ -321,10 +345,10 @@ fn read_class(
     if v.version & MEMBERWISE != 0 {
         return Err(memberwise(name));
     }
-    // Version 0 with a byte count: a class known by its checksum (TBufferFile::ReadVersion),
-    // which follows; the file's one streamer info for the class gives the members.
-    let by_checksum = v.version == 0 && v.end.is_some_and(|end| end >= at + 10);
-    if by_checksum {
+    // Classes without ClassDef ("foreign": ATLAS' ElementLink, plain structs) of version 1
+    // write version 0 and their checksum (TBufferFile::WriteVersion); the file's streamer info
+    // of the class describes them, and the byte count checks it.
+    if v.version == 0 {
         cur.u32(&format!("{name} checksum"))?;
     } else if v.version as i32 != *version {
         return Err(cur.error_at(

@@ -2,7 +2,7 @@
 
 pub use super::array::DType;
 use super::model::{model_of_type, Member, Model};
-use super::packed::Packing;
+use super::packed::{Packing, K_DOUBLE32, K_FLOAT16};
 use super::streamers::{find_element, StreamerInfo};
 use super::tree::{BranchMeta, LeafMeta, TreeMeta};
 
@@ -384,20 +384,37 @@ fn interpret_leaf(
     if leaf.class == "TLeafC" {
         return Ok(Interpretation::Strings { header_bytes: 0 });
     }
-    if let Some(dtype) = DType::from_leaf_class(&leaf.class, leaf.is_unsigned) {
-        let inner_shape = title_dims(leaf);
+    // Leaf-list Double32_t / Float16_t (`x[3]/d[0,1,10]`): the leaf's title is the type with its
+    // range; the dimensions are in the branch title before the slash.
+    let packed = match leaf.class.as_str() {
+        "TLeafD32" => Packing::of(K_DOUBLE32, &leaf.title),
+        "TLeafF16" => Packing::of(K_FLOAT16, &leaf.title),
+        _ => None,
+    };
+    let dtype = packed
+        .map(|(_, dtype)| dtype)
+        .or_else(|| DType::from_leaf_class(&leaf.class, leaf.is_unsigned));
+    if let Some(dtype) = dtype {
+        let inner_shape = match packed {
+            Some(_) => title_dims(&LeafMeta {
+                title: branch.title.split('/').next().unwrap_or_default().into(),
+                ..leaf.clone()
+            }),
+            None => title_dims(leaf),
+        };
+        let packing = packed.map(|(packing, _)| packing);
         return Ok(match leaf.count {
             None => Interpretation::Fixed {
                 dtype,
                 inner_shape,
-                packing: None,
+                packing,
             },
             Some(_) => Interpretation::Jagged {
                 dtype,
                 inner_shape,
                 header_bytes: 0,
                 count_branch,
-                packing: None,
+                packing,
             },
         });
     }
@@ -508,9 +525,6 @@ fn interpret_leaf(
     };
     let title = member.map_or("", |m| m.title.as_str());
     let (dtype, packing) = match Packing::of(base, title) {
-        Some((packing, _)) if !packing.is_read() => {
-            return Err(unsupported(member_type, packing.refusal(title)))
-        }
         Some((packing, dtype)) => (dtype, Some(packing)),
         None => match DType::from_type_code(base).filter(|_| base != K_CHAR_STAR) {
             Some(dtype) => (dtype, None),

@@ -31,11 +31,15 @@ pub enum Model {
     /// stored whole: no count, values up to the end of the header's byte count (`header`, STL
     /// members) or of the entry (objects, each with its own header).
     Members { header: bool, items: Box<Model> },
-    /// std::map: a count, then key and value pairs.
+    /// std::map: a count, then the keys, then the values (ROOT writes maps' pairs member by
+    /// member). `keys` and `values` are read without headers of their own; `column_headers` says
+    /// which of the two columns starts with one byte count and version for all its items (STL
+    /// strings and collections do; numbers, TString and classes do not).
     Map {
         header: bool,
         keys: Box<Model>,
         values: Box<Model>,
+        column_headers: [bool; 2],
     },
     /// A class: byte count and version, then its bases' and its own members. Members of a
     /// TObject base are read and left out (as uproot does).
@@ -142,36 +146,63 @@ fn type_model(
             let [k, v] = args.as_slice() else {
                 return Err(format!("{name}: a map of two types"));
             };
-            // Keys and values inside a map are written without headers of their own when they
-            // are numbers; strings and collections there carry headers whose layout is not
-            // read yet: refused rather than read wrong.
-            let keys = type_model(k, false, infos, depth + 1)?;
-            let values = type_model(v, false, infos, depth + 1)?;
-            if [&keys, &values]
-                .iter()
-                .any(|m| !matches!(m, Model::Number(_) | Model::Packed(..)))
-            {
-                return Err(format!(
-                    "{name}: maps of strings, collections or classes are not read yet"
-                ));
-            }
+            let keys = type_model(k, true, infos, depth + 1)?;
+            let values = type_model(v, true, infos, depth + 1)?;
+            let (keys, key_header) = without_header(keys);
+            let (values, value_header) = without_header(values);
             return Ok(Model::Map {
                 header,
                 keys: Box::new(keys),
                 values: Box::new(values),
+                column_headers: [key_header, value_header],
             });
         }
     }
-    if name.contains('<') || name.ends_with('*') {
+    // Other templates (ElementLink<DataVector<T>>, pair<A,B>) are classes when the file
+    // describes them.
+    if name.ends_with('*') || (name.contains('<') && find_info(name, infos).is_none()) {
         return Err(format!("{name} is not a type cherenkov reads as objects"));
     }
     class_model(name, infos, depth)
 }
 
+/// A model read without its own header, and whether it had one (STL strings and collections).
+fn without_header(model: Model) -> (Model, bool) {
+    match model {
+        Model::String { header } => (Model::String { header: false }, header),
+        Model::Sequence { header, items, set } => (
+            Model::Sequence {
+                header: false,
+                items,
+                set,
+            },
+            header,
+        ),
+        Model::Map {
+            header,
+            keys,
+            values,
+            column_headers,
+        } => (
+            Model::Map {
+                header: false,
+                keys,
+                values,
+                column_headers,
+            },
+            header,
+        ),
+        other => (other, false),
+    }
+}
+
+/// The streamer info of class `name` (spelled as `normalize` spells it).
+fn find_info<'a>(name: &str, infos: &'a [StreamerInfo]) -> Option<&'a StreamerInfo> {
+    infos.iter().find(|i| normalize(&i.class_name) == name)
+}
+
 fn class_model(name: &str, infos: &[StreamerInfo], depth: usize) -> Result<Model, String> {
-    let info = infos
-        .iter()
-        .find(|i| i.class_name == name)
+    let info = find_info(name, infos)
         .ok_or_else(|| format!("the file has no streamer info for class {name}"))?;
     let mut members = Vec::new();
     for e in &info.elements {
@@ -194,6 +225,7 @@ const K_TOBJECT: i32 = 66;
 const K_TNAMED: i32 = 67;
 const K_STL: i32 = 300;
 const K_STL_STRING: i32 = 365;
+const K_STREAMER: i32 = 500;
 
 fn member_model(
     e: &StreamerElement,
@@ -204,10 +236,22 @@ fn member_model(
     let field = |m: Model| Ok(Member::Field(e.name.clone(), m));
     match e.type_code {
         K_BASE if e.name == "TObject" => Ok(Member::TObject),
-        K_BASE => Ok(Member::Base(class_model(&e.name, infos, depth + 1)?)),
+        K_BASE => Ok(Member::Base(class_model(
+            &normalize(&e.name),
+            infos,
+            depth + 1,
+        )?)),
         K_TOBJECT => Ok(Member::TObject),
         K_TSTRING => field(Model::String { header: false }),
+        // STL members written by the collection's own streamer (kStreamer) carry the same
+        // header and layout.
         K_STL | K_STL_STRING => field(type_model(
+            &normalize(&e.type_name),
+            true,
+            infos,
+            depth + 1,
+        )?),
+        K_STREAMER if e.class.starts_with("TStreamerSTL") => field(type_model(
             &normalize(&e.type_name),
             true,
             infos,
@@ -223,9 +267,6 @@ fn member_model(
                 code
             };
             let number = match Packing::of(base, &e.title) {
-                Some((packing, _)) if !packing.is_read() => {
-                    return Err(what(&packing.refusal(&e.title)))
-                }
                 Some((packing, dtype)) if base == K_DOUBLE32 || base == K_FLOAT16 => {
                     Model::Packed(packing, dtype)
                 }
@@ -274,8 +315,17 @@ mod tests {
         );
         let m = model_of_type("map<int, double>", true, &[]).unwrap();
         assert!(matches!(m, Model::Map { header: true, .. }), "{m:?}");
-        let why = model_of_type("map<int, std::string>", true, &[]).unwrap_err();
-        assert!(why.contains("not read yet"), "{why}");
+        let m = model_of_type("map<int, std::vector<std::string> >", true, &[]).unwrap();
+        let Model::Map {
+            values,
+            column_headers,
+            ..
+        } = m
+        else {
+            panic!("{m:?}")
+        };
+        assert_eq!(column_headers, [false, true]);
+        assert!(matches!(*values, Model::Sequence { header: false, .. }));
     }
 
     #[test]

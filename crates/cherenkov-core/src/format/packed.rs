@@ -41,18 +41,6 @@ impl Packing {
         }
     }
 
-    /// Whether values of this packing are read. Ranged (scaled) and bit-truncated packings
-    /// gave values that differ from uproot's on real files (ALICE's `//[0,0,8]`, the
-    /// Double32_t demo's `[min,max,nbits]`): refused until their decoding is fixed.
-    pub fn is_read(self) -> bool {
-        matches!(self, Packing::Float)
-    }
-
-    /// Why a packing that is not read is refused, naming the element's title.
-    pub fn refusal(self, title: &str) -> String {
-        format!("Double32_t/Float16_t packed with a range or bit count ('{title}') is not read yet")
-    }
-
     /// Bytes of one stored number.
     pub fn stored_size(self) -> usize {
         match self {
@@ -71,6 +59,8 @@ impl Packing {
         for item in src.chunks_exact(self.stored_size()) {
             let v = match self {
                 Packing::Float => f32::from_be_bytes(item.try_into().unwrap()) as f64,
+                // ROOT divides by the factor (TBufferFile::ReadWithFactor); multiplying by its
+                // inverse, as uproot does, differs in the last bit.
                 Packing::Scaled { factor, min } => {
                     u32::from_be_bytes(item.try_into().unwrap()) as f64 / factor + min
                 }

@@ -61,8 +61,8 @@ const LAYOUT: &str = "v2";
 const OLD_LAYOUTS: [&str; 1] = ["v1"];
 /// A file directory's note of what it caches (the URL, redacted), for `cache info`.
 const ABOUT: &str = "about";
-/// How long closing a source waits for its entries to be written.
-const CLOSING_WAIT: Duration = Duration::from_secs(30);
+/// How long `flush` waits for the entries queued to be written.
+const FLUSH_WAIT: Duration = Duration::from_secs(30);
 
 /// What a cache directory holds, for `cherenkov cache info`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -83,7 +83,6 @@ struct Shared {
     /// Set when the directory cannot be written: the cache only reads from then on.
     read_only: AtomicBool,
     written_since_prune: AtomicU64,
-    pending: writer::Pending,
 }
 
 /// A source whose reads go through the cache.
@@ -126,7 +125,6 @@ pub async fn wrap(inner: SharedSource, options: &CacheOptions) -> Result<SharedS
         index: Mutex::new(Index::default()),
         read_only: AtomicBool::new(false),
         written_since_prune: AtomicU64::new(0),
-        pending: writer::Pending::default(),
     };
     let about = shared.dir.join(ABOUT);
     let made = fs::create_dir_all(&shared.dir).and_then(|()| {
@@ -294,7 +292,6 @@ impl CachedSource {
         }
         if self.shared.writable() {
             let shared = self.shared.clone();
-            shared.pending.add();
             let job = writer::Job {
                 dir: shared.dir.clone(),
                 ranges: asked,
@@ -302,14 +299,10 @@ impl CachedSource {
                 done: Box::new(move |written| {
                     shared.written(written);
                     drop(locks);
-                    shared.pending.done();
                 }),
             };
             // A full queue: this request is not cached (its locks go with the job).
-            if let Err(job) = writer::submit(job) {
-                drop(job);
-                self.shared.pending.done();
-            }
+            let _ = writer::submit(job);
         }
         Ok(())
     }
@@ -323,12 +316,10 @@ fn read_stored(file: &mut File, s: store::Stored) -> Option<Bytes> {
     (store::checksum(&bytes) == s.checksum).then(|| Bytes::from(bytes))
 }
 
-impl Drop for CachedSource {
-    fn drop(&mut self) {
-        // What was fetched is written before the file is let go: a second pass, in this process or
-        // the next, finds it.
-        self.shared.pending.wait(CLOSING_WAIT);
-    }
+/// Wait (at most 30 s) until the entries of every file read so far are on disk: at the
+/// process's exit, so that the next process finds them (the bindings call it `atexit`).
+pub fn flush() {
+    writer::flush(FLUSH_WAIT);
 }
 
 #[async_trait]
@@ -530,6 +521,7 @@ mod tests {
     async fn read(dir: &Path, memory: &Arc<MemorySource>) -> (Vec<Bytes>, SourceCounters) {
         let cached = wrap(memory.clone(), &options(dir)).await.unwrap();
         let got = cached.read_ranges(&RANGES).await.unwrap();
+        flush();
         (got, cached.counters())
     }
 
@@ -640,6 +632,7 @@ mod tests {
         let (a, b) = (a.counters(), b.counters());
         assert_eq!(a.disk_cache_misses + b.disk_cache_misses, 3);
         assert_eq!(a.disk_cache_hits + b.disk_cache_hits, 3);
+        flush();
         fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -1,6 +1,8 @@
 //! Entries are written by one background thread per process, off the read path: a read hands
 //! the bytes it fetched (shared, not copied) to the writer and goes on. The queue is bounded in
 //! bytes; when the disk cannot keep up, a request is not cached rather than the read slowed.
+//! Closing a file does not wait for its entries (a read of them meanwhile waits on their locks);
+//! `flush` waits for them all, at the process's exit.
 
 use super::super::ByteRange;
 use super::store::{self, Stored};
@@ -40,6 +42,7 @@ fn queue() -> &'static Mutex<Option<Sender<Job>>> {
                     drop(job.bytes);
                     QUEUED_BYTES.fetch_sub(size, Ordering::Relaxed);
                     (job.done)(written);
+                    PENDING.done();
                 }
             });
         Mutex::new(started.ok().map(|_| send))
@@ -54,33 +57,44 @@ pub fn submit(job: Job) -> Result<(), Job> {
         return Err(job);
     }
     let queue = queue().lock().unwrap_or_else(|e| e.into_inner());
+    PENDING.add();
     let sent = match &*queue {
         Some(send) => send.send(job).map_err(|e| e.0),
         None => Err(job),
     };
     if sent.is_err() {
         QUEUED_BYTES.fetch_sub(size, Ordering::Relaxed);
+        PENDING.done();
     }
     sent
 }
 
-/// How many of one source's jobs are queued, to wait for them when it closes.
-#[derive(Debug, Default)]
-pub struct Pending {
+static PENDING: Pending = Pending {
+    count: Mutex::new(0),
+    changed: Condvar::new(),
+};
+
+/// Wait until every queued entry is written, or `limit` has passed.
+pub fn flush(limit: Duration) {
+    PENDING.wait(limit);
+}
+
+/// How many jobs are queued or being written.
+struct Pending {
     count: Mutex<usize>,
     changed: Condvar,
 }
 
 impl Pending {
-    pub fn add(&self) {
+    fn add(&self) {
         *self.count.lock().unwrap_or_else(|e| e.into_inner()) += 1;
     }
-    pub fn done(&self) {
+    fn done(&self) {
         *self.count.lock().unwrap_or_else(|e| e.into_inner()) -= 1;
         self.changed.notify_all();
     }
     /// Wait until none is left, or `limit` has passed.
-    pub fn wait(&self, limit: Duration) {
+    fn wait(&self, limit: Duration) {
         let count = self.count.lock().unwrap_or_else(|e| e.into_inner());
         let _ = self.changed.wait_timeout_while(count, limit, |n| *n > 0);
     }

@@ -84,7 +84,7 @@ impl Security {
                 ));
             }
             return ConnError::Refused(format!(
-                "{address} asks for a bearer token (ztn; it offered {list}) and none was found \
+                "{address} asks for a token (ztn; it offered {list}) and none was found \
                  (looked in {TOKEN_DISCOVERY})"
             ));
         }
@@ -113,6 +113,21 @@ pub fn remember_protocols(address: &str, offered: &[String]) {
         entry.1 = offered.to_vec();
     } else if known.len() < 1024 {
         known.push((address.to_string(), offered.to_vec()));
+    }
+}
+
+/// Servers (`host:port`) that wanted TLS from a `root://` connection: the next go with TLS at once.
+static WANT_TLS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+pub fn wants_tls(address: &str) -> bool {
+    let known = WANT_TLS.lock().unwrap_or_else(|e| e.into_inner());
+    known.iter().any(|a| a == address)
+}
+
+pub fn remember_wants_tls(address: &str) {
+    let mut known = WANT_TLS.lock().unwrap_or_else(|e| e.into_inner());
+    if known.len() < 1024 && !known.iter().any(|a| a == address) {
+        known.push(address.to_string());
     }
 }
 

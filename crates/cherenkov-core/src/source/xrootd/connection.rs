@@ -48,8 +48,10 @@ pub enum ConnError {
     Timeout(String),
     /// The server's answer broke the protocol.
     Protocol(String),
-    /// The server would not let us in (TLS or authentication we do not support, login refused).
+    /// The server would not let us in (authentication we do not support, login refused).
     Refused(String),
+    /// The server wants TLS for the login, which a `root://` connection did not start.
+    TlsRequired(String),
 }
 
 impl std::fmt::Display for ConnError {
@@ -58,7 +60,8 @@ impl std::fmt::Display for ConnError {
             ConnError::Lost(m)
             | ConnError::Timeout(m)
             | ConnError::Protocol(m)
-            | ConnError::Refused(m) => f.write_str(m),
+            | ConnError::Refused(m)
+            | ConnError::TlsRequired(m) => f.write_str(m),
         }
     }
 }
@@ -197,8 +200,8 @@ impl Connection {
                     ConnError::Protocol(format!("{address} sent a malformed kXR_protocol answer"))
                 })?;
                 if flags & (proto::KXR_GOTO_TLS | proto::KXR_TLS_LOGIN) != 0 {
-                    return Err(ConnError::Refused(format!(
-                        "{address} requires TLS: read it as roots://"
+                    return Err(ConnError::TlsRequired(format!(
+                        "{address} requires TLS for logging in (roots://)"
                     )));
                 }
                 let early_answers = step.finish(&mut tcp, waiting, &shared).await?;
@@ -504,6 +507,11 @@ fn expect_ok(
         proto::KXR_OK => Ok(body),
         proto::KXR_ERROR => {
             let (code, message) = proto::parse_error(&body);
+            if code == proto::KXR_TLS_REQUIRED {
+                return Err(ConnError::TlsRequired(format!(
+                    "{address} requires TLS for {what}: {message} (roots://)"
+                )));
+            }
             Err(ConnError::Refused(format!(
                 "{address} refused {what}: {message} ({} {code})",
                 proto::error_name(code)

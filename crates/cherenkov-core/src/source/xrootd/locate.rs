@@ -11,11 +11,10 @@
 //!   `tried=host,...`, so that it picks a data server other than those in use (as XrdCl does after
 //!   a failure). cmsd matches `tried` hosts by IP address, not port.
 
-use super::auth::Security;
-use super::connection::{Connection, Reply, SMALL_BODY_MAX};
+use super::connection::{Reply, SMALL_BODY_MAX};
 use super::protocol as proto;
 use super::url::{parse_url, split_host_port};
-use super::{follow_redirect, wait_as_asked, Failure, XrootdOptions, XrootdSource};
+use super::{connect, follow_redirect, wait_as_asked, Failure, XrootdOptions, XrootdSource};
 use crate::error::{Error, Result};
 use crate::source::multi::{MultiOptions, MultiSource, ReplicaFinder};
 use crate::source::{ByteSource, SharedSource};
@@ -43,17 +42,9 @@ pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
     let mut waited = Duration::ZERO;
     'server: loop {
         let request = proto::locate_request(&endpoint.path);
-        let security =
-            Security::for_endpoint(&endpoint, options).map_err(|e| failed(e.to_string()))?;
-        let (conn, early) = Connection::connect(
-            &endpoint.address(),
-            options.request_timeout,
-            options.min_rate,
-            std::slice::from_ref(&request),
-            &security,
-        )
-        .await
-        .map_err(|e| failed(e.to_string()))?;
+        let (conn, early) = connect(&mut endpoint, options, std::slice::from_ref(&request))
+            .await
+            .map_err(|e| failed(e.to_string()))?;
         let mut reply = match early.and_then(|mut waiting| waiting.pop()) {
             Some(waiting) => conn.wait(waiting).await,
             None => conn.send(&request, SMALL_BODY_MAX).await,

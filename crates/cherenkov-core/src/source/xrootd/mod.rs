@@ -1,8 +1,9 @@
-//! XRootD files (`root://`), spoken natively: no XRootD client library.
+//! XRootD files (`root://`, `roots://` over TLS), spoken natively: no XRootD client library.
 //!
-//! Opening costs three round trips: TCP connect; handshake, protocol and login sent together; then
-//! `kXR_open` (with `kXR_retstat`, so the size comes back with it) sent together with a `kXR_query`
-//! for the server's vector-read limits. Several connections are opened at once.
+//! Opening costs two round trips: TCP connect; then handshake, protocol, login, `kXR_open` (with
+//! `kXR_retstat`, so the size comes back with it) and a `kXR_query` for the server's vector-read
+//! limits, sent together. `roots://` adds TLS's own round trip and nothing more (see `tls`), a
+//! `ztn` token none (it goes with the login, see `auth`). Several connections are opened at once.
 //!
 //! A read of many ranges becomes `kXR_readv` requests that respect the server's limits
 //! (`readv_iov_max` ranges, `readv_ior_max` bytes each, under 2^31 - 1 bytes in all), all sent at
@@ -26,7 +27,7 @@ mod url;
 pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinder};
 
 use self::auth::Security;
-use self::connection::{ConnError, Connection, Reply, SMALL_BODY_MAX};
+use self::connection::{ConnError, Connection, Reply, Waiting, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::session::*;
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
@@ -125,9 +126,10 @@ impl XrootdOptions {
 /// # Ok(()) }
 /// ```
 ///
-/// Its counters count reads only (opening costs a fixed three round trips, more after redirects):
-/// `requests` counts every `kXR_read`/`kXR_readv` sent, resends included; `round_trips` counts one
-/// per `read_ranges` call (its requests all go out at once) plus one per resend.
+/// Its counters count reads only (opening costs a fixed two round trips, three over TLS, more
+/// after redirects): `requests` counts every `kXR_read`/`kXR_readv` sent, resends included;
+/// `round_trips` counts one per `read_ranges` call (its requests all go out at once) plus one per
+/// resend.
 pub struct XrootdSource {
     inner: Arc<Inner>,
 }
@@ -184,7 +186,9 @@ impl From<ConnError> for Failure {
     fn from(e: ConnError) -> Self {
         match e {
             ConnError::Lost(m) | ConnError::Timeout(m) => Failure::Transport(m),
-            ConnError::Protocol(m) | ConnError::Refused(m) => Failure::Fatal(m),
+            ConnError::Protocol(m) | ConnError::Refused(m) | ConnError::TlsRequired(m) => {
+                Failure::Fatal(m)
+            }
         }
     }
 }

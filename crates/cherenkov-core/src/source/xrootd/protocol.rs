@@ -339,6 +339,9 @@ pub fn parse_error(body: &[u8]) -> (u32, String) {
     )
 }
 
+/// `kXR_TLSRequired`: the server wants TLS before this request.
+pub const KXR_TLS_REQUIRED: u32 = 3028;
+
 /// The name of an XRootD error code, for messages.
 pub fn error_name(code: u32) -> &'static str {
     const NAMES: [&str; 35] = [

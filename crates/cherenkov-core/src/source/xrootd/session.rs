@@ -61,15 +61,7 @@ pub(super) async fn open_session(
         if options.discover && redirects == 0 {
             requests.push(proto::locate_request(&endpoint.path));
         }
-        let security = Security::for_endpoint(&endpoint, options)?;
-        let (conn, mut early) = Connection::connect(
-            &endpoint.address(),
-            options.request_timeout,
-            options.min_rate,
-            &requests,
-            &security,
-        )
-        .await?;
+        let (conn, mut early) = connect(&mut endpoint, options, &requests).await?;
         loop {
             let answers = match early.take() {
                 Some(waiting) => join_all(waiting.into_iter().map(|w| conn.wait(w))).await,
@@ -131,6 +123,35 @@ pub(super) async fn open_session(
                 }
                 Reply::Error { code, message } => return Err(Failure::Server { code, message }),
             }
+        }
+    }
+}
+
+/// Connect to `endpoint` and log in, sending `requests` with the login. A `root://` server that
+/// wants TLS for logging in is connected to again with TLS, as XrdCl does (`endpoint` then says
+/// so, and redirects from there keep it).
+pub(super) async fn connect(
+    endpoint: &mut Endpoint,
+    options: &XrootdOptions,
+    requests: &[proto::Request],
+) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
+    endpoint.tls |= auth::wants_tls(&endpoint.address());
+    loop {
+        let security = Security::for_endpoint(endpoint, options)?;
+        let connected = Connection::connect(
+            &endpoint.address(),
+            options.request_timeout,
+            options.min_rate,
+            requests,
+            &security,
+        )
+        .await;
+        match connected {
+            Err(ConnError::TlsRequired(_)) if !endpoint.tls => {
+                auth::remember_wants_tls(&endpoint.address());
+                endpoint.tls = true;
+            }
+            other => return other,
         }
     }
 }

@@ -1,0 +1,132 @@
+"""XRootD over TLS and with authentication, against real xrootd servers on 127.0.0.1 started by
+the test: a CA and a host certificate made with openssl (`xrd.tls`), `ztn` bearer tokens checked by
+the SciTokens plugin (tokens the test signs, see `cherenkov.lab.tokens`), and a server asking only
+for a protocol cherenkov does not speak. Every branch of a test file reads equal to a local read;
+every message, repr, path, stats dump and trace is searched for the token."""
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import cherenkov
+import pytest
+from cherenkov.lab.servers import XrootdServer
+from cherenkov.lab.tokens import SCITOKENS_PLUGIN, Issuer, give_to_xrootd, make_pki, xrootd_tls, ztn_server_config
+from conftest import same_values
+
+FILE = "uproot-HZZ.root"
+
+pytestmark = pytest.mark.skipif(
+    not (shutil.which("xrootd") and shutil.which("openssl")), reason="xrootd and openssl are needed: run `make setup`"
+)
+
+
+@pytest.fixture(scope="module")
+def folder():
+    """A folder xrootd (run as nobody) can reach, unlike pytest's private temporary folders."""
+    path = Path(tempfile.mkdtemp(prefix="cherenkov-xrootd-auth-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def pki(folder):
+    (folder / "pki").mkdir()
+    return make_pki(folder / "pki")
+
+
+def assert_reads_like_local(remote, local_path):
+    local = cherenkov.open(local_path)
+    for key, cls in local.classnames().items():
+        if cls != "TTree":
+            continue
+        names = [b.path for b in local[key].branches if b.readable]
+        ours, theirs = remote[key].arrays(names, library="np"), local[key].arrays(names, library="np")
+        assert names and all(same_values(ours[n], theirs[n]) for n in names), key
+
+
+def everything_shown(f):
+    return "\n".join([f.path, repr(f), repr(f.stats()), str(f.trace()), repr(f.source_counters())])
+
+
+def test_roots_reads_every_branch_like_a_local_read(testdata, pki):
+    with XrootdServer(testdata, extra_config=xrootd_tls(pki)) as server:
+        url = server.url(FILE).replace("root://", "roots://")
+        f = cherenkov.open(url, ca=pki / "ca.pem", trace=True)
+        assert_reads_like_local(f, testdata / FILE)
+        assert f.path == url
+        with pytest.raises(cherenkov.SourceError, match=r"TLS with 127\.0\.0\.1:\d+ failed, its certificate was not accepted"):
+            cherenkov.open(url)  # the test's CA is not among the system's
+
+
+@pytest.fixture(scope="module")
+def ztn_server(testdata, pki, folder):
+    if not SCITOKENS_PLUGIN.exists():
+        pytest.skip("the SciTokens plugin is not installed (Debian package xrootd-scitokens-plugins)")
+    (folder / "ztn").mkdir()
+    issuer = Issuer(folder / "ztn", "https://127.0.0.1:1/issuer")  # never contacted: keys cached
+    stranger = Issuer(folder / "ztn", issuer.url)  # same issuer and key name, another key: forged tokens
+    config, cache = ztn_server_config(folder / "ztn", issuer)
+    os.environ["XDG_CACHE_HOME"] = str(cache)  # xrootd inherits it
+    try:
+        with XrootdServer(testdata, extra_config=xrootd_tls(pki) + config) as server:
+            url = server.url(FILE).replace("root://", "roots://")
+            yield {"url": url, "issuer": issuer, "stranger": stranger, "log": server.log}
+    finally:
+        os.environ.pop("XDG_CACHE_HOME", None)
+
+
+@pytest.fixture
+def no_ambient_token(monkeypatch, tmp_path):
+    for name in ("BEARER_TOKEN", "BEARER_TOKEN_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # an empty place: no bt_u<uid> there
+
+
+def test_a_token_reads_every_branch_over_ztn_and_is_never_shown(ztn_server, testdata, pki, no_ambient_token):
+    token = ztn_server["issuer"].token()
+    f = cherenkov.open(ztn_server["url"], token=token, ca=pki / "ca.pem", trace=True)
+    assert_reads_like_local(f, testdata / FILE)
+    assert token not in everything_shown(f)
+
+
+def test_a_discovered_token_file_is_used(ztn_server, testdata, pki, no_ambient_token, monkeypatch, tmp_path):
+    token_file = tmp_path / "token"
+    token_file.write_text(ztn_server["issuer"].token() + "\n")
+    os.chmod(token_file, 0o600)
+    monkeypatch.setenv("BEARER_TOKEN_FILE", str(token_file))
+    monkeypatch.setenv("SSL_CERT_FILE", str(pki / "ca.pem"))
+    assert_reads_like_local(cherenkov.open(ztn_server["url"]), testdata / FILE)
+
+
+def test_refused_and_missing_tokens_are_one_clear_error(ztn_server, pki, no_ambient_token):
+    issuer, ca = ztn_server["issuer"], pki / "ca.pem"
+    cases = {
+        "expired": issuer.token(lifetime=-120),
+        "forged": ztn_server["stranger"].token(),
+        "unknown issuer": issuer.token(issuer="https://127.0.0.1:1/other"),
+        "not a token": "not-a-jwt",
+    }
+    for what, token in cases.items():
+        with pytest.raises(cherenkov.SourceError, match=r"refused the token given with token= \(ztn\)") as refused:
+            cherenkov.open(ztn_server["url"], token=token, ca=ca)
+        message = str(refused.value)
+        assert token not in message and "ztn" in message, (what, message)
+    with pytest.raises(cherenkov.SourceError, match=r"asks for a token \(ztn.*none was found \(looked in token=") as missing:
+        cherenkov.open(ztn_server["url"], ca=ca)
+    assert "ztn" in str(missing.value)
+
+
+def test_a_server_asking_for_an_unknown_protocol_lists_what_it_offered(testdata, folder):
+    keytab = folder / "sss.keytab"
+    subprocess.run(
+        ["xrdsssadmin", "-k", "test", "-u", "anybody", "-g", "usrgroup", "add", str(keytab)], check=True, capture_output=True, timeout=30
+    )
+    give_to_xrootd(keytab)
+    config = f"xrootd.seclib libXrdSec.so\nsec.protocol sss -s {keytab}\nsec.protbind * only sss\n"
+    with XrootdServer(testdata, extra_config=config) as server:
+        with pytest.raises(cherenkov.SourceError, match=r"asks for authentication with sss, none of which cherenkov speaks"):
+            cherenkov.open(server.url(FILE))
