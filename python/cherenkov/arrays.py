@@ -87,6 +87,8 @@ def to_numpy(branch: dict):
     object array of one awkward value per entry."""
     node = branch["array"]
     cls = node["class"]
+    if branch.get("kind") == "group":
+        return _group_to_numpy(node)
     if cls == "NumpyArray":
         return _numbers(node)
     if cls == "RegularArray" and node["content"]["class"] in ("NumpyArray", "RegularArray") and not node["content"]["parameters"]:
@@ -114,6 +116,16 @@ def to_numpy(branch: dict):
     out = np.empty(len(values), dtype=object)
     for i in range(len(values)):
         out[i] = values[i]
+    return out
+
+
+def _group_to_numpy(node: dict) -> dict:
+    """A split object read whole, as uproot gives it: a dict of its members' arrays (records
+    without a class name are nested split objects)."""
+    out = {}
+    for name, child in zip(node["fields"], node["contents"]):
+        nested = child["class"] == "RecordArray" and "__record__" not in (child["parameters"] or {})
+        out[name] = _group_to_numpy(child) if nested else to_numpy({"array": child})
     return out
 
 

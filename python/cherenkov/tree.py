@@ -100,7 +100,7 @@ class Tree:
         seen: set[int] = set()
         for expr in expressions:
             if expr not in self._by_name and _is_pattern(expr):
-                picked = [(b.name, b) for b in self.branches if b.readable and self._matches(expr, b)]
+                picked = [(b.name, b) for b in self.branches if b.readable and self._selected_by_default(b) and self._matches(expr, b)]
             else:
                 picked = [(expr, self[expr])]
             for key, info in picked:
@@ -111,7 +111,9 @@ class Tree:
 
     @staticmethod
     def _selected_by_default(info) -> bool:
-        return True
+        # A split object read whole repeats its members, which patterns select themselves (as
+        # uproot does: a group is a record only when named).
+        return info.kind != "group"
 
     def _entry_range(self, entry_start, entry_stop) -> tuple[int, int]:
         n = self.num_entries

@@ -85,6 +85,7 @@ pub fn kind(i: &Interpretation) -> &'static str {
         Interpretation::Strings { .. } => "strings",
         Interpretation::Record { .. } => "record",
         Interpretation::Objects { .. } => "objects",
+        Interpretation::Group { .. } => "group",
     }
 }
 

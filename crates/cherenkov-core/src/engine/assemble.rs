@@ -199,6 +199,11 @@ fn assemble(
             );
             Array::list(out_offsets, content)
         }
+        Interpretation::Group { .. } => {
+            return Err(bad(
+                "a branch with its own data (groups are read as their members)".into(),
+            ))
+        }
         Interpretation::Objects { model, .. } => {
             let mut out = Builder::new(model);
             for (p, b) in baskets {
@@ -230,10 +235,22 @@ fn assemble(
             let mut content = Vec::new();
             let mut out_offsets = vec![0i64];
             for (p, b) in baskets {
-                let offs = b
-                    .offsets
-                    .as_ref()
-                    .ok_or_else(|| bad("entry offsets in a basket of strings".into()))?;
+                // Baskets written without entry offsets (fEntryOffsetLen 0) hold the strings
+                // one after another, each giving its own length.
+                let walked;
+                let offs = match b.offsets.as_ref() {
+                    Some(offs) => offs,
+                    None => {
+                        walked = walk_strings(&b.content, b.entries as usize, *header_bytes)
+                            .ok_or_else(|| {
+                                bad(format!(
+                                    "{} length-prefixed strings in a basket without entry offsets",
+                                    b.entries
+                                ))
+                            })?;
+                        &walked
+                    }
+                };
                 let (first, last) = local_range(p, b, start, stop);
                 for e in first..last {
                     let entry = b
@@ -288,6 +305,22 @@ fn check_coverage(
         ));
     }
     Ok(())
+}
+
+/// Entry boundaries of `entries` strings stored back to back, each `header` bytes then a length
+/// byte (255 then a 4-byte length when longer) and the characters.
+fn walk_strings(content: &[u8], entries: usize, header: usize) -> Option<Vec<u32>> {
+    let mut out = Vec::with_capacity(entries.min(content.len()) + 1);
+    let mut at = 0usize;
+    out.push(0);
+    for _ in 0..entries {
+        let rest = content.get(at..)?;
+        let len = string_of_entry(rest, header)?.len();
+        let long = rest.get(header).is_some_and(|&b| b == 255);
+        at += header + if long { 5 } else { 1 } + len;
+        out.push(u32::try_from(at).ok()?);
+    }
+    Some(out)
 }
 
 fn string_of_entry(entry: &[u8], header: usize) -> Option<&[u8]> {

@@ -368,14 +368,14 @@ impl RootFile {
 
     pub async fn tree(&self, path: &str) -> Result<TreeMeta> {
         let key = self.find_key(path).await?;
-        if key.class_name != "TTree" && key.class_name != "TNtuple" {
+        if !matches!(key.class_name.as_str(), "TTree" | "TNtuple" | "TNtupleD") {
             return Err(Error::not_found(
                 self.name(),
                 format!("'{path}' is a {}, not a TTree", key.class_name),
             ));
         }
         let data = self.read_object(&key).await?;
-        let tree = parse_tree(&data, key.keylen as usize, &key.describe())
+        let tree = parse_tree(&data, key.keylen as usize, &key.class_name, &key.describe())
             .map_err(|e| e.in_file(self.name()))?;
         if tree.needs_streamers() {
             self.streamers().await;

@@ -7,11 +7,14 @@ use super::output::{BranchArray, ReadStats};
 use super::plan::{interpretations, plan_baskets, BasketSource, Planned};
 use super::table::{read, Held, Table};
 use crate::error::{Error, Result};
+use crate::format::array::Array;
 use crate::format::basket::{decode_basket, Basket};
+use crate::format::interpretation::Interpretation;
 use crate::format::tree::TreeMeta;
 use crate::source::ByteRange;
 use async_trait::async_trait;
 use bytes::Bytes;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// A TTree of an open file.
@@ -64,7 +67,8 @@ impl Table for TreeTable {
     }
 
     async fn plan(&self, items: &[usize], start: u64, stop: u64) -> Result<Vec<Planned>> {
-        Ok(plan_baskets(&self.tree, items, start, stop))
+        let stored = stored_branches(&self.file, &self.tree, items)?;
+        Ok(plan_baskets(&self.tree, &stored, start, stop))
     }
 
     fn ranges(&self, unit: &Planned) -> Vec<ByteRange> {
@@ -99,14 +103,66 @@ impl Table for TreeTable {
         stop: u64,
         units: Vec<(Planned, Arc<Basket>)>,
     ) -> Result<Vec<BranchArray>> {
-        let interps = interpretations(&self.file, &self.tree, items)?;
+        let stored = stored_branches(&self.file, &self.tree, items)?;
+        let interps = interpretations(&self.file, &self.tree, &stored)?;
         let pairs: Vec<(&Planned, &Basket)> = units.iter().map(|(p, b)| (p, b.as_ref())).collect();
-        assemble_all(self, items, interps, &pairs, start, stop).await
+        let arrays = assemble_all(self, &stored, interps, &pairs, start, stop).await?;
+        let mut by_branch: HashMap<usize, BranchArray> = stored.into_iter().zip(arrays).collect();
+        items
+            .iter()
+            .map(|&b| group_array(&self.file, &self.tree, b, &mut by_branch, stop - start))
+            .collect()
     }
 
     fn item_len(&self, item: &BranchArray) -> u64 {
         item.array.nbytes() as u64
     }
+}
+
+/// The branches whose baskets `items` need: groups stand for their sub-branches (recursively),
+/// each listed once.
+fn stored_branches(file: &RootFile, tree: &TreeMeta, items: &[usize]) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    let mut pending: Vec<usize> = items.iter().rev().copied().collect();
+    while let Some(b) = pending.pop() {
+        match interpretations(file, tree, &[b])?.remove(0) {
+            Interpretation::Group { children } => pending.extend(children.into_iter().rev()),
+            _ if !out.contains(&b) => out.push(b),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The array of `branch`: its own, or for a group a record of its sub-branches' arrays named
+/// by their branch names (as uproot's AsGroup).
+fn group_array(
+    file: &RootFile,
+    tree: &TreeMeta,
+    branch: usize,
+    arrays: &mut HashMap<usize, BranchArray>,
+    entries: u64,
+) -> Result<BranchArray> {
+    let interp = interpretations(file, tree, &[branch])?.remove(0);
+    let Interpretation::Group { children } = &interp else {
+        // A branch asked for twice (directly and in a group) is cloned for the second use.
+        return arrays
+            .get(&branch)
+            .cloned()
+            .ok_or_else(|| Error::format(tree.branch_path(branch), "an array assembled for it"));
+    };
+    let mut names = Vec::new();
+    let mut contents = Vec::new();
+    for &c in children {
+        names.push(tree.branches[c].name.clone());
+        contents.push(group_array(file, tree, c, arrays, entries)?.array);
+    }
+    Ok(BranchArray {
+        branch: tree.branch_path(branch),
+        interpretation: interp.clone(),
+        entries,
+        array: Array::record(names, contents, entries as usize),
+    })
 }
 
 /// Decode one planned basket from its stored bytes (none for baskets in the metadata).

@@ -7,7 +7,7 @@ use super::array::{AlignedBytes, Array, DType};
 use super::cursor::Cursor;
 use super::interpretation::convert_big_endian;
 use super::model::{Member, Model};
-use super::objects::{read_tobject, read_version};
+use super::objects::{read_tobject, read_version, IS_REFERENCED};
 use crate::error::{Error, Result};
 
 /// Version bit saying a collection was written member by member (kStreamedMemberWise).
@@ -54,6 +54,10 @@ impl Builder {
                 dtype: *dtype,
                 bytes: Vec::new(),
             },
+            Model::Bits => Builder::Numbers {
+                dtype: DType::U32,
+                bytes: Vec::new(),
+            },
             Model::FixedArray(items, dims) => Builder::Fixed {
                 dims: dims.clone(),
                 content: Box::new(Builder::new(items)),
@@ -67,6 +71,11 @@ impl Builder {
                 offsets: vec![0],
                 content: Box::new(Builder::new(items)),
                 set: *set,
+            },
+            Model::Members { items, .. } => Builder::List {
+                offsets: vec![0],
+                content: Box::new(Builder::new(items)),
+                set: false,
             },
             Model::Map { keys, values, .. } => Builder::Map {
                 offsets: vec![0],
@@ -175,6 +184,13 @@ pub fn read_value(cur: &mut Cursor, model: &Model, out: &mut Builder) -> Result<
             bytes.resize(at + raw.len(), 0);
             convert_big_endian(*dtype, raw, &mut bytes[at..]);
         }
+        (Model::Bits, Builder::Numbers { bytes, .. }) => {
+            let b = cur.u32("TObject fBits")?;
+            if b & IS_REFERENCED != 0 {
+                cur.skip(2)?;
+            }
+            bytes.extend_from_slice(&b.to_ne_bytes());
+        }
         (Model::Packed(packing, dtype), Builder::Numbers { bytes, .. }) => {
             let raw = cur.bytes(packing.stored_size(), "a packed number")?;
             packing.decode(*dtype, raw, bytes);
@@ -199,6 +215,26 @@ pub fn read_value(cur: &mut Cursor, model: &Model, out: &mut Builder) -> Result<
             chars.extend_from_slice(cur.bytes(n, "string characters")?);
             offsets.push(chars.len() as i64);
             check_end(cur, end, "std::string")?;
+        }
+        (
+            Model::Members { header, items },
+            Builder::List {
+                offsets, content, ..
+            },
+        ) => {
+            let end = read_header(cur, *header, "a collection's member")?;
+            let stop = end.unwrap_or(cur.len());
+            let mut n = 0i64;
+            while cur.pos() < stop {
+                let at = cur.pos();
+                read_value(cur, items, content)?;
+                if cur.pos() == at {
+                    return Err(cur.error("collection members that take bytes"));
+                }
+                n += 1;
+            }
+            offsets.push(offsets.last().unwrap() + n);
+            check_end(cur, end, "a collection's member")?;
         }
         (
             Model::Sequence { header, items, .. },
@@ -412,13 +448,16 @@ fn check_end(cur: &Cursor, end: Option<usize>, what: &str) -> Result<()> {
 fn min_size(model: &Model) -> usize {
     match model {
         Model::Number(d) => d.size(),
+        Model::Bits => 4,
         Model::Packed(p, _) => p.stored_size(),
         Model::FixedArray(items, dims) => dims
             .iter()
             .fold(min_size(items), |n, &d| n.saturating_mul(d)),
-        Model::String { .. } | Model::Sequence { .. } | Model::Map { .. } | Model::Class { .. } => {
-            1
-        }
+        Model::String { .. }
+        | Model::Sequence { .. }
+        | Model::Members { .. }
+        | Model::Map { .. }
+        | Model::Class { .. } => 1,
     }
 }
 
@@ -450,6 +489,13 @@ pub fn read_entries(
                     );
                 }
             }
+        }
+        None if matches!(model, Model::Members { header: false, .. }) => {
+            // Objects up to the end of the entry: only entry offsets say where that is.
+            return Err(Error::format(
+                origin,
+                "entry offsets in a basket of a collection's object members",
+            ));
         }
         None => {
             let mut cur = Cursor::new(content, origin, 0);

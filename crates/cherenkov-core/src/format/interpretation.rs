@@ -1,7 +1,7 @@
 //! How a branch's bytes become arrays: which element type, which per-entry shape, which headers.
 
 pub use super::array::DType;
-use super::model::{model_of_type, Model};
+use super::model::{model_of_type, Member, Model};
 use super::packed::{Packing, K_DOUBLE32, K_FLOAT16};
 use super::streamers::{find_element, StreamerInfo};
 use super::tree::{BranchMeta, LeafMeta, TreeMeta};
@@ -91,6 +91,9 @@ pub enum Interpretation {
     /// One object per entry, read with its model (uproot's AsObjects): STL containers, strings
     /// inside them, classes. `typename` is the C++ type.
     Objects { model: Model, typename: String },
+    /// A split object read whole (uproot's AsGroup): a record of its sub-branches (`children`,
+    /// indices into the tree's branches), each read as itself and named by its branch name.
+    Group { children: Vec<usize> },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -146,6 +149,7 @@ impl Interpretation {
             } => format!("{}[]{}", dtype.cpp_name(), dims(inner_shape)),
             Interpretation::Strings { .. } => "string".to_string(),
             Interpretation::Objects { typename, .. } => typename.clone(),
+            Interpretation::Group { children } => format!("group of {} branches", children.len()),
             Interpretation::Record { fields } => format!(
                 "struct {{{}}}",
                 fields
@@ -180,6 +184,7 @@ const K_TSTRING: i32 = 65;
 const K_STL: i32 = 300;
 const K_STL_STRING: i32 = 365;
 const K_OBJECT: i32 = 61;
+const K_BITS: i32 = 15;
 const K_ANY: i32 = 62;
 // TBranchElement fType values.
 const CLONES_MEMBER: i32 = 31;
@@ -275,7 +280,9 @@ pub fn interpret(
                 n.checked_add(checked_item_bytes(f.dtype, &f.inner_shape)?)
             })
             .is_some_and(|n| n <= MAX_ENTRY_BYTES),
-        Interpretation::Strings { .. } | Interpretation::Objects { .. } => true,
+        Interpretation::Strings { .. }
+        | Interpretation::Objects { .. }
+        | Interpretation::Group { .. } => true,
     };
     if !sane {
         return Err(unsupported(
@@ -298,19 +305,44 @@ fn interpret_branch(
         .map(|e| e.class_name.clone())
         .unwrap_or_else(|| branch.class.clone());
 
+    // A branch with data not filled along with its tree (uproot gives it its own number of
+    // entries, which a table of the tree's entries cannot hold).
+    let counts_clones =
+        element.is_some_and(|e| (e.class_name == "TClonesArray" && e.id < 0) || e.kind == 3);
+    if (branch.children.is_empty() || counts_clones) && branch.entries != tree.entries {
+        return Err(unsupported(
+            declared,
+            format!(
+                "it holds {} entries where its tree holds {}",
+                branch.entries, tree.entries
+            ),
+        ));
+    }
     if !branch.children.is_empty() {
         // A TClonesArray's own branch holds the number of objects per entry.
-        if element.is_some_and(|e| e.class_name == "TClonesArray" && (e.id < 0 || e.kind == 3)) {
+        // (fType 3, a TClonesArray node, whatever class holds it).
+        if counts_clones {
             return Ok(Interpretation::Fixed {
                 dtype: DType::I32,
                 inner_shape: vec![],
                 packing: None,
             });
         }
-        return Err(unsupported(
-            declared,
-            "it is a split object; read its sub-branches instead",
-        ));
+        // Read whole when every member is read (uproot cannot read the others either).
+        for &child in &branch.children {
+            if let Err(refused) = interpret(tree, child, infos) {
+                return Err(unsupported(
+                    declared,
+                    format!(
+                        "its member '{}' is refused ({}); read the other members instead",
+                        tree.branches[child].name, refused.reason
+                    ),
+                ));
+            }
+        }
+        return Ok(Interpretation::Group {
+            children: branch.children.clone(),
+        });
     }
     if branch.class == "TBranchObject" || branch.class == "TBranchSTL" {
         return Err(unsupported(
@@ -454,6 +486,44 @@ fn interpret_leaf(
             return objects(&m.type_name, infos);
         }
     }
+    if is_collection_member(e.kind) && code == K_BITS {
+        // fBits of the objects: 4 bytes each, 6 for objects referenced by a TRef.
+        return Ok(Interpretation::Objects {
+            model: Model::Members {
+                header: false,
+                items: Box::new(Model::Bits),
+            },
+            typename: "UInt_t[]".to_string(),
+        });
+    }
+    if is_collection_member(e.kind) && matches!(code, K_STL | K_STL_STRING | K_OBJECT | K_ANY) {
+        // One member of each object in the collection, stored whole: STL members after one
+        // header per entry, objects each with its own (uproot's AsArray / AsStridedObjects).
+        let Some(m) = member else {
+            return Err(unsupported(member_type, "its streamer info is missing"));
+        };
+        let stl = code == K_STL || code == K_STL_STRING;
+        return match model_of_type(&m.type_name, !stl, infos) {
+            // Classes streamed by hand (TRef: no members in their streamer info) would read as
+            // empty records; uproot has models of its own for them.
+            Ok(Model::Class { members, .. })
+                if !members.iter().any(|m| !matches!(m, Member::TObject)) =>
+            {
+                Err(unsupported(
+                    m.type_name.trim(),
+                    "its class has no members in the streamer infos (it streams itself)",
+                ))
+            }
+            Ok(items) => Ok(Interpretation::Objects {
+                model: Model::Members {
+                    header: stl,
+                    items: Box::new(items),
+                },
+                typename: format!("{}[]", m.type_name.trim()),
+            }),
+            Err(why) => Err(unsupported(m.type_name.trim(), why)),
+        };
+    }
     let (base, array) = match code {
         c if c > OFFSET_P && c < OFFSET_P + OFFSET_L => (c - OFFSET_P, "pointer"),
         c if c > OFFSET_L && c < OFFSET_P => (c - OFFSET_L, "fixed"),
@@ -582,6 +652,31 @@ mod tests {
                 packing: None,
             })
         );
+    }
+
+    #[test]
+    fn branches_shorter_or_longer_than_their_tree_are_refused() {
+        let mut tree = one_leaf_tree("TLeafD", "x");
+        tree.entries = 98;
+        let refused = interpret(&tree, 0, &[]).unwrap_err();
+        assert!(refused.reason.contains("holds 0 entries"), "{refused:?}");
+    }
+
+    #[test]
+    fn split_objects_are_groups_of_their_members_unless_one_is_refused() {
+        let mut tree = one_leaf_tree("TLeafD", "x");
+        tree.branches[0].name = "x".into();
+        tree.branches.push(BranchMeta {
+            children: vec![0],
+            ..Default::default()
+        });
+        assert_eq!(
+            interpret(&tree, 1, &[]),
+            Ok(Interpretation::Group { children: vec![0] })
+        );
+        tree.leaves[0].class = "TLeafX".into();
+        let refused = interpret(&tree, 1, &[]).unwrap_err();
+        assert!(refused.reason.contains("member 'x'"), "{refused:?}");
     }
 
     #[test]

@@ -11,6 +11,8 @@ use super::streamers::{StreamerElement, StreamerInfo};
 pub enum Model {
     /// A big-endian number.
     Number(DType),
+    /// TObject's fBits (u32), followed by a 2-byte process id when the object is referenced.
+    Bits,
     /// A packed Double32_t / Float16_t read as `DType`.
     Packed(Packing, DType),
     /// A C array of fixed dimensions (outermost first).
@@ -25,6 +27,10 @@ pub enum Model {
         items: Box<Model>,
         set: bool,
     },
+    /// One member of each object of a split collection (TClonesArray or std::vector<Class>),
+    /// stored whole: no count, values up to the end of the header's byte count (`header`, STL
+    /// members) or of the entry (objects, each with its own header).
+    Members { header: bool, items: Box<Model> },
     /// std::map: a count, then the keys, then the values (ROOT writes maps' pairs member by
     /// member). `keys` and `values` are read without headers of their own; `column_headers` says
     /// which of the two columns starts with one byte count and version for all its items (STL

@@ -11,7 +11,8 @@ const NEW_CLASS_TAG: u32 = 0xFFFF_FFFF;
 const CLASS_MASK: u32 = 0x8000_0000;
 /// Reference tags count from the key start plus this offset (TBufferFile's kMapOffset).
 const MAP_OFFSET: u64 = 2;
-const IS_REFERENCED: u32 = 1 << 4;
+/// TObject's fBits flag for objects referenced by a TRef: a 2-byte process id follows fBits.
+pub const IS_REFERENCED: u32 = 1 << 4;
 /// Objects nest this deep at most (real files: a few levels per level of class splitting). Each
 /// level recurses, so without a limit a hostile object would overflow the stack.
 pub const MAX_NESTING: usize = 64;

@@ -248,9 +248,9 @@ struct TreeParser {
 
 type Ptrs = PointerReader<Item>;
 
-/// Parse a streamed TTree. `data` is the uncompressed object; `key_len` the key header length
-/// (pointer tags count from the key start); `origin` names the object for errors.
-pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta> {
+/// Parse a streamed TTree (or TNtuple, `class`). `data` is the uncompressed object; `key_len` the
+/// key header length (pointer tags count from the key start); `origin` names the object for errors.
+pub fn parse_tree(data: &[u8], key_len: usize, class: &str, origin: &str) -> Result<TreeMeta> {
     let mut cur = Cursor::new(data, origin, 0);
     let mut ptrs = Ptrs::new(key_len);
     let mut p = TreeParser {
@@ -259,64 +259,32 @@ pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta>
         embedded: Vec::new(),
     };
 
-    let v = read_version(&mut cur, "TTree")?;
-    if !(16..=20).contains(&v.version) {
-        return Err(cur.error_at(
-            4,
-            format!(
-                "TTree class version 16 to 20 (ROOT 5.22 and later), found {}",
-                v.version
-            ),
-        ));
+    if class != "TTree" {
+        // TNtuple/TNtupleD: their own version header, then the TTree (fNvar follows, unread).
+        read_version(&mut cur, class)?;
     }
+    let v = read_version(&mut cur, "TTree")?;
     let (name, title) = read_tnamed(&mut cur)?;
     for base in ["TAttLine", "TAttFill", "TAttMarker"] {
         skip_object(&mut cur, base)?;
     }
-    let entries = cur.i64("TTree fEntries")?;
-    let tot_bytes = cur.i64("TTree fTotBytes")?;
-    let zip_bytes = cur.i64("TTree fZipBytes")?;
-    let _saved = cur.i64("TTree fSavedBytes")?;
-    if v.version >= 18 {
-        cur.i64("TTree fFlushedBytes")?;
-    }
-    cur.f64("TTree fWeight")?;
-    for what in ["TTree fTimerInterval", "TTree fScanField", "TTree fUpdate"] {
-        cur.i32(what)?;
-    }
-    if v.version >= 17 {
-        cur.i32("TTree fDefaultEntryOffsetLen")?;
-    }
-    let pos = cur.pos();
-    let n_ranges = if v.version >= 19 {
-        cur.i32("TTree fNClusterRange")?
-    } else {
-        0
+    let counts = match v.version {
+        5 => read_tree_v5_counts(&mut cur)?,
+        16..=20 => read_tree_counts(&mut cur, v.version)?,
+        other => {
+            return Err(cur.error_at(
+                4,
+                format!("TTree class version 5 or 16 to 20 (ROOT 3.02 to 4.00, or 5.22 and later), found {other}"),
+            ))
+        }
     };
-    for what in [
-        "TTree fMaxEntries",
-        "TTree fMaxEntryLoop",
-        "TTree fMaxVirtualSize",
-        "TTree fAutoSave",
-    ] {
-        cur.i64(what)?;
-    }
-    let auto_flush = if v.version >= 18 {
-        cur.i64("TTree fAutoFlush")?
-    } else {
-        0
-    };
-    cur.i64("TTree fEstimate")?;
-    let n_ranges = cur.check_count(pos, n_ranges as i64, "TTree fNClusterRange", 16)?;
-    let mut cluster_ranges = Vec::new();
-    if v.version >= 19 {
-        let ends = read_pointer_array_i64(&mut cur, n_ranges, "TTree fClusterRangeEnd")?;
-        let sizes = read_pointer_array_i64(&mut cur, n_ranges, "TTree fClusterSize")?;
-        cluster_ranges = ends.into_iter().zip(sizes).collect();
-    }
-    if v.version >= 20 {
-        skip_object(&mut cur, "TIOFeatures")?;
-    }
+    let TreeCounts {
+        entries,
+        tot_bytes,
+        zip_bytes,
+        auto_flush,
+        cluster_ranges,
+    } = counts;
     let top = p.read_items(&mut cur, &mut ptrs)?;
     let _tree_leaves = p.read_items(&mut cur, &mut ptrs)?;
     if entries < 0 {
@@ -347,6 +315,103 @@ pub fn parse_tree(data: &[u8], key_len: usize, origin: &str) -> Result<TreeMeta>
     })
 }
 
+/// The TTree members before its branches that a reader needs.
+struct TreeCounts {
+    entries: i64,
+    tot_bytes: i64,
+    zip_bytes: i64,
+    auto_flush: i64,
+    cluster_ranges: Vec<(i64, i64)>,
+}
+
+/// TTree version 5 (ROOT 3.02 to 4.00, and Geant4's g4tools writer), read by its streamer info:
+/// counters as doubles and ints, no weight, flush or cluster members.
+fn read_tree_v5_counts(cur: &mut Cursor) -> Result<TreeCounts> {
+    let entries = cur.f64("TTree fEntries")?;
+    let tot_bytes = cur.f64("TTree fTotBytes")?;
+    let zip_bytes = cur.f64("TTree fZipBytes")?;
+    cur.f64("TTree fSavedBytes")?;
+    for what in [
+        "TTree fTimerInterval",
+        "TTree fScanField",
+        "TTree fUpdate",
+        "TTree fMaxEntryLoop",
+        "TTree fMaxVirtualSize",
+        "TTree fAutoSave",
+        "TTree fEstimate",
+    ] {
+        cur.i32(what)?;
+    }
+    if !(0.0..=MAX_F64_COUNT).contains(&entries) {
+        return Err(cur.error(format!("a TTree fEntries count, found {entries}")));
+    }
+    Ok(TreeCounts {
+        entries: entries as i64,
+        tot_bytes: tot_bytes as i64,
+        zip_bytes: zip_bytes as i64,
+        auto_flush: 0,
+        cluster_ranges: Vec::new(),
+    })
+}
+
+/// Counts stored as doubles by old class versions are exact integers up to 2^53.
+const MAX_F64_COUNT: f64 = 9_007_199_254_740_992.0;
+
+/// TTree versions 16 (ROOT 5.22) to 20.
+fn read_tree_counts(cur: &mut Cursor, version: i16) -> Result<TreeCounts> {
+    let entries = cur.i64("TTree fEntries")?;
+    let tot_bytes = cur.i64("TTree fTotBytes")?;
+    let zip_bytes = cur.i64("TTree fZipBytes")?;
+    let _saved = cur.i64("TTree fSavedBytes")?;
+    if version >= 18 {
+        cur.i64("TTree fFlushedBytes")?;
+    }
+    cur.f64("TTree fWeight")?;
+    for what in ["TTree fTimerInterval", "TTree fScanField", "TTree fUpdate"] {
+        cur.i32(what)?;
+    }
+    if version >= 17 {
+        cur.i32("TTree fDefaultEntryOffsetLen")?;
+    }
+    let pos = cur.pos();
+    let n_ranges = if version >= 19 {
+        cur.i32("TTree fNClusterRange")?
+    } else {
+        0
+    };
+    for what in [
+        "TTree fMaxEntries",
+        "TTree fMaxEntryLoop",
+        "TTree fMaxVirtualSize",
+        "TTree fAutoSave",
+    ] {
+        cur.i64(what)?;
+    }
+    let auto_flush = if version >= 18 {
+        cur.i64("TTree fAutoFlush")?
+    } else {
+        0
+    };
+    cur.i64("TTree fEstimate")?;
+    let n_ranges = cur.check_count(pos, n_ranges as i64, "TTree fNClusterRange", 16)?;
+    let mut cluster_ranges = Vec::new();
+    if version >= 19 {
+        let ends = read_pointer_array_i64(cur, n_ranges, "TTree fClusterRangeEnd")?;
+        let sizes = read_pointer_array_i64(cur, n_ranges, "TTree fClusterSize")?;
+        cluster_ranges = ends.into_iter().zip(sizes).collect();
+    }
+    if version >= 20 {
+        skip_object(cur, "TIOFeatures")?;
+    }
+    Ok(TreeCounts {
+        entries,
+        tot_bytes,
+        zip_bytes,
+        auto_flush,
+        cluster_ranges,
+    })
+}
+
 /// A `[count]` pointer array: a presence byte (0 for a null pointer), then the values.
 fn read_pointer_array_i64(cur: &mut Cursor, n: usize, what: &str) -> Result<Vec<i64>> {
     if cur.u8(what)? == 0 {
@@ -360,6 +425,19 @@ fn read_pointer_array_i32(cur: &mut Cursor, n: usize, what: &str) -> Result<Vec<
         return Ok(Vec::new());
     }
     cur.i32_array(n, what)
+}
+
+/// fBasketSeek of TBranch versions before 10: a presence byte, 2 announcing 64-bit seeks.
+fn read_old_seeks(cur: &mut Cursor, n: usize) -> Result<Vec<i64>> {
+    match cur.u8("TBranch fBasketSeek")? {
+        0 => Ok(Vec::new()),
+        2 => cur.i64_array(n, "TBranch fBasketSeek"),
+        _ => Ok(cur
+            .i32_array(n, "TBranch fBasketSeek")?
+            .into_iter()
+            .map(i64::from)
+            .collect()),
+    }
 }
 
 impl TreeParser {
@@ -434,40 +512,75 @@ impl TreeParser {
         v: Version,
         index: usize,
     ) -> Result<()> {
-        if !(10..=13).contains(&v.version) {
+        if !(6..=13).contains(&v.version) {
             return Err(cur.error(format!(
-                "TBranch class version 10 to 13 (ROOT 5.20 and later), found {}",
+                "TBranch class version 6 to 13 (ROOT 3 and later), found {}",
                 v.version
             )));
         }
+        let old = v.version < 10;
         let (name, title) = read_tnamed(cur)?;
-        skip_object(cur, "TAttFill")?;
+        if v.version > 7 {
+            skip_object(cur, "TAttFill")?;
+        }
         let compress = cur.i32("TBranch fCompress")?;
         cur.i32("TBranch fBasketSize")?;
         let entry_offset_len = cur.i32("TBranch fEntryOffsetLen")?;
         let write_basket = cur.i32("TBranch fWriteBasket")?;
-        cur.i64("TBranch fEntryNumber")?;
+        if old {
+            cur.i32("TBranch fEntryNumber")?;
+        } else {
+            cur.i64("TBranch fEntryNumber")?;
+        }
         if v.version >= 13 {
             skip_object(cur, "TIOFeatures")?;
         }
         cur.i32("TBranch fOffset")?;
         let max_pos = cur.pos();
         let max_baskets = cur.i32("TBranch fMaxBaskets")?;
-        cur.i32("TBranch fSplitLevel")?;
-        let entries = cur.i64("TBranch fEntries")?;
+        if v.version > 6 {
+            cur.i32("TBranch fSplitLevel")?;
+        }
+        // Before version 10 (TBranch::Streamer's manual branch), counters are doubles.
+        let entries = if old {
+            let e = cur.f64("TBranch fEntries")?;
+            if !(0.0..=MAX_F64_COUNT).contains(&e) {
+                return Err(cur.error(format!(
+                    "branch '{name}' with a non-negative number of entries, found {e}"
+                )));
+            }
+            e as i64
+        } else {
+            cur.i64("TBranch fEntries")?
+        };
         if v.version >= 11 {
             cur.i64("TBranch fFirstEntry")?;
         }
-        let tot_bytes = cur.i64("TBranch fTotBytes")?;
-        let zip_bytes = cur.i64("TBranch fZipBytes")?;
+        let (tot_bytes, zip_bytes) = if old {
+            (
+                cur.f64("TBranch fTotBytes")? as i64,
+                cur.f64("TBranch fZipBytes")? as i64,
+            )
+        } else {
+            (cur.i64("TBranch fTotBytes")?, cur.i64("TBranch fZipBytes")?)
+        };
         let children = self.read_items(cur, ptrs)?;
         let leaves = self.read_items(cur, ptrs)?;
         let baskets = self.read_items(cur, ptrs)?;
         let max_baskets =
             cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", 16)?;
         let basket_bytes = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketBytes")?;
-        let basket_entry = read_pointer_array_i64(cur, max_baskets, "TBranch fBasketEntry")?;
-        let basket_seek = read_pointer_array_i64(cur, max_baskets, "TBranch fBasketSeek")?;
+        let (basket_entry, basket_seek) = if old {
+            // 32-bit entries; seeks 64-bit when the presence byte says 2 (large files).
+            let entry = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketEntry")?;
+            let seek = read_old_seeks(cur, max_baskets)?;
+            (entry.into_iter().map(i64::from).collect::<Vec<_>>(), seek)
+        } else {
+            (
+                read_pointer_array_i64(cur, max_baskets, "TBranch fBasketEntry")?,
+                read_pointer_array_i64(cur, max_baskets, "TBranch fBasketSeek")?,
+            )
+        };
         if entries < 0 {
             return Err(cur.error(format!(
                 "branch '{name}' with a non-negative number of entries, found {entries}"
@@ -526,7 +639,12 @@ impl TreeParser {
         b.baskets = locations;
         b.embedded = embedded;
         for item in children {
+            // Sub-branches are read inside their parent, so come after it; a reference to any
+            // other branch (a hostile file) would make the branches a cycle.
             if let Item::Branch(child) = item {
+                if child <= index || self.branches[child].parent.is_some() {
+                    continue;
+                }
                 self.branches[child].parent = Some(index);
                 self.branches[index].children.push(child);
             }
@@ -610,8 +728,14 @@ impl TreeParser {
         let keylen = keylen as usize;
         let mut offsets = None;
         if !generate_offsets && flag != 0 && flag % 10 != 2 {
-            let n = cur.count("TBasket entry offset count", 4)?;
-            let raw = cur.i32_array(n, "TBasket entry offsets")?;
+            // As TBasket::Streamer: the offsets only when the basket holds entries (g4tools
+            // writes empty ones), the displacements whenever flagged.
+            let raw = if nev_buf > 0 {
+                let n = cur.count("TBasket entry offset count", 4)?;
+                cur.i32_array(n, "TBasket entry offsets")?
+            } else {
+                Vec::new()
+            };
             if flag > 40 {
                 let n = cur.count("TBasket displacement count", 4)?;
                 cur.skip(n * 4)?;
@@ -703,30 +827,5 @@ fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn absurd_entry_counts_give_few_cluster_boundaries() {
-        let branch = BranchMeta {
-            baskets: vec![BasketLocation {
-                seek: 100,
-                bytes: 10,
-                entry_start: 0,
-                entry_stop: 10,
-            }],
-            ..Default::default()
-        };
-        for branches in [vec![], vec![branch]] {
-            let tree = TreeMeta {
-                entries: 1 << 62,
-                auto_flush: 1,
-                branches,
-                ..Default::default()
-            };
-            let bounds = tree.cluster_boundaries();
-            assert!(bounds.len() <= 3, "{} boundaries", bounds.len());
-            assert_eq!((bounds[0], *bounds.last().unwrap()), (0, tree.entries));
-        }
-    }
-}
+#[path = "tree_tests.rs"]
+mod tests;
