@@ -20,7 +20,10 @@ def trees_of(path):
 
 
 def plain(x):
-    """Python values of an entry: awkward arrays, numpy arrays and uproot's STL containers alike."""
+    """Python values of an entry: awkward arrays, numpy arrays, uproot's STL containers and
+    objects (their members, without TObject's ``@`` ones, as in uproot's awkward output) alike."""
+    if hasattr(x, "all_members"):
+        return plain({k: v for k, v in x.all_members.items() if not k.startswith("@")})
     if hasattr(x, "tolist"):
         x = x.tolist()
     if isinstance(x, (list, tuple)):
@@ -52,8 +55,9 @@ def assert_same(name, ours, theirs):
         theirs = np.asarray(theirs)
         assert ours.shape == theirs.shape, (name, ours.shape, theirs.shape)
         if ours.dtype.names:
-            for field in ours.dtype.names:
-                assert np.array_equal(ours[field], theirs[field]), (name, field)
+            for field in ours.dtype.names:  # uproot gives objects (TVector2) or a record array
+                values = np.array([x.member(field) for x in theirs]) if theirs.dtype == object else theirs[field]
+                assert np.array_equal(ours[field], values), (name, field)
         else:
             assert ours.dtype == theirs.dtype.newbyteorder("="), (name, ours.dtype, theirs.dtype)
             assert np.array_equal(ours, theirs, equal_nan=ours.dtype.kind == "f"), name
