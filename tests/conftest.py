@@ -42,3 +42,20 @@ def same_values(a, b) -> bool:
     if a.dtype.names:
         return a.tolist() == b.tolist()
     return np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
+
+
+def assert_reads_like_local(remote, local_path):
+    """Every readable branch of every TTree of `remote` (an open `cherenkov.File`) equals a local
+    read of the same file."""
+    local = cherenkov.open(local_path)
+    for key, cls in local.classnames().items():
+        if cls != "TTree":
+            continue
+        names = [b.path for b in local[key].branches if b.readable]
+        ours, theirs = remote[key].arrays(names, library="np"), local[key].arrays(names, library="np")
+        assert names and all(same_values(ours[n], theirs[n]) for n in names), key
+
+
+def everything_shown(f):
+    """All a user can see of an open file (path, repr, stats, trace, counters): for secret checks."""
+    return "\n".join([f.path, repr(f), repr(f.stats()), str(f.trace()), repr(f.source_counters())])

@@ -7,9 +7,9 @@ import shutil
 import subprocess
 
 import cherenkov
-import numpy as np
 import pytest
 from cherenkov.lab.servers import free_port, wait_for_port
+from conftest import assert_reads_like_local, everything_shown
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJweXRlc3QifQ.cHl0ZXN0LXNpZ25hdHVyZQ"
 PASSWORD = "s3cret-pw"
@@ -63,28 +63,6 @@ def server(testdata, tmp_path_factory):
 def assert_no_secret(text):
     for secret in SECRETS:
         assert secret not in text, text
-
-
-def same(a, b):
-    if isinstance(a, cherenkov.Jagged):
-        return np.array_equal(a.offsets, b.offsets) and np.array_equal(a.content, b.content, equal_nan=a.content.dtype.kind == "f")
-    if a.dtype == object or a.dtype.names:
-        return a.tolist() == b.tolist()
-    return np.array_equal(a, b, equal_nan=a.dtype.kind == "f")
-
-
-def assert_reads_like_local(remote, local_path):
-    local = cherenkov.open(local_path)
-    for key, cls in local.classnames().items():
-        if cls != "TTree":
-            continue
-        names = [b.path for b in local[key].branches if b.readable]
-        ours, theirs = remote[key].arrays(names, library="np"), local[key].arrays(names, library="np")
-        assert names and all(same(ours[n], theirs[n]) for n in names), key
-
-
-def everything_shown(f):
-    return "\n".join([f.path, repr(f), repr(f.stats()), str(f.trace()), repr(f.source_counters())])
 
 
 def test_a_token_reads_every_branch_like_a_local_read_and_is_never_shown(server):

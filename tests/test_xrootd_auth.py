@@ -14,7 +14,7 @@ import cherenkov
 import pytest
 from cherenkov.lab.servers import XrootdServer
 from cherenkov.lab.tokens import SCITOKENS_PLUGIN, Issuer, give_to_xrootd, make_pki, xrootd_tls, ztn_server_config
-from conftest import same_values
+from conftest import assert_reads_like_local, everything_shown
 
 FILE = "uproot-HZZ.root"
 
@@ -36,20 +36,6 @@ def folder():
 def pki(folder):
     (folder / "pki").mkdir()
     return make_pki(folder / "pki")
-
-
-def assert_reads_like_local(remote, local_path):
-    local = cherenkov.open(local_path)
-    for key, cls in local.classnames().items():
-        if cls != "TTree":
-            continue
-        names = [b.path for b in local[key].branches if b.readable]
-        ours, theirs = remote[key].arrays(names, library="np"), local[key].arrays(names, library="np")
-        assert names and all(same_values(ours[n], theirs[n]) for n in names), key
-
-
-def everything_shown(f):
-    return "\n".join([f.path, repr(f), repr(f.stats()), str(f.trace()), repr(f.source_counters())])
 
 
 def test_roots_reads_every_branch_like_a_local_read(testdata, pki):
