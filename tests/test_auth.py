@@ -9,6 +9,7 @@ import subprocess
 import cherenkov
 import pytest
 from cherenkov.lab.servers import free_port, wait_for_port
+from cherenkov.lab.tokens import make_pki
 from conftest import assert_reads_like_local, everything_shown
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJweXRlc3QifQ.cHl0ZXN0LXNpZ25hdHVyZQ"
@@ -23,19 +24,9 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def openssl(cwd, *args):
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
 @pytest.fixture(scope="module")
 def server(testdata, tmp_path_factory):
-    pki = tmp_path_factory.mktemp("pki")
-    key = ("-newkey", "rsa:2048", "-nodes")
-    openssl(pki, "req", "-x509", *key, "-days", "1", "-subj", "/CN=test CA", "-keyout", "ca.key", "-out", "ca.pem")
-    openssl(pki, "req", *key, "-subj", "/CN=127.0.0.1", "-keyout", "host.key", "-out", "host.csr")
-    (pki / "host.ext").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n")
-    signed_by_ca = ("-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-days", "1")
-    openssl(pki, "x509", "-req", "-in", "host.csr", *signed_by_ca, "-extfile", "host.ext", "-out", "host.pem")
+    pki = make_pki(tmp_path_factory.mktemp("pki"))
     work = tmp_path_factory.mktemp("nginx")
     port = free_port()
     (work / "nginx.conf").write_text(
