@@ -1,9 +1,9 @@
-"""Survey: every TTree branch of every ROOT file in some directories, read by uproot and by
+"""Survey: every TTree branch of some ROOT files (or of the files in some directories), read by uproot and by
 cherenkov (``library="ak"``), classified as equal, wrong value, wrong type, same type in another
 form, refused (``UnsupportedBranch``, with its reason) or failed (any other error). Branches uproot
 cannot read are counted apart and not judged.
 
-    .venv/bin/python scripts/conformance_survey.py [DIR ...]   # default: /work/corpus/skhep
+    .venv/bin/python scripts/conformance_survey.py FILE_OR_DIR ...   # e.g. scikit-hep-testdata's files
 
 Each file is surveyed in a subprocess with a time limit, so one pathological file cannot stall
 the survey; a file that times out or crashes is reported as such.
@@ -118,7 +118,7 @@ def survey_file(path: str) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dirs", nargs="*", default=["/work/corpus/skhep"])
+    parser.add_argument("paths", nargs="*", help="ROOT files, or directories whose *.root files are surveyed")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per file")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--list", action="store_true", help="print every branch that is not equal")
@@ -127,7 +127,10 @@ def main() -> None:
     if args.one:
         print(json.dumps(survey_file(args.one)))
         return
-    files = sorted(p for d in args.dirs for p in Path(d).glob("*.root") if p.stat().st_size > 1024)
+    if not args.paths:
+        parser.error("name the ROOT files or directories to survey")
+    given = [Path(p) for p in args.paths]
+    files = sorted(p for g in given for p in (g.glob("*.root") if g.is_dir() else [g]) if p.stat().st_size > 1024)
     records = []
     for path in files:
         try:
