@@ -14,3 +14,4 @@ pub mod packed;
 pub mod rntuple;
 pub mod streamers;
 pub mod tree;
+mod tree_members;
