@@ -34,7 +34,10 @@ def plain(x):
 
 
 def same_values(a, b) -> bool:
-    """Whether two arrays read with `library="np"` hold the same values (NaN equal to NaN)."""
+    """Whether two arrays read with `library="np"` hold the same values (NaN equal to NaN); split
+    objects read whole come as dicts of their members' arrays."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(same_values(a[k], b[k]) for k in a)
     if isinstance(a, ak.Array) or (isinstance(a, np.ndarray) and a.dtype == object):  # objects
         return plain(a) == plain(b)
     if isinstance(a, cherenkov.Jagged):

@@ -67,7 +67,7 @@ impl Table for TreeTable {
     }
 
     async fn plan(&self, items: &[usize], start: u64, stop: u64) -> Result<Vec<Planned>> {
-        let stored = stored_branches(&self.file, &self.tree, items)?;
+        let (stored, _) = stored_branches(&self.file, &self.tree, items)?;
         Ok(plan_baskets(&self.tree, &stored, start, stop))
     }
 
@@ -103,14 +103,23 @@ impl Table for TreeTable {
         stop: u64,
         units: Vec<(Planned, Arc<Basket>)>,
     ) -> Result<Vec<BranchArray>> {
-        let stored = stored_branches(&self.file, &self.tree, items)?;
+        let (stored, mut uses) = stored_branches(&self.file, &self.tree, items)?;
         let interps = interpretations(&self.file, &self.tree, &stored)?;
         let pairs: Vec<(&Planned, &Basket)> = units.iter().map(|(p, b)| (p, b.as_ref())).collect();
         let arrays = assemble_all(self, &stored, interps, &pairs, start, stop).await?;
         let mut by_branch: HashMap<usize, BranchArray> = stored.into_iter().zip(arrays).collect();
         items
             .iter()
-            .map(|&b| group_array(&self.file, &self.tree, b, &mut by_branch, stop - start))
+            .map(|&b| {
+                group_array(
+                    &self.file,
+                    &self.tree,
+                    b,
+                    &mut by_branch,
+                    &mut uses,
+                    stop - start,
+                )
+            })
             .collect()
     }
 
@@ -119,19 +128,29 @@ impl Table for TreeTable {
     }
 }
 
-/// The branches whose baskets `items` need: groups stand for their sub-branches (recursively),
-/// each listed once.
-fn stored_branches(file: &RootFile, tree: &TreeMeta, items: &[usize]) -> Result<Vec<usize>> {
+/// The branches whose baskets `items` need, each listed once (groups stand for their
+/// sub-branches, recursively), and how many times each is asked for (directly and in groups).
+fn stored_branches(
+    file: &RootFile,
+    tree: &TreeMeta,
+    items: &[usize],
+) -> Result<(Vec<usize>, HashMap<usize, usize>)> {
     let mut out = Vec::new();
+    let mut uses: HashMap<usize, usize> = HashMap::new();
     let mut pending: Vec<usize> = items.iter().rev().copied().collect();
     while let Some(b) = pending.pop() {
         match interpretations(file, tree, &[b])?.remove(0) {
             Interpretation::Group { children } => pending.extend(children.into_iter().rev()),
-            _ if !out.contains(&b) => out.push(b),
-            _ => {}
+            _ => {
+                let n = uses.entry(b).or_insert(0);
+                if *n == 0 {
+                    out.push(b);
+                }
+                *n += 1;
+            }
         }
     }
-    Ok(out)
+    Ok((out, uses))
 }
 
 /// The array of `branch`: its own, or for a group a record of its sub-branches' arrays named
@@ -141,21 +160,27 @@ fn group_array(
     tree: &TreeMeta,
     branch: usize,
     arrays: &mut HashMap<usize, BranchArray>,
+    uses: &mut HashMap<usize, usize>,
     entries: u64,
 ) -> Result<BranchArray> {
     let interp = interpretations(file, tree, &[branch])?.remove(0);
     let Interpretation::Group { children } = &interp else {
-        // A branch asked for twice (directly and in a group) is cloned for the second use.
-        return arrays
-            .get(&branch)
-            .cloned()
-            .ok_or_else(|| Error::format(tree.branch_path(branch), "an array assembled for it"));
+        // The last use takes the array; a branch asked for more than once (directly and in a
+        // group) is cloned for the uses before.
+        let missing = || Error::format(tree.branch_path(branch), "an array assembled for it");
+        let left = uses.get_mut(&branch).ok_or_else(missing)?;
+        *left = left.saturating_sub(1);
+        return if *left == 0 {
+            arrays.remove(&branch).ok_or_else(missing)
+        } else {
+            arrays.get(&branch).cloned().ok_or_else(missing)
+        };
     };
     let mut names = Vec::new();
     let mut contents = Vec::new();
     for &c in children {
         names.push(tree.branches[c].name.clone());
-        contents.push(group_array(file, tree, c, arrays, entries)?.array);
+        contents.push(group_array(file, tree, c, arrays, uses, entries)?.array);
     }
     Ok(BranchArray {
         branch: tree.branch_path(branch),
