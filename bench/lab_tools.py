@@ -403,12 +403,7 @@ def run_root_ntuple(spec: dict, run: Run) -> None:
     ROOT = import_root()
     run.root = ROOT
     loop = ROOT.cherenkov_lab.NtupleLoop()
-    sums, counts = run.check.sums, run.check.counts
-    for url in spec["urls"]:
-        run.file_started()
-        f = root_open(ROOT, url)
-        anchor = f.Get(spec["tree"])
-        run.opened(f)
+    for anchor in root_objects(ROOT, spec, run):
         if spec["scenario"] == "interactive":
             names = checked = [spec["interactive"]["branch"]]
             stop = spec["interactive"]["entries"]
@@ -418,16 +413,10 @@ def run_root_ntuple(spec: dict, run: Run) -> None:
         entries = int(loop.setup(anchor, strings(ROOT, names), strings(ROOT, checked), strings(ROOT, types)))
         stop = entries if stop is None else stop
         try:
-            for lo in range(0, stop, ROOT_BLOCK):
-                hi = min(lo + ROOT_BLOCK, stop)
-                loop.run(lo, hi)
-                run.advance(hi - lo)
+            run_blocks(loop, stop, run)
         finally:
-            for k, n in enumerate(checked):
-                sums[n] = sums.get(n, 0.0) + float(loop.sums[k])
-                counts[n] = counts.get(n, 0) + int(loop.counts[k])
+            add_checks(run, loop, checked)
             loop.close()
-        run.file_done()
     run.check.value_bytes = None  # untyped views do not say how many bytes of values they read
     run.extra = {"file_class": run.files[0].ClassName(), "reader": "RNTupleReader"}
 
@@ -462,6 +451,33 @@ def strings(ROOT, names):
 ROOT_BLOCK = 200  # entries per call of the compiled loop (progress and time budget in between)
 
 
+def root_objects(ROOT, spec: dict, run: Run):
+    """Each file's tree or RNTuple anchor, the file opened and timed as the other tools' files."""
+    for url in spec["urls"]:
+        run.file_started()
+        f = root_open(ROOT, url)
+        obj = f.Get(spec["tree"])
+        run.opened(f)
+        yield obj
+        run.file_done()
+
+
+def run_blocks(loop, stop: int, run: Run) -> None:
+    """The compiled loop over entries [0, stop) in blocks, progress (and the time budget) between."""
+    for lo in range(0, stop, ROOT_BLOCK):
+        hi = min(lo + ROOT_BLOCK, stop)
+        loop.run(lo, hi)
+        run.advance(hi - lo)
+
+
+def add_checks(run: Run, loop, checked: list) -> None:
+    """Add the loop's sums and counts of the checked branches to the run's value check."""
+    sums, counts = run.check.sums, run.check.counts
+    for k, n in enumerate(checked):
+        sums[n] = sums.get(n, 0.0) + float(loop.sums[k])
+        counts[n] = counts.get(n, 0) + int(loop.counts[k])
+
+
 def run_root(spec: dict, run: Run) -> None:
     if spec.get("format") == "rntuple":
         return run_root_ntuple(spec, run)
@@ -469,12 +485,7 @@ def run_root(spec: dict, run: Run) -> None:
     run.root = ROOT
     scenario, variant = spec["scenario"], spec["variant"]
     loop = ROOT.cherenkov_lab.Loop()
-    sums, counts = run.check.sums, run.check.counts
-    for url in spec["urls"]:
-        run.file_started()
-        f = root_open(ROOT, url)
-        tree = f.Get(spec["tree"])
-        run.opened(f)
+    for tree in root_objects(ROOT, spec, run):
         if variant == "no TTreeCache":
             tree.SetCacheSize(0)
         if scenario == "interactive":
@@ -497,16 +508,10 @@ def run_root(spec: dict, run: Run) -> None:
             every,
         )
         try:
-            for lo in range(0, stop, ROOT_BLOCK):
-                hi = min(lo + ROOT_BLOCK, stop)
-                loop.run(lo, hi)
-                run.advance(hi - lo)
+            run_blocks(loop, stop, run)
         finally:
             run.check.value_bytes += int(loop.bytes)
-            for k, n in enumerate(list(checked_fixed) + list(checked_trigger)):
-                sums[n] = sums.get(n, 0.0) + float(loop.sums[k])
-                counts[n] = counts.get(n, 0) + int(loop.counts[k])
-        run.file_done()
+            add_checks(run, loop, list(checked_fixed) + list(checked_trigger))
     if scenario == "interactive":
         run.check.value_bytes = None  # GetEntry's bytes of a jagged branch alone leave out its counter
     run.extra = {"cache_size": int(run.files[0].Get(spec["tree"]).GetCacheSize()), "file_class": run.files[0].ClassName()}

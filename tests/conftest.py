@@ -62,3 +62,14 @@ def assert_reads_like_local(remote, local_path):
 def everything_shown(f):
     """All a user can see of an open file (path, repr, stats, trace, counters): for secret checks."""
     return "\n".join([f.path, repr(f), repr(f.stats()), str(f.trace()), repr(f.source_counters())])
+
+
+def form(array) -> dict:
+    """An awkward array's form as a dict, without form keys (they differ between readers)."""
+
+    def strip(d):
+        if isinstance(d, dict):
+            return {k: strip(v) for k, v in d.items() if k != "form_key"}
+        return [strip(x) for x in d] if isinstance(d, list) else d
+
+    return strip(array.layout.form.to_dict(verbose=False))

@@ -10,6 +10,7 @@ import awkward as ak
 import cherenkov
 import numpy as np
 import pytest
+from conftest import form
 
 uproot = pytest.importorskip("uproot")
 
@@ -34,15 +35,6 @@ def same(a, b) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b
-
-
-def form(array) -> dict:
-    def strip(d):
-        if isinstance(d, dict):
-            return {k: strip(v) for k, v in d.items() if k != "form_key"}
-        return [strip(x) for x in d] if isinstance(d, list) else d
-
-    return strip(array.layout.form.to_dict(verbose=False))
 
 
 @pytest.fixture(scope="module")

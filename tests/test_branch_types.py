@@ -9,6 +9,7 @@ import awkward as ak
 import cherenkov
 import numpy as np
 import pytest
+from conftest import form
 
 uproot = pytest.importorskip("uproot")
 
@@ -94,15 +95,6 @@ def same(a, b, rel_tol=0.0) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(same(a[k], b[k], rel_tol) for k in a)
     return a == b
-
-
-def form(array) -> dict:
-    def strip(d):
-        if isinstance(d, dict):
-            return {k: strip(v) for k, v in d.items() if k != "form_key"}
-        return [strip(x) for x in d] if isinstance(d, list) else d
-
-    return strip(array.layout.form.to_dict(verbose=False))
 
 
 def branches(tree_name):

@@ -15,7 +15,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 use support::nginx::Nginx;
 use support::pki::Pki;
-use support::{bounded, Random, TempDir};
+use support::{assert_ranges_equal, bounded, Random, TempDir};
 
 const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJ0ZXN0In0.dGVzdC1zaWduYXR1cmU";
 const SECOND_TOKEN: &str = "renewed-token-0123456789";
@@ -84,16 +84,7 @@ fn ranges() -> Vec<ByteRange> {
 async fn assert_reads_match(source: &dyn ByteSource, file: &[u8]) {
     let before = source.counters().requests;
     let ranges = ranges();
-    let got = source
-        .read_ranges(&ranges)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    for (r, bytes) in ranges.iter().zip(&got) {
-        assert!(
-            bytes[..] == file[r.offset as usize..r.end() as usize],
-            "{r:?}"
-        );
-    }
+    assert_ranges_equal(source, &ranges, file).await;
     assert!(
         source.counters().requests > before,
         "the data came from requests after opening"

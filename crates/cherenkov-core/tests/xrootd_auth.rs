@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 use support::pki::Pki;
 use support::xrootd::{running_as_root, XrootdServer};
-use support::{bounded, Random, TempDir};
+use support::{assert_ranges_equal, bounded, Random, TempDir};
 
 const FILE_LEN: u64 = 3 << 20;
 
@@ -80,16 +80,7 @@ async fn assert_reads_match(source: &dyn ByteSource, file: &[u8]) {
     let ranges: Vec<ByteRange> = (0..200)
         .map(|_| ByteRange::new(random.below(FILE_LEN - 5000), 1 + random.below(5000)))
         .collect();
-    let got = source
-        .read_ranges(&ranges)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    for (r, bytes) in ranges.iter().zip(&got) {
-        assert!(
-            bytes[..] == file[r.offset as usize..r.end() as usize],
-            "{r:?}"
-        );
-    }
+    assert_ranges_equal(source, &ranges, file).await;
 }
 
 async fn open_error(url: &str, options: XrootdOptions) -> String {

@@ -139,9 +139,9 @@ fn stored_branches(
     let mut uses: HashMap<usize, usize> = HashMap::new();
     let mut pending: Vec<usize> = items.iter().rev().copied().collect();
     while let Some(b) = pending.pop() {
-        match interpretations(file, tree, &[b])?.remove(0) {
-            Interpretation::Group { children } => pending.extend(children.into_iter().rev()),
-            _ => {
+        match group_children(file, tree, b)? {
+            Some(children) => pending.extend(children.into_iter().rev()),
+            None => {
                 let n = uses.entry(b).or_insert(0);
                 if *n == 0 {
                     out.push(b);
@@ -151,6 +151,18 @@ fn stored_branches(
         }
     }
     Ok((out, uses))
+}
+
+/// The sub-branches of `branch` when it is read as a group (a split object read whole). Only a
+/// branch with sub-branches can be one, so the others (most) need no interpretation here.
+fn group_children(file: &RootFile, tree: &TreeMeta, branch: usize) -> Result<Option<Vec<usize>>> {
+    if tree.branches[branch].children.is_empty() {
+        return Ok(None);
+    }
+    Ok(match interpretations(file, tree, &[branch])?.remove(0) {
+        Interpretation::Group { children } => Some(children),
+        _ => None,
+    })
 }
 
 /// The array of `branch`: its own, or for a group a record of its sub-branches' arrays named
@@ -163,8 +175,7 @@ fn group_array(
     uses: &mut HashMap<usize, usize>,
     entries: u64,
 ) -> Result<BranchArray> {
-    let interp = interpretations(file, tree, &[branch])?.remove(0);
-    let Interpretation::Group { children } = &interp else {
+    let Some(children) = group_children(file, tree, branch)? else {
         // The last use takes the array; a branch asked for more than once (directly and in a
         // group) is cloned for the uses before.
         let missing = || Error::format(tree.branch_path(branch), "an array assembled for it");
@@ -178,13 +189,13 @@ fn group_array(
     };
     let mut names = Vec::new();
     let mut contents = Vec::new();
-    for &c in children {
+    for &c in &children {
         names.push(tree.branches[c].name.clone());
         contents.push(group_array(file, tree, c, arrays, uses, entries)?.array);
     }
     Ok(BranchArray {
         branch: tree.branch_path(branch),
-        interpretation: interp.clone(),
+        interpretation: Interpretation::Group { children },
         entries,
         array: Array::record(names, contents, entries as usize),
     })

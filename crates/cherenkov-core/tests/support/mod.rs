@@ -156,3 +156,21 @@ impl Random {
         out
     }
 }
+
+/// Read `ranges` through `source` in one call and check every range against `file`'s bytes.
+pub async fn assert_ranges_equal(
+    source: &dyn cherenkov_core::source::ByteSource,
+    ranges: &[cherenkov_core::source::ByteRange],
+    file: &[u8],
+) {
+    let got = source
+        .read_ranges(ranges)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (r, bytes) in ranges.iter().zip(&got) {
+        assert!(
+            bytes[..] == file[r.offset as usize..r.end() as usize],
+            "{r:?}"
+        );
+    }
+}
