@@ -16,6 +16,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -149,18 +150,6 @@ def _ipv6_loopback() -> bool:
         return False
 
 
-def _free_port_on_both() -> int:
-    """A port free on 127.0.0.1 and on [::1] (a proxied data server's proxy takes the second)."""
-    while True:
-        port = free_port()
-        try:
-            with socket.socket(socket.AF_INET6) as s:
-                s.bind(("::1", port))
-            return port
-        except OSError:
-            continue
-
-
 class XrootdFederation:
     """A redirector (xrootd + cmsd, `all.role manager`) and `servers` data servers (xrootd + cmsd
     each, `all.role server`) serving the same folder, on free ports. Clients open `url(name)` on the
@@ -229,8 +218,9 @@ class XrootdFederation:
         return daemon
 
     def _start_server(self, i: int, cms_port: int) -> None:
-        port = _free_port_on_both()
         name = f"server{i}"
+        # The proxy (on [::1]:PORT to 127.0.0.1:PORT) comes first: it holds the port number.
+        port = self.toxiproxy.proxy(name, listen_host="[::1]") if self.toxiproxy else free_port()
         # xrootd itself (IPv4 only when proxied) reads the manager's address too.
         config = (
             f"all.role server\nif exec cmsd\nall.manager {self.loopback}:{cms_port}\nelse\n"
@@ -248,8 +238,6 @@ class XrootdFederation:
             time.sleep(0.02)
         args = ("-I", "v4") if self.proxied else ()
         server.daemons.append(self._start("xrootd", name, config, args, port=port))
-        if self.toxiproxy is not None:
-            self.toxiproxy.proxy(name, port, listen_port=port, listen_host="[::1]")
         self.servers.append(server)
 
     def _wait_until_registered(self, count: int) -> None:
@@ -357,16 +345,22 @@ class Toxiproxy(_Process):
             text = resp.read()
         return json.loads(text) if text else None
 
-    def proxy(self, name: str, upstream_port: int, listen_port: int | None = None, listen_host: str = "127.0.0.1") -> int:
-        """Create a proxy to 127.0.0.1:upstream_port; returns the port it listens on (on
-        `listen_host`: an IPv6 address in brackets)."""
-        listen_port = listen_port or free_port()
-        self.api(
-            "POST",
-            "/proxies",
-            {"name": name, "listen": f"{listen_host}:{listen_port}", "upstream": f"127.0.0.1:{upstream_port}", "enabled": True},
-        )
-        return listen_port
+    def proxy(self, name: str, upstream_port: int | None = None, listen_host: str = "127.0.0.1") -> int:
+        """Create a proxy on a free port of `listen_host` (an IPv6 address in brackets) to
+        127.0.0.1:upstream_port, or to 127.0.0.1 on its own port number (for a server started
+        after it); return that port. A port is tried again when toxiproxy finds it taken since it
+        was seen free (an outgoing connection's ephemeral port, say)."""
+        refusals = []
+        while len(refusals) < 20:
+            port = free_port()
+            upstream = f"127.0.0.1:{upstream_port or port}"
+            body = {"name": name, "listen": f"{listen_host}:{port}", "upstream": upstream, "enabled": True}
+            try:
+                self.api("POST", "/proxies", body)
+                return port
+            except urllib.error.HTTPError as e:
+                refusals.append(e.read().decode(errors="replace"))
+        raise RuntimeError(f"toxiproxy refused 20 ports for {name}: {refusals}")
 
     def toxic(self, proxy: str, name: str, kind: str, stream: str = "downstream", **attributes) -> None:
         self.api("POST", f"/proxies/{proxy}/toxics", {"name": name, "type": kind, "stream": stream, "attributes": attributes})

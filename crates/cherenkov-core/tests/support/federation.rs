@@ -111,14 +111,19 @@ fn ipv6_loopback() -> bool {
     TcpListener::bind("[::1]:0").is_ok()
 }
 
-/// A port free on 127.0.0.1 and on [::1] both (a proxied server's proxy takes the second).
-fn free_port_on_both() -> u16 {
-    loop {
+/// A port free on 127.0.0.1 whose [::1] twin the proxy `name` (to 127.0.0.1:PORT) now holds.
+/// The proxy is made before its server starts: a port only checked free on [::1] can be taken
+/// (by an outgoing connection's ephemeral port, say) before toxiproxy binds it.
+fn port_behind_new_proxy(toxiproxy: &Toxiproxy, name: &str) -> u16 {
+    let mut refusals = Vec::new();
+    while refusals.len() < 20 {
         let port = free_port();
-        if TcpListener::bind(("::1", port)).is_ok() {
-            return port;
+        match toxiproxy.try_proxy_at(name, &format!("[::1]:{port}"), &format!("127.0.0.1:{port}")) {
+            Ok(()) => return port,
+            Err(e) => refusals.push(e),
         }
     }
+    panic!("toxiproxy refused 20 ports for {name}: {refusals:?}");
 }
 
 impl Federation {
@@ -175,7 +180,11 @@ impl Federation {
         federation.manager.push(xrootd_daemon);
 
         for i in 0..servers {
-            let port = free_port_on_both();
+            let name = format!("server{i}");
+            let port = match &federation.toxiproxy {
+                Some(toxiproxy) => port_behind_new_proxy(toxiproxy, &name),
+                None => free_port(),
+            };
             // xrootd itself (IPv4 only when proxied) reads the manager's address too.
             let config = format!(
                 "all.role server\nif exec cmsd\nall.manager {via}:{cms_port}\nelse\n\
@@ -184,23 +193,12 @@ impl Federation {
                 via = federation.loopback,
                 data = data.display()
             );
-            let name = format!("server{i}");
             // cmsd first: xrootd logs in to it at start, and tries again only ten seconds later.
             let cmsd_daemon = federation.spawn(&cmsd, &name, &config, &[], None);
             federation.wait_for_admin_socket(&name);
             let ipv4_only: &[&str] = if proxied { &["-I", "v4"] } else { &[] };
             let xrootd_daemon = federation.spawn(&xrootd, &name, &config, ipv4_only, Some(port));
-            let proxy = proxied.then(|| {
-                let proxy = format!("server{i}");
-                if let Some(t) = &federation.toxiproxy {
-                    t.proxy_at(
-                        &proxy,
-                        &format!("[::1]:{port}"),
-                        &format!("127.0.0.1:{port}"),
-                    );
-                }
-                proxy
-            });
+            let proxy = proxied.then(|| name.clone());
             federation.servers.push(DataServer {
                 port,
                 proxy,

@@ -59,12 +59,12 @@ impl Toxiproxy {
     }
 
     /// Create a proxy `name` listening on `listen` to `upstream` (both `host:port`, IPv6 hosts in
-    /// brackets); panics if toxiproxy refuses (the address is taken, say).
-    pub fn proxy_at(&self, name: &str, listen: &str, upstream: &str) {
+    /// brackets); the error is toxiproxy's answer when it refuses (the address is taken, say).
+    pub fn try_proxy_at(&self, name: &str, listen: &str, upstream: &str) -> Result<(), String> {
         let body = format!(
             r#"{{"name":"{name}","listen":"{listen}","upstream":"{upstream}","enabled":true}}"#
         );
-        self.api("POST", "/proxies", &body);
+        self.try_api("POST", "/proxies", &body).map(drop)
     }
 
     /// Add a toxic, e.g. `("lag", "latency", "downstream", r#"{"latency":50}"#)`.
