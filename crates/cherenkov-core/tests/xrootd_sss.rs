@@ -11,6 +11,7 @@ use cherenkov_core::source::{self, ByteRange, ByteSource, SourceOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use support::toxiproxy::Toxiproxy;
 use support::xrootd::{running_as_root, XrootdServer};
 use support::{assert_ranges_equal, bounded, find_binary, Random, TempDir};
 
@@ -58,10 +59,10 @@ struct Setup {
     key: String,
 }
 
-fn start() -> Option<Setup> {
+fn start(key_name: &str) -> Option<Setup> {
     let dir = TempDir::new("xrootd-sss");
     let server_keytab = dir.path().join("server.keytab");
-    let text = make_keytab(&server_keytab, "test")?;
+    let text = make_keytab(&server_keytab, key_name)?;
     if running_as_root() {
         // xrootd runs as nobody (nobody:nogroup on Debian) and wants its keytab its own.
         std::os::unix::fs::chown(&server_keytab, Some(65534), Some(65534)).unwrap();
@@ -122,7 +123,7 @@ async fn assert_reads_match(source: &dyn ByteSource, file: &[u8]) {
 #[tokio::test]
 async fn sss_reads_equal_the_file_and_bad_keys_are_refused_clearly() {
     bounded(async {
-        let Some(setup) = start() else { return };
+        let Some(setup) = start("test") else { return };
         // First the kXR_auth follows the login's answer; then the server is known to want sss
         // and the credential goes with the login.
         for _ in 0..2 {
@@ -179,6 +180,36 @@ async fn sss_reads_equal_the_file_and_bad_keys_are_refused_clearly() {
         set_mode(&damaged, 0o600);
         let message = setup.open_error(&damaged).await;
         assert!(message.contains("line 1"), "{message}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn through_a_proxy_only_a_key_without_address_check_works() {
+    bounded(async {
+        // The credential names our address; behind a proxy the server sees the proxy's.
+        for (name, works) in [("test", false), ("test+", true)] {
+            let Some(setup) = start(name) else { return };
+            let Some(toxiproxy) = Toxiproxy::start() else {
+                return;
+            };
+            let port = toxiproxy.proxy("sss", setup.server.port());
+            let url = format!("root://127.0.0.1:{port}//file.bin");
+            let opened = XrootdSource::open(&url, setup.options(&setup.keytab)).await;
+            match opened {
+                Ok(source) => {
+                    assert!(works, "a key checking the address worked through a proxy");
+                    assert_reads_match(&source, &setup.file).await;
+                }
+                Err(e) => {
+                    let message = e.to_string();
+                    assert!(!works, "{message}");
+                    assert!(message.contains("IP address mismatch"), "{message}");
+                    assert!(message.contains("name ends in '+'"), "{message}");
+                    assert!(!message.contains(&setup.key), "{message}");
+                }
+            }
+        }
     })
     .await;
 }

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// The security protocols spoken natively.
-pub const SPOKEN: &str = "unix, sss (a keytab), ztn (a bearer token, over roots://)";
+pub const SPOKEN: &str = "unix, sss (a keytab), ztn (a WLCG token, over roots://)";
 
 /// How a connection protects the link and proves who we are.
 #[derive(Clone, Debug, Default)]

@@ -230,7 +230,7 @@ pub fn choose(keys: Vec<SssKey>, now: i64) -> Result<SssKey, String> {
 }
 
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return None;
     }
     (0..text.len())
