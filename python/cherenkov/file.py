@@ -168,7 +168,7 @@ class File(Directory):
         from cherenkov.stats import Stats
 
         return Stats(
-            sources=(self.path,),
+            sources=(_core.redact(self._core.name),),  # says so when XrdCl reads it
             engine=self._core.engine_counters(),
             source=self._core.source_counters(),
             real_seconds=time.perf_counter() - self._opened[0],

@@ -6,6 +6,7 @@
 
 pub mod cache;
 pub mod credentials;
+pub mod grid_proxy;
 pub mod http;
 pub mod local;
 pub mod memory;
@@ -388,7 +389,8 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
                 tls: options.tls.clone(),
                 ..defaults
             };
-            xrootd::open_discovering(url, xrootd_options).await
+            // A server asking for gsi or krb5 is read through XrdCl when it is available.
+            xrootd::external::open(url, xrootd_options).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
             "{url}: unsupported URL scheme '{other}' (use root://, roots://, http://, https://, davs://, file:// or a path)"

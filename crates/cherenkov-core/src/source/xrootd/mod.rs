@@ -14,9 +14,13 @@
 //! followed (at most `max_redirects` times, logging in and opening the file again there), a lost or
 //! silent connection is replaced and the read sent again (on the schedule of `source::retry`), and a
 //! `kXR_error` becomes an error naming the URL, the ranges and the server's message.
+//!
+//! A server asking only for security protocols spoken elsewhere (`gsi`, `krb5`) is read through
+//! the client registered in `external` (XrdCl, by the Python bindings), if any.
 
 mod auth;
 mod connection;
+pub mod external;
 mod keytab;
 mod locate;
 mod protocol;
