@@ -1,9 +1,9 @@
 """XRootD over TLS and with authentication, against real xrootd servers on 127.0.0.1 started by
 the test: a CA and a host certificate made with openssl (`xrd.tls`), `ztn` bearer tokens checked by
-the SciTokens plugin (tokens the test signs, see `cherenkov.lab.tokens`), `sss` shared keys (keytabs
-made by `xrdsssadmin`), and a server asking only for a protocol cherenkov does not speak. Every branch
-of a test file reads equal to a local read; every message, repr, path, stats dump and trace is searched
-for the token and the key."""
+the SciTokens plugin (tokens the test signs, see `cherenkov.lab.tokens`) and `sss` shared keys
+(keytabs made by `xrdsssadmin`); servers asking for protocols cherenkov does not speak are in
+tests/test_xrootd_gsi.py. Every branch of a test file reads equal to a local read; every message,
+repr, path, stats dump and trace is searched for the token and the key."""
 
 import os
 import shutil
@@ -174,15 +174,3 @@ def test_wrong_expired_loose_and_missing_keytabs_are_each_one_clear_error(sss_se
         assert key not in str(refused.value) and "127.0.0.1" in str(refused.value)
     with pytest.raises(cherenkov.SourceError, match=r"asks for authentication with sss and no sss keytab was found \(looked in"):
         cherenkov.open(url, timeout=10)
-
-
-def test_a_server_asking_for_an_unknown_protocol_lists_what_it_offered(testdata, pki):
-    subprocess.run(["openssl", "rehash", str(pki)], check=True, capture_output=True, timeout=30)  # gsi's CA directory
-    config = (
-        f"xrootd.seclib libXrdSec.so\nsec.protocol gsi -certdir:{pki} -cert:{pki}/host.pem -key:{pki}/host.key -crl:0 -gmapopt:0\n"
-        "sec.protbind * only gsi\n"
-    )
-    with XrootdServer(testdata, extra_config=config) as server:
-        with pytest.raises(cherenkov.SourceError, match=r"asks for authentication with gsi, none of which cherenkov speaks") as refused:
-            cherenkov.open(server.url(FILE))
-    assert "sss (a keytab)" in str(refused.value)
