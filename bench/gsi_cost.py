@@ -36,8 +36,10 @@ print(json.dumps([measure(sys.argv[1]) for _ in range(3)]))
 def runs(url: str, env: dict) -> list[dict]:
     bench = str(Path(__file__).resolve().parent)
     done = subprocess.run(
-        [sys.executable, "-c", RUNS, url, bench], env={**os.environ, **env}, capture_output=True, text=True, timeout=600, check=True
+        [sys.executable, "-c", RUNS, url, bench], env={**os.environ, **env}, capture_output=True, text=True, timeout=600
     )
+    if done.returncode != 0:
+        raise SystemExit(f"{url}: the runs failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)
 
 
@@ -47,6 +49,7 @@ def main() -> None:
     parser.add_argument("--file", default="nanolike-root6.40-zstd-4clusters.root")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="cherenkov-gsi-bench-"))
+    os.chmod(work, 0o755)  # xrootd runs as nobody and reads its certificate from there
     (work / "pki").mkdir()
     pki = make_grid_pki(work / "pki")
     with XrootdServer(SHARED) as plain, XrootdServer(SHARED, extra_config=gsi_server_config(pki)) as gsi, Toxiproxy() as toxiproxy:
