@@ -5,10 +5,11 @@
 //!
 //! XrdCl's synchronous calls release the GIL while they wait, so each vector read runs on a
 //! blocking thread of its own and several are in flight at once (XrdCl sends them together on its
-//! connection): a read of many ranges costs one round trip, as natively.
+//! connection): a read of many ranges costs one round trip, as natively. Within one request,
+//! recovery is XrdCl's (its `XRD_*` settings); each call is given the request timeout.
 
 use bytes::{Bytes, BytesMut};
-use cherenkov_core::source::grid_proxy;
+use cherenkov_core::source::external_credentials;
 use cherenkov_core::source::redact::redact;
 use cherenkov_core::source::xrootd::external::{set_external_opener, ExternalOpener};
 use cherenkov_core::source::xrootd::XrootdOptions;
@@ -45,10 +46,10 @@ pub fn register() {
     set_external_opener(opener);
 }
 
-/// XrdCl's refusal, with the reason when it is the grid proxy (XrdCl says only "Auth failed").
+/// XrdCl's refusal, with the reason when it is a missing or expired credential (XrdCl says only
+/// "Auth failed").
 fn with_reason(said: String, offered: &[String]) -> String {
-    let proxy = offered.iter().any(|p| p == "gsi") && said.contains("Auth failed");
-    match grid_proxy::problem().filter(|_| proxy) {
+    match external_credentials::problem(offered).filter(|_| said.contains("Auth failed")) {
         Some(problem) => format!("{said} ({problem})"),
         None => said,
     }
