@@ -35,9 +35,7 @@ print(json.dumps([measure(sys.argv[1]) for _ in range(3)]))
 
 def runs(url: str, env: dict) -> list[dict]:
     bench = str(Path(__file__).resolve().parent)
-    done = subprocess.run(
-        [sys.executable, "-c", RUNS, url, bench], env={**os.environ, **env}, capture_output=True, text=True, timeout=600
-    )
+    done = subprocess.run([sys.executable, "-c", RUNS, url, bench], env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise SystemExit(f"{url}: the runs failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)
