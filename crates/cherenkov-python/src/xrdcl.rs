@@ -6,7 +6,9 @@
 //! XrdCl's synchronous calls release the GIL while they wait, so each vector read runs on a
 //! blocking thread of its own and several are in flight at once (XrdCl sends them together on its
 //! connection): a read of many ranges costs one round trip, as natively. Within one request,
-//! recovery is XrdCl's (its `XRD_*` settings); each call is given the request timeout.
+//! recovery is XrdCl's (its `XRD_*` settings); each call is given the request timeout. XrdCl finds
+//! its credentials and CAs in its own environment (`X509_USER_PROXY`, `X509_CERT_DIR`,
+//! `KRB5CCNAME`, ...), not in `ca=` or `token=`.
 
 use bytes::{Bytes, BytesMut};
 use cherenkov_core::source::external_credentials;
@@ -229,7 +231,8 @@ fn readv_limits(py: Python<'_>, url: &str, timeout: u16) -> Result<SourceLimits,
     Ok(SourceLimits {
         max_ranges_per_request: iov as usize,
         max_range_len: ior,
-        max_request_bytes: iov.saturating_mul(ior),
+        // One answer's length must fit the protocol's 32-bit signed field.
+        max_request_bytes: iov.saturating_mul(ior).min(i32::MAX as u64),
     })
 }
 
