@@ -1,9 +1,11 @@
-"""XRootD servers asking for a security protocol cherenkov does not speak natively (`gsi`), read
-through XrdCl (the `xrootd` Python package) with cherenkov's planning on top, against real xrootd
-servers on 127.0.0.1 started by the test: a CA, a host certificate, a user certificate and grid
-proxies made by the test (openssl, `xrdgsiproxy`). Every branch of a test file reads equal to a
-local read, `stats()` says XrdCl read it, and missing or expired proxies, a missing XrdCl and a
-protocol neither client can use each give their own clear error, listing what the server offered.
+"""XRootD servers asking for a security protocol cherenkov does not speak natively (`gsi`,
+`krb5`), read through XrdCl (the `xrootd` Python package) with cherenkov's planning on top, against
+real xrootd servers on 127.0.0.1 started by the test: for gsi a CA, a host certificate, a user
+certificate and grid proxies made by the test (openssl, `xrdgsiproxy`); for krb5 a realm with its
+KDC, a user with tickets and the server's key (`cherenkov.lab.kerberos`). Every branch of a test
+file reads equal to a local read, `stats()` says XrdCl read it, and a missing or expired proxy, no
+Kerberos tickets, a missing XrdCl and a protocol neither client can use each give their own clear
+error, listing what the server offered.
 
 Each case runs in a Python process of its own: XrdCl reads the grid environment (`X509_*`) once
 per process and keeps authenticated connections, so cases in one process would not be independent.
@@ -18,6 +20,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from cherenkov.lab import kerberos
 from cherenkov.lab.gsi import gsi_client_environment, gsi_server_config, make_grid_pki
 from cherenkov.lab.servers import XrootdServer
 from cherenkov.lab.tokens import give_to_xrootd
@@ -151,3 +154,34 @@ def test_an_sss_server_without_a_client_keytab_is_not_sent_to_xrdcl(testdata, fo
         message = open_error(server.url(FILE), {"XrdSecSSSKT": str(folder / "no-such.keytab")})
     assert "asks for sss" in message and f"cannot use the sss keytab {folder / 'no-such.keytab'}" in message, message
     assert "XrdCl" not in message, message
+
+
+@pytest.fixture(scope="module")
+def krb5_server(testdata, folder):
+    if not kerberos.available():
+        pytest.skip(f"a Kerberos KDC is needed ({', '.join(kerberos.PROGRAMS)}; Debian krb5-kdc, krb5-admin-server, krb5-user)")
+    (folder / "krb5").mkdir()
+    with kerberos.Kdc(folder / "krb5") as kdc:
+        os.environ["KRB5_CONFIG"] = str(kdc.config)  # xrootd inherits it: the realm and its KDC
+        try:
+            with XrootdServer(testdata, extra_config=kdc.server_config()) as server:
+                yield kdc, server
+        finally:
+            os.environ.pop("KRB5_CONFIG", None)
+
+
+def test_krb5_reads_every_branch_through_xrdcl_like_a_local_read(krb5_server, testdata):
+    kdc, server = krb5_server
+    done = run(READ_EVERYTHING, kdc.client_environment(), server.url(FILE), str(testdata / FILE))
+    assert done.returncode == 0, done.stderr[-3000:]
+    for line in done.stdout.splitlines():
+        stats = json.loads(line)
+        assert "through XrdCl: the server asks for krb5" in stats["sources"][0], stats
+        assert 0 < stats["requests"] < stats["ranges"], stats
+
+
+def test_krb5_without_a_ticket_is_a_clear_error(krb5_server, tmp_path):
+    kdc, server = krb5_server
+    message = open_error(server.url(FILE), kdc.client_environment(ccache=tmp_path / "no-tickets"))
+    assert "asks for authentication with krb5" in message and "through XrdCl: [FATAL] Auth failed" in message, message
+    assert f"no Kerberos tickets in {tmp_path / 'no-tickets'} (KRB5CCNAME; get them with kinit)" in message, message

@@ -5,10 +5,13 @@
 //!
 //! XrdCl's synchronous calls release the GIL while they wait, so each vector read runs on a
 //! blocking thread of its own and several are in flight at once (XrdCl sends them together on its
-//! connection): a read of many ranges costs one round trip, as natively.
+//! connection): a read of many ranges costs one round trip, as natively. Within one request,
+//! recovery is XrdCl's (its `XRD_*` settings); each call is given the request timeout. XrdCl finds
+//! its credentials and CAs in its own environment (`X509_USER_PROXY`, `X509_CERT_DIR`,
+//! `KRB5CCNAME`, ...), not in `ca=` or `token=`.
 
 use bytes::{Bytes, BytesMut};
-use cherenkov_core::source::grid_proxy;
+use cherenkov_core::source::external_credentials;
 use cherenkov_core::source::redact::redact;
 use cherenkov_core::source::xrootd::external::{set_external_opener, ExternalOpener};
 use cherenkov_core::source::xrootd::XrootdOptions;
@@ -45,10 +48,10 @@ pub fn register() {
     set_external_opener(opener);
 }
 
-/// XrdCl's refusal, with the reason when it is the grid proxy (XrdCl says only "Auth failed").
+/// XrdCl's refusal, with the reason when it is a missing or expired credential (XrdCl says only
+/// "Auth failed").
 fn with_reason(said: String, offered: &[String]) -> String {
-    let proxy = offered.iter().any(|p| p == "gsi") && said.contains("Auth failed");
-    match grid_proxy::problem().filter(|_| proxy) {
+    match external_credentials::problem(offered).filter(|_| said.contains("Auth failed")) {
         Some(problem) => format!("{said} ({problem})"),
         None => said,
     }
@@ -228,7 +231,8 @@ fn readv_limits(py: Python<'_>, url: &str, timeout: u16) -> Result<SourceLimits,
     Ok(SourceLimits {
         max_ranges_per_request: iov as usize,
         max_range_len: ior,
-        max_request_bytes: iov.saturating_mul(ior),
+        // One answer's length must fit the protocol's 32-bit signed field.
+        max_request_bytes: iov.saturating_mul(ior).min(i32::MAX as u64),
     })
 }
 

@@ -6,7 +6,7 @@
 
 pub mod cache;
 pub mod credentials;
-pub mod grid_proxy;
+pub mod external_credentials;
 pub mod http;
 pub mod local;
 pub mod memory;

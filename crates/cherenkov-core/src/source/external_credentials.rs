@@ -1,14 +1,41 @@
-//! The grid proxy a `gsi` client presents (an X.509 proxy certificate, RFC 3820), looked for
-//! where grid clients look: `$XrdSecGSIUSERPROXY`, `$X509_USER_PROXY`, `/tmp/x509up_u<uid>`.
-//! cherenkov does not speak `gsi` (XrdCl does, see `xrootd::external`); this only says why a
-//! `gsi` server refused us when the reason is the proxy, which XrdCl's message does not tell.
+//! The credentials of the security protocols cherenkov leaves to XrdCl (see
+//! `xrootd::external`): `gsi`'s grid proxy (an X.509 proxy certificate, RFC 3820, looked for where
+//! grid clients look: `$XrdSecGSIUSERPROXY`, `$X509_USER_PROXY`, `/tmp/x509up_u<uid>`) and
+//! `krb5`'s tickets (`$KRB5CCNAME`). Looked at only to say why a server refused us, which XrdCl's
+//! "Auth failed: No protocols left to try" does not tell.
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+/// What is wrong with the credentials of the protocols `offered`, as far as can be seen here.
+pub fn problem(offered: &[String]) -> Option<String> {
+    let offers = |p: &str| offered.iter().any(|o| o == p);
+    let problems: Vec<String> = [
+        offers("gsi").then(grid_proxy_problem).flatten(),
+        offers("krb5").then(kerberos_problem).flatten(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!problems.is_empty()).then(|| problems.join("; "))
+}
+
+/// No Kerberos tickets where `$KRB5CCNAME` names a file (other kinds of cache are not looked
+/// into, nor the default one, which krb5.conf may place anywhere).
+fn kerberos_problem() -> Option<String> {
+    let name = std::env::var("KRB5CCNAME").ok()?;
+    let path = match name.split_once(':') {
+        Some(("FILE", path)) => path,
+        Some(_) => return None,
+        None => &name,
+    };
+    (!Path::new(path).exists())
+        .then(|| format!("no Kerberos tickets in {path} (KRB5CCNAME; get them with kinit)"))
+}
 
 /// What is wrong with the grid proxy: missing, unreadable or expired; `None` when it looks fine.
-pub fn problem() -> Option<String> {
+fn grid_proxy_problem() -> Option<String> {
     let (path, origin) = location();
     let shown = path.display();
     let Ok(pem) = std::fs::read(&path) else {
