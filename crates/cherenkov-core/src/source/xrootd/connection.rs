@@ -487,13 +487,14 @@ impl Login<'_> {
         if offered.is_empty() {
             return Ok(Some(waiting));
         }
-        if !waiting.is_empty() {
-            // XRootD answers the first request sent before authentication with an error and
-            // closes the connection: log in again, now knowing what the server wants.
-            return Ok(None);
-        }
         let security_text = proto::text(&body[16..]);
         let (auth, keytab) = self.choose(&offered, &security_text)?;
+        if !waiting.is_empty() {
+            // XRootD answers the first request sent before authentication with an error and
+            // closes the connection: log in again, now knowing what the server wants (a server
+            // asking for nothing we can answer got its error above, without a second login).
+            return Ok(None);
+        }
         let mut out = auth.encode(AUTH_STREAM);
         for w in &waiting {
             shared.lock().pending.remove(&w.stream_id);
