@@ -220,4 +220,29 @@ mod tests {
         remember_protocols("h:2", &["gsi".to_string()]);
         assert_eq!(known_protocols("h:2"), Some(vec!["gsi".to_string()]));
     }
+
+    #[test]
+    fn a_named_keytab_goes_ahead_to_new_servers_and_to_those_wanting_sss_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let path =
+            std::env::temp_dir().join(format!("cherenkov-ahead-{}.keytab", std::process::id()));
+        std::fs::write(&path, "0 n:k N:9 k:00112233445566778899aabbccddeeff\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let security = Security {
+            sss_keytab: Some(path.clone()),
+            ..Security::default()
+        };
+        let ahead = |known: Option<&[&str]>| {
+            let known: Option<Vec<String>> =
+                known.map(|k| k.iter().map(|p| p.to_string()).collect());
+            security
+                .sss_keytab_ahead(known.as_deref())
+                .map(|k| k.key.id)
+        };
+        assert_eq!(ahead(None), Some(9));
+        assert_eq!(ahead(Some(&["unix", "sss"])), Some(9));
+        assert_eq!(ahead(Some(&[])), None);
+        assert_eq!(ahead(Some(&["gsi"])), None);
+        std::fs::remove_file(path).unwrap();
+    }
 }
