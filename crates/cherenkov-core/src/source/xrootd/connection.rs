@@ -174,8 +174,14 @@ impl Connection {
             Some(_) => None,
         };
         let local = tcp.local_addr().map_err(lost)?;
+        // A server known to accept `unix` (when nothing above goes) gets it with the login too.
+        let unix = ztn.is_none()
+            && sss.is_none()
+            && known
+                .as_ref()
+                .is_some_and(|offered| offered.iter().any(|p| p == "unix"));
         let sent_early = match &known {
-            Some(offered) if !offered.is_empty() && ztn.is_none() && sss.is_none() => &[],
+            Some(offered) if !offered.is_empty() && ztn.is_none() && sss.is_none() && !unix => &[],
             _ => early,
         };
         let user = user_name();
@@ -189,6 +195,9 @@ impl Connection {
             let credential = sss::credential(keytab, true, local, unix_time());
             login.extend(proto::sss_auth_request(credential).encode(AUTH_AHEAD_STREAM));
         }
+        if unix {
+            login.extend(proto::unix_auth_request(&user, &user).encode(AUTH_AHEAD_STREAM));
+        }
         let waiting = queue_early(&shared, sent_early, &mut login)?;
         let mut hello = proto::CLIENT_HANDSHAKE.to_vec();
         hello.extend(proto::protocol_request(security.tls.is_some()).encode(PROTOCOL_STREAM));
@@ -198,6 +207,7 @@ impl Connection {
             ahead: match (&ztn, sss) {
                 (Some(_), _) => Ahead::Ztn,
                 (None, Some(keytab)) => Ahead::Sss(keytab),
+                (None, None) if unix => Ahead::Unix,
                 (None, None) => Ahead::Nothing,
             },
             security,
@@ -419,6 +429,7 @@ enum Ahead {
     Nothing,
     Ztn,
     Sss(Keytab),
+    Unix,
 }
 
 /// The login sent (with a `kXR_auth` or not): what is left is reading its answers and
@@ -457,6 +468,7 @@ impl Login<'_> {
             Ahead::Nothing => None,
             Ahead::Ztn => Some("ztn"),
             Ahead::Sss(_) => Some("sss"),
+            Ahead::Unix => Some("unix"),
         };
         if let Some(protocol) = protocol {
             // Its answer comes right after the login's; it only counts if the server asked.
@@ -475,6 +487,9 @@ impl Login<'_> {
                         let (_, message) = proto::parse_error(&body);
                         Err(match &self.ahead {
                             Ahead::Sss(keytab) => Security::sss_refused(address, keytab, &message),
+                            Ahead::Unix => ConnError::Refused(format!(
+                                "{address} refused kXR_auth (unix): {message}"
+                            )),
                             _ => self.security.token_refused(address, &message),
                         })
                     }
