@@ -35,6 +35,7 @@ def open(
     token: str | None = None,
     ca: str | os.PathLike | None = None,
     insecure_skip_verify: bool = False,
+    sss_keytab: str | os.PathLike | None = None,
 ) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
@@ -73,8 +74,10 @@ def open(
     ``user:password@`` in an HTTP URL is sent with every request too. ``ca``, a CA certificate
     file or directory: the only CAs a server's certificate is checked against (default: the
     system's, plus ``$X509_CERT_DIR`` and ``$SSL_CERT_FILE``). ``insecure_skip_verify=True``
-    checks no certificate at all: for tests with made-up certificates only. Secrets never appear
-    in ``File.path``, messages, stats or traces.
+    checks no certificate at all: for tests with made-up certificates only. ``sss_keytab``, the
+    keytab of an XRootD server asking for ``sss`` (default, as XrdCl: ``$XrdSecSSSKT``,
+    ``$XrdSecsssKT``, the path the server names, ``~/.xrd/sss.keytab``, ``/etc/xrootd/sss.keytab``;
+    it must be private, mode 600). Secrets never appear in ``File.path``, messages, stats or traces.
     """
     return File(
         path if isinstance(path, (list, tuple)) else os.fspath(path),
@@ -91,6 +94,7 @@ def open(
         token=token,
         ca=None if ca is None else os.fspath(ca),
         insecure_skip_verify=insecure_skip_verify,
+        sss_keytab=None if sss_keytab is None else os.fspath(sss_keytab),
     )
 
 

@@ -216,6 +216,8 @@ pub struct SourceOptions {
     pub cache: Option<cache::CacheOptions>,
     /// A bearer token (default: found where WLCG says, see `credentials::BearerToken`).
     pub token: Option<redact::Secret>,
+    /// XRootD `sss`: the keytab (default: `$XrdSecSSSKT`, `~/.xrd/sss.keytab`, ... as XrdCl).
+    pub sss_keytab: Option<std::path::PathBuf>,
     /// What a server's TLS certificate is checked against (`ca=`, the test-only opt-out).
     pub tls: credentials::TlsOptions,
 }
@@ -383,6 +385,7 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
                 discover: options.discover.unwrap_or(defaults.discover),
                 verify_checksums: options.verify_checksums,
                 token: options.token.clone(),
+                sss_keytab: options.sss_keytab.clone(),
                 tls: options.tls.clone(),
                 ..defaults
             };

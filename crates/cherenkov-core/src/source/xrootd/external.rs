@@ -27,7 +27,7 @@ pub type ExternalOpener = Arc<
 >;
 
 /// The security protocols whose servers cherenkov opens itself.
-const SPOKEN_NATIVELY: &[&str] = &["unix", "ztn"];
+const SPOKEN_NATIVELY: &[&str] = &["unix", "sss", "ztn"];
 
 static OPENER: RwLock<Option<ExternalOpener>> = RwLock::new(None);
 
@@ -56,7 +56,9 @@ fn unspoken_protocols(url: &str) -> Option<Vec<String>> {
 /// says what the server offered (the native error) and what the other client answered.
 pub async fn open(url: &str, options: XrootdOptions) -> Result<SharedSource> {
     let opener = registered();
-    if let (Some(opener), Some(offered)) = (&opener, unspoken_protocols(url)) {
+    // A server also offering sss is tried natively first: a keytab may be found for it.
+    let at_once = unspoken_protocols(url).filter(|offered| !offered.iter().any(|p| p == "sss"));
+    if let (Some(opener), Some(offered)) = (&opener, at_once) {
         let address = parse_url(url).map(|e| e.address()).unwrap_or_default();
         let refusal = Security::default().cannot_authenticate(&address, &offered);
         let native = Error::io(&redact(url), format!("cannot open: {refusal}"));

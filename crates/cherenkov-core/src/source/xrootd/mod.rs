@@ -21,9 +21,11 @@
 mod auth;
 mod connection;
 pub mod external;
+mod keytab;
 mod locate;
 mod protocol;
 mod session;
+mod sss;
 mod streams;
 mod tls;
 mod url;
@@ -88,6 +90,8 @@ pub struct XrootdOptions {
     /// `roots://`: the bearer token for `ztn` (default: found where WLCG says, see
     /// `credentials::BearerToken`).
     pub token: Option<Secret>,
+    /// The `sss` keytab (default: found where XrdCl looks, see `keytab::KEYTAB_DISCOVERY`).
+    pub sss_keytab: Option<std::path::PathBuf>,
 }
 
 impl Default for XrootdOptions {
@@ -105,6 +109,7 @@ impl Default for XrootdOptions {
             verify_checksums: false,
             tls: TlsOptions::default(),
             token: None,
+            sss_keytab: None,
         }
     }
 }
