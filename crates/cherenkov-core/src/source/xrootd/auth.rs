@@ -59,13 +59,18 @@ impl Security {
         keytab::discover(self.sss_keytab.as_deref(), server_hint)
     }
 
-    /// The keytab for an `sss` `kXR_auth` sent with the login, to a server known to want `sss`
-    /// (a keytab that cannot be used is left for the error after the login's answer).
+    /// The keytab for an `sss` `kXR_auth` sent with the login: to a server known to want `sss`,
+    /// and to a server not seen yet when the user named the keytab (`sss_keytab=`,
+    /// `$XrdSecSSSKT`): a server wanting no authentication answers it harmlessly. A keytab that
+    /// cannot be used is left for the error after the login's answer.
     pub fn sss_keytab_ahead(&self, known: Option<&[String]>) -> Option<Keytab> {
-        let wants_sss = known.is_some_and(|offered| offered.iter().any(|p| p == "sss"));
-        wants_sss
-            .then(|| self.sss_keytab(None).ok().flatten())
-            .flatten()
+        match known {
+            Some(offered) if offered.iter().any(|p| p == "sss") => {
+                self.sss_keytab(None).ok().flatten()
+            }
+            Some(_) => None,
+            None => keytab::named(self.sss_keytab.as_deref()).and_then(Result::ok),
+        }
     }
 
     /// The refusal of our `sss` credential, said once with what most likely went wrong.

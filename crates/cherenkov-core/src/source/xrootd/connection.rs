@@ -114,8 +114,10 @@ impl Connection {
     /// connection (a large answer arriving slowly, or one queued behind others, is not cut short).
     ///
     /// `early` requests (an open, for example) go out in the same write as the login, saving a
-    /// round trip; their answers are awaited with [`Connection::wait`]. `None` instead of them
-    /// when the server wanted authentication first: send them again then.
+    /// round trip, or right behind the `kXR_auth` a server asks for; their answers are awaited
+    /// with [`Connection::wait`]. A server seen for the first time that wants authentication
+    /// closes the connection after refusing them: it is made again at once, knowing what the
+    /// server wants (`sss` with a keytab the user named goes with the first login).
     ///
     /// Every request must also be answered within `source::time_allowed(timeout, min_rate, b)`,
     /// `b` being the bytes it and the requests before it on the connection may receive: a server
@@ -127,7 +129,20 @@ impl Connection {
         early: &[Request],
         security: &Security,
     ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
-        let connecting = Self::connect_and_login(address, timeout, min_rate, early, security);
+        let connecting = async {
+            // A server that wanted authentication before the requests sent with the login closes
+            // the connection: the second login knows what it wants (bounded, should it change).
+            for _ in 0..3 {
+                let logged_in =
+                    Self::connect_and_login(address, timeout, min_rate, early, security).await?;
+                if let Some(done) = logged_in {
+                    return Ok(done);
+                }
+            }
+            Err(ConnError::Protocol(format!(
+                "{address} kept asking for authentication before requests"
+            )))
+        };
         match tokio::time::timeout(timeout, connecting).await {
             Ok(result) => result,
             Err(_) => Err(ConnError::Timeout(format!(
@@ -143,7 +158,7 @@ impl Connection {
         min_rate: u64,
         early: &[Request],
         security: &Security,
-    ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
+    ) -> Result<Option<(Connection, Option<Vec<Waiting>>)>, ConnError> {
         let lost =
             |e: std::io::Error| ConnError::Lost(format!("connection to {address} failed: {e}"));
         let mut tcp = TcpStream::connect(address).await.map_err(lost)?;
@@ -210,11 +225,13 @@ impl Connection {
                         "{address} requires TLS for logging in (roots://)"
                     )));
                 }
-                let early_answers = step.finish(&mut tcp, waiting, &shared).await?;
+                let Some(early_answers) = step.finish(&mut tcp, waiting, &shared).await? else {
+                    return Ok(None);
+                };
                 let (read_half, write_half) = tcp.into_split();
                 let conn =
                     Connection::start(address, timeout, min_rate, shared, read_half, write_half);
-                Ok((conn, early_answers))
+                Ok(Some((conn, Some(early_answers))))
             }
             Some((config, name)) => {
                 // Handshake and kXR_protocol go with TLS's ClientHello (see `tls`); the login and
@@ -228,11 +245,13 @@ impl Connection {
                     .map_err(|e| tls_failure(address, e, &answers))?;
                 stream.write_all(&login).await.map_err(lost)?;
                 stream.flush().await.map_err(lost)?;
-                let early_answers = step.finish(&mut stream, waiting, &shared).await?;
+                let Some(early_answers) = step.finish(&mut stream, waiting, &shared).await? else {
+                    return Ok(None);
+                };
                 let (read_half, write_half) = tokio::io::split(stream);
                 let conn =
                     Connection::start(address, timeout, min_rate, shared, read_half, write_half);
-                Ok((conn, early_answers))
+                Ok(Some((conn, Some(early_answers))))
             }
         }
     }
@@ -418,8 +437,9 @@ struct Login<'a> {
 impl Login<'_> {
     /// Read the login's answer and authenticate. The early requests' answers to wait for: those
     /// sent with the login, or, when the server wanted an authentication that had to wait for
-    /// its answer, those sent again right behind that `kXR_auth` (no round trip more than the
-    /// authentication's own).
+    /// its answer, those sent right behind that `kXR_auth` (no round trip more than the
+    /// authentication's own). `None` when requests went with the login to a server wanting
+    /// authentication first: it closes the connection, which must be made again.
     async fn finish<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         stream: &mut S,
@@ -469,6 +489,12 @@ impl Login<'_> {
         }
         let security_text = proto::text(&body[16..]);
         let (auth, keytab) = self.choose(&offered, &security_text)?;
+        if !waiting.is_empty() {
+            // XRootD answers the first request sent before authentication with an error and
+            // closes the connection: log in again, now knowing what the server wants (a server
+            // asking for nothing we can answer got its error above, without a second login).
+            return Ok(None);
+        }
         let mut out = auth.encode(AUTH_STREAM);
         for w in &waiting {
             shared.lock().pending.remove(&w.stream_id);
