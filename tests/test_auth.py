@@ -3,6 +3,7 @@ test with openssl, a server that answers 401 unless it gets the bearer token (or
 password). Every branch of a test file reads equal to a local read; every message, repr, path,
 stats dump, trace and CLI output is searched for the secrets."""
 
+import re
 import shutil
 import subprocess
 
@@ -93,6 +94,11 @@ def test_refusals_are_clear_errors_without_secrets(server, monkeypatch, tmp_path
     with pytest.raises(cherenkov.SourceError, match="chmod 600") as loose:
         cherenkov.open(server["url"], ca=server["ca"])
     assert_no_secret(str(loose.value))
+    for unreadable in (tmp_path / "no-such-token", tmp_path):  # missing; a folder, not a file
+        monkeypatch.setenv("BEARER_TOKEN_FILE", str(unreadable))
+        with pytest.raises(cherenkov.SourceError, match=f"{re.escape(str(unreadable))}: cannot use this token file: "):
+            cherenkov.open(server["url"], ca=server["ca"])
+    monkeypatch.setenv("BEARER_TOKEN_FILE", str(token_file))
     token_file.chmod(0o600)
     assert_reads_like_local(cherenkov.open(server["url"], ca=server["ca"]), server["local"])
 

@@ -74,7 +74,7 @@ impl BearerToken {
 
     fn fixed(origin: TokenOrigin, value: &str) -> Result<BearerToken> {
         let token = clean_token(value).ok_or_else(|| {
-            Error::InvalidArgument(format!("{origin} is empty or not a bearer token"))
+            Error::InvalidArgument(format!("{origin} is empty or not a token (one word)"))
         })?;
         Ok(BearerToken {
             origin,
@@ -115,7 +115,7 @@ fn read_token_file(path: &Path) -> Result<(Secret, SystemTime)> {
     let unusable = |why: String| {
         Error::io(
             &name,
-            format!("cannot use this bearer token file: {why} (looked for a token in {TOKEN_DISCOVERY})"),
+            format!("cannot use this token file: {why} (looked for a token in {TOKEN_DISCOVERY})"),
         )
     };
     let metadata = std::fs::metadata(path).map_err(|e| unusable(e.to_string()))?;

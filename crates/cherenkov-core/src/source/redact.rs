@@ -170,7 +170,8 @@ fn redact_parameters(text: &str) -> String {
     out
 }
 
-/// `Bearer VALUE` becomes `Bearer ***` (an `Authorization` header quoted in a message).
+/// `Bearer VALUE` becomes `Bearer ***` (an `Authorization` header quoted in a message), in any
+/// case: cherenkov's own messages say "token", never "bearer" before a word that must stay.
 fn redact_after_bearer(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
