@@ -35,6 +35,9 @@ def open(
     token: str | None = None,
     ca: str | os.PathLike | None = None,
     insecure_skip_verify: bool = False,
+    speculate: bool = True,
+    speculate_threshold: float = 0.3,
+    speculate_budget: float = 0.2,
 ) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
@@ -75,6 +78,13 @@ def open(
     system's, plus ``$X509_CERT_DIR`` and ``$SSL_CERT_FILE``). ``insecure_skip_verify=True``
     checks no certificate at all: for tests with made-up certificates only. Secrets never appear
     in ``File.path``, messages, stats or traces.
+
+    Speculation (see the README's "Speculation"): lazy chunks fetch a set of branches outside the
+    learned set (a trigger's extras) together with it, ahead of use, when more than
+    ``speculate_threshold`` (0.3) of recent chunks used it; the bytes so fetched and never used stay
+    within ``speculate_budget`` (0.2) of the bytes read, or the worst set stops being speculated.
+    ``speculate=False`` turns it off. `File.stats()` reports ``speculative_bytes``,
+    ``speculative_used_bytes``, ``speculative_wasted_bytes``, ``hit_rate`` and ``miss_rate``.
     """
     return File(
         path if isinstance(path, (list, tuple)) else os.fspath(path),
@@ -91,6 +101,9 @@ def open(
         token=token,
         ca=None if ca is None else os.fspath(ca),
         insecure_skip_verify=insecure_skip_verify,
+        speculate=speculate,
+        speculate_threshold=speculate_threshold,
+        speculate_budget=speculate_budget,
     )
 
 
