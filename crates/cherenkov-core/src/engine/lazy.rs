@@ -22,7 +22,7 @@ use super::prefetch::{ReadAhead, StepReader};
 use super::speculation::{self, Ledger};
 use super::table::{fetch, read, stored_bytes, Held, Table};
 use crate::error::{Error, Result};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// Which branches an analysis uses, by path; shared by the files of a dataset.
@@ -109,7 +109,9 @@ pub struct LazyReader<T: Table> {
     training: bool,
     /// Whether this chunk already had its one read of every unread branch.
     triggered: bool,
-    pipeline: Option<Pipeline<T>>,
+    /// Read-aheads, oldest first: the last is the current set's; those before were halted when
+    /// the set changed and yield the chunks they had started.
+    pipelines: VecDeque<Pipeline<T>>,
     /// Branches of this chunk fetched ahead on speculation, with their bytes; settled (used or
     /// wasted) when the chunk ends.
     speculated_now: Vec<(usize, u64)>,
@@ -119,11 +121,14 @@ pub struct LazyReader<T: Table> {
     pub stats: LazyStats,
 }
 
-/// The learned set (and the speculated branches, `speculated`) read ahead of use.
+/// The learned set (and the speculated branches, `speculated`) read ahead of use, over chunks
+/// `first..` (`..end` once halted).
 struct Pipeline<T: Table> {
     set: Vec<usize>,
     speculated: Vec<usize>,
     reader: StepReader<T>,
+    first: usize,
+    end: Option<usize>,
 }
 
 impl<T: Table> LazyReader<T> {
@@ -153,7 +158,7 @@ impl<T: Table> LazyReader<T> {
             used: BTreeSet::new(),
             training: false,
             triggered: false,
-            pipeline: None,
+            pipelines: VecDeque::new(),
             speculated_now: Vec::new(),
             counted: HashSet::new(),
             ledger: Ledger::default(),
@@ -198,7 +203,7 @@ impl<T: Table> LazyReader<T> {
         self.triggered = false;
         if next >= self.steps.len() {
             self.current = Some(self.steps.len());
-            self.pipeline = None;
+            self.pipelines.clear();
             return Ok(None);
         }
         self.current = Some(next);
@@ -212,8 +217,8 @@ impl<T: Table> LazyReader<T> {
     }
 
     /// Take chunk `next` of the learned (and speculated) set from the read-ahead. When the set
-    /// changed, the read-ahead restarts with the new set from the chunk after: this chunk comes
-    /// from what is already in flight, so the change costs no wait.
+    /// changed, the read-ahead of the old set is halted (the chunks it started still come from
+    /// it: nothing is asked for twice) and one of the new set starts after them.
     async fn next_from_pipeline(&mut self, state: &ProfileState, next: usize) -> Result<()> {
         let learned = self.indices(&state.learned);
         let speculated = self.speculated_extras(state);
@@ -223,13 +228,19 @@ impl<T: Table> LazyReader<T> {
         if learned.is_empty() {
             return Ok(());
         }
-        let changed = self.pipeline.as_ref().map(|p| p.set != set);
-        let mut current = match changed {
-            Some(true) => self.pipeline.take(),
-            _ => None,
+        while (self.pipelines.front()).is_some_and(|p| p.end.is_some_and(|end| end <= next)) {
+            self.pipelines.pop_front();
+        }
+        let from = match self.pipelines.back_mut() {
+            Some(p) if p.set == set => None,
+            Some(p) => {
+                let end = p.first + p.reader.halt();
+                p.end = Some(end);
+                Some(end.max(next))
+            }
+            None => Some(next),
         };
-        let from = next + usize::from(current.is_some());
-        if changed != Some(false) && from < self.steps.len() {
+        if let Some(from) = from.filter(|&f| f < self.steps.len()) {
             let reader = StepReader::start(
                 self.table.clone(),
                 set.clone(),
@@ -237,13 +248,18 @@ impl<T: Table> LazyReader<T> {
                 self.options.read_ahead,
             )
             .await?;
-            self.pipeline = Some(Pipeline {
+            self.pipelines.push_back(Pipeline {
                 set,
                 speculated,
                 reader,
+                first: from,
+                end: None,
             });
         }
-        let Some(p) = current.as_mut().or(self.pipeline.as_mut()) else {
+        while (self.pipelines.front()).is_some_and(|p| p.end.is_some_and(|end| end <= next)) {
+            self.pipelines.pop_front();
+        }
+        let Some(p) = self.pipelines.front_mut() else {
             return Ok(());
         };
         let step = p
