@@ -35,6 +35,7 @@ def open(
     token: str | None = None,
     ca: str | os.PathLike | None = None,
     insecure_skip_verify: bool = False,
+    sss_keytab: str | os.PathLike | None = None,
     speculate: bool = True,
     speculate_threshold: float = 0.3,
     speculate_budget: float = 0.2,
@@ -76,8 +77,10 @@ def open(
     ``user:password@`` in an HTTP URL is sent with every request too. ``ca``, a CA certificate
     file or directory: the only CAs a server's certificate is checked against (default: the
     system's, plus ``$X509_CERT_DIR`` and ``$SSL_CERT_FILE``). ``insecure_skip_verify=True``
-    checks no certificate at all: for tests with made-up certificates only. Secrets never appear
-    in ``File.path``, messages, stats or traces.
+    checks no certificate at all: for tests with made-up certificates only. ``sss_keytab``, the
+    keytab of an XRootD server asking for ``sss`` (default, as XrdCl: ``$XrdSecSSSKT``,
+    ``$XrdSecsssKT``, the path the server names, ``~/.xrd/sss.keytab``, ``/etc/xrootd/sss.keytab``;
+    it must be private, mode 600). Secrets never appear in ``File.path``, messages, stats or traces.
 
     Speculation (see the README's "Speculation"): lazy chunks fetch a set of branches outside the
     learned set (a trigger's extras) together with it, ahead of use, when more than
@@ -101,6 +104,7 @@ def open(
         token=token,
         ca=None if ca is None else os.fspath(ca),
         insecure_skip_verify=insecure_skip_verify,
+        sss_keytab=None if sss_keytab is None else os.fspath(sss_keytab),
         speculate=speculate,
         speculate_threshold=speculate_threshold,
         speculate_budget=speculate_budget,
@@ -177,7 +181,7 @@ class File(Directory):
         from cherenkov.stats import Stats
 
         return Stats(
-            sources=(self.path,),
+            sources=(_core.redact(self._core.name),),  # says so when XrdCl reads it
             engine=self._core.engine_counters(),
             source=self._core.source_counters(),
             real_seconds=time.perf_counter() - self._opened[0],

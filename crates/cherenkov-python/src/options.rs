@@ -28,6 +28,7 @@ pub const OPEN_OPTIONS: &[&str] = &[
     "token",
     "ca",
     "insecure_skip_verify",
+    "sss_keytab",
     "speculate",
     "speculate_threshold",
     "speculate_budget",
@@ -79,6 +80,7 @@ pub fn open_options(given: Option<&Bound<'_, PyDict>>) -> PyResult<SourceOptions
             max_bytes: cache_max_bytes.unwrap_or(CacheOptions::DEFAULT_MAX_BYTES),
         }),
         token: option::<String>(given, "token")?.map(Secret::new),
+        sss_keytab: option(given, "sss_keytab")?,
         tls: TlsOptions {
             ca: option(given, "ca")?,
             insecure_skip_verify: option(given, "insecure_skip_verify")?.unwrap_or(false),

@@ -6,6 +6,7 @@
 
 pub mod cache;
 pub mod credentials;
+pub mod external_credentials;
 pub mod http;
 pub mod local;
 pub mod memory;
@@ -215,6 +216,8 @@ pub struct SourceOptions {
     pub cache: Option<cache::CacheOptions>,
     /// A bearer token (default: found where WLCG says, see `credentials::BearerToken`).
     pub token: Option<redact::Secret>,
+    /// XRootD `sss`: the keytab (default: `$XrdSecSSSKT`, `~/.xrd/sss.keytab`, ... as XrdCl).
+    pub sss_keytab: Option<std::path::PathBuf>,
     /// What a server's TLS certificate is checked against (`ca=`, the test-only opt-out).
     pub tls: credentials::TlsOptions,
 }
@@ -382,10 +385,12 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
                 discover: options.discover.unwrap_or(defaults.discover),
                 verify_checksums: options.verify_checksums,
                 token: options.token.clone(),
+                sss_keytab: options.sss_keytab.clone(),
                 tls: options.tls.clone(),
                 ..defaults
             };
-            xrootd::open_discovering(url, xrootd_options).await
+            // A server asking for gsi or krb5 is read through XrdCl when it is available.
+            xrootd::external::open(url, xrootd_options).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
             "{url}: unsupported URL scheme '{other}' (use root://, roots://, http://, https://, davs://, file:// or a path)"
