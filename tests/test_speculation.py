@@ -87,9 +87,8 @@ def test_a_set_used_every_other_chunk_costs_no_round_trip_of_its_own(url, data_d
     off, without, seen_off, _ = run(url, lambda i: i % 2 == 1, speculate=False)
     assert profile.speculated == EXTRA
     s, s_off = f.stats(), off.stats()
-    # chunks 1 and 3 (learning it), and at most two of the four chunks already read ahead
-    # without it when it joined the learned set; none of the 8 or more after
-    assert s.miss_fetches <= 4 and s_off.miss_fetches == CLUSTERS // 2
+    # chunks 1 and 3 (learning it), none after
+    assert s.miss_fetches == 2 and s_off.miss_fetches == CLUSTERS // 2
     assert s.speculative_used_bytes > 0 and s.speculative_wasted_bytes > 0
     assert s.speculative_bytes == s.speculative_used_bytes + s.speculative_wasted_bytes
     assert s.wasted_fraction <= 0.2
@@ -98,9 +97,10 @@ def test_a_set_used_every_other_chunk_costs_no_round_trip_of_its_own(url, data_d
     assert [start for start, _ in seen] == [start for start, _ in seen_off]
     if "://" not in url:
         return  # round trips are counted by remote sources
-    # The extra set costs, beyond the fixed set alone, its misses and nothing else: the chunks read
-    # ahead when it joined were not asked for again
-    assert with_extra - fixed_only == s.miss_fetches, (fixed_only, with_extra)
+    # The extra set costs, beyond the fixed set alone, its two misses and, when it joined, one
+    # request per chunk already read ahead without it (at most 4 in flight, read in the
+    # background), for it alone: no chunk is asked for twice
+    assert with_extra - fixed_only <= 2 + 4, (fixed_only, with_extra)
     # without speculation: one request per chunk using it
     assert without - fixed_only == CLUSTERS // 2, (fixed_only, without)
 

@@ -115,8 +115,12 @@ pub struct LazyReader<T: Table> {
     /// Branches of this chunk fetched ahead on speculation, with their bytes; settled (used or
     /// wasted) when the chunk ends.
     speculated_now: Vec<(usize, u64)>,
-    /// Units already counted as speculative (a basket may span chunks): counted once.
-    counted: HashSet<T::Unit>,
+    /// Units counted as speculative in the previous chunk and in this one (a basket may span
+    /// chunks): counted once.
+    counted: (HashSet<T::Unit>, HashSet<T::Unit>),
+    /// When a set joined the learned set: its branches read ahead for the chunks that the halted
+    /// read-ahead had already started without them.
+    supplement: Option<Pipeline<T>>,
     ledger: Ledger,
     pub stats: LazyStats,
 }
@@ -160,7 +164,8 @@ impl<T: Table> LazyReader<T> {
             triggered: false,
             pipelines: VecDeque::new(),
             speculated_now: Vec::new(),
-            counted: HashSet::new(),
+            counted: Default::default(),
+            supplement: None,
             ledger: Ledger::default(),
             stats: LazyStats::default(),
         }
@@ -204,6 +209,7 @@ impl<T: Table> LazyReader<T> {
         if next >= self.steps.len() {
             self.current = Some(self.steps.len());
             self.pipelines.clear();
+            self.supplement = None;
             return Ok(None);
         }
         self.current = Some(next);
@@ -236,6 +242,27 @@ impl<T: Table> LazyReader<T> {
             Some(p) => {
                 let end = p.first + p.reader.halt();
                 p.end = Some(end);
+                let added: Vec<usize> = speculated
+                    .iter()
+                    .copied()
+                    .filter(|b| !p.set.contains(b))
+                    .collect();
+                if !added.is_empty() && next + 1 < end {
+                    let reader = StepReader::start(
+                        self.table.clone(),
+                        added.clone(),
+                        self.steps[next + 1..end].to_vec(),
+                        self.options.read_ahead,
+                    )
+                    .await?;
+                    self.supplement = Some(Pipeline {
+                        set: added.clone(),
+                        speculated: added,
+                        reader,
+                        first: next + 1,
+                        end: Some(end),
+                    });
+                }
                 Some(end.max(next))
             }
             None => Some(next),
@@ -267,9 +294,23 @@ impl<T: Table> LazyReader<T> {
             .next()
             .await
             .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
-        let speculated = p.speculated.clone();
+        let mut speculated = p.speculated.clone();
         for (&b, array) in p.set.iter().zip(step.arrays) {
             self.cache.insert(b, array);
+        }
+        if let Some(s) = self.supplement.as_mut().filter(|s| s.first <= next) {
+            let step = s
+                .reader
+                .next()
+                .await
+                .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
+            for (&b, array) in s.set.iter().zip(step.arrays) {
+                self.cache.insert(b, array);
+            }
+            speculated.extend(&s.set);
+            if s.end.is_some_and(|end| next + 1 >= end) {
+                self.supplement = None;
+            }
         }
         self.count_speculated(&speculated).await
     }
@@ -288,20 +329,17 @@ impl<T: Table> LazyReader<T> {
     /// Count the bytes of `branches` in this chunk as fetched on speculation (each unit once).
     async fn count_speculated(&mut self, branches: &[usize]) -> Result<()> {
         let (start, stop) = self.steps[self.current.expect("a current chunk")];
-        let mut seen = HashSet::new();
         for &b in branches {
             let plan = self.table.plan(&[b], start, stop).await?;
+            let (before, now) = &mut self.counted;
             let new: Vec<T::Unit> = plan
-                .iter()
-                .copied()
-                .filter(|u| !self.counted.contains(u))
+                .into_iter()
+                .filter(|u| !before.contains(u) && now.insert(*u))
                 .collect();
-            seen.extend(plan);
             let bytes = stored_bytes(&*self.table, &new);
             self.ledger.fetched(&self.table.file().stats, bytes);
             self.speculated_now.push((b, bytes));
         }
-        self.counted = seen;
         Ok(())
     }
 
@@ -309,6 +347,7 @@ impl<T: Table> LazyReader<T> {
     /// the usage rates of the miss set and choose the speculated set for the next chunks, stopping
     /// the worst set if unused bytes went over the budget.
     fn settle_chunk(&mut self, trained: bool) {
+        self.counted.0 = std::mem::take(&mut self.counted.1);
         let file = self.table.file();
         let (mut wasting, mut wasting_bytes) = (BTreeSet::new(), 0);
         for (b, bytes) in std::mem::take(&mut self.speculated_now) {
