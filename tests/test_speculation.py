@@ -185,3 +185,12 @@ def test_reads_off_a_pattern_are_not_read_ahead(raw_url):
         source.read_ranges([(int(o), int(o) + 100)])
     c = source.engine_counters()
     assert c.speculative_bytes == 0 and c.cache_misses == 30
+
+
+def test_a_vectored_read_is_not_guessed_further(raw_url):
+    """A reader asking for many ranges at once plans its own reads: one request, nothing ahead."""
+    source = _core.RawSource.open([raw_url])
+    before = source.source_counters().requests
+    source.read_ranges([(o, o + 1000) for o in range(0, 200_000, 10_000)])
+    assert source.engine_counters().speculative_bytes == 0
+    assert source.source_counters().requests - before == 1

@@ -1,7 +1,7 @@
 //! Read-ahead for raw byte access that follows no plan (a reader that decodes ROOT itself, fsspec
-//! reading a file block by block): when the last reads make a sequential or strided pattern (the
-//! same length, the same distance between starts), the next ranges of the pattern are fetched
-//! ahead in one vectored request while the reader uses the current ones, and the reads that land
+//! reading a file block by block): when the last reads of one range each make a sequential or
+//! strided pattern (the same length, the same distance between starts), the next ranges of the
+//! pattern are fetched ahead in one vectored request while the reader uses the current ones, and the reads that land
 //! on them are served from memory. Every read-ahead batch fetches more ranges than the one before
 //! while the pattern holds (up to `MAX_DEPTH` ranges and `MAX_AHEAD_BYTES`, and within the
 //! budget: see `read_ahead`); a read off the pattern drops what was fetched ahead. The bytes
@@ -134,19 +134,24 @@ impl RawReader {
             .into_iter()
             .map(|got| got.or_else(|| fetched.next()).unwrap_or_default())
             .collect();
-        self.read_ahead();
+        if ranges.len() == 1 {
+            self.read_ahead();
+        }
         Ok(out)
     }
 
-    /// Record the ranges read; a read off the pattern drops what was read ahead.
+    /// Record a read of one range; a read off the pattern drops what was read ahead. A vectored
+    /// read of several ranges is a reader that plans its own reads: it is not guessed further.
     fn observe(&self, state: &mut State, ranges: &[ByteRange]) {
         let asked: u64 = ranges.iter().map(|r| r.len).sum();
         state.requested += asked;
-        for r in ranges.iter().filter(|r| r.len > 0) {
-            state.history.push_back(*r);
-            if state.history.len() > 3 {
-                state.history.pop_front();
-            }
+        let [r] = ranges else { return };
+        if r.len == 0 {
+            return;
+        }
+        state.history.push_back(*r);
+        if state.history.len() > 3 {
+            state.history.pop_front();
         }
         match pattern(&state.history) {
             Some((_, stride, _)) => {
