@@ -59,6 +59,8 @@ SCENARIOS = {
     "trigger": "the fixed set for every event; every branch for every 50th event of the second half of the "
     "file's clusters (the trigger fires after the readers have learned the fixed set)",
     "lazy": "the fixed set touched one column at a time in each chunk, over a dataset of two files",
+    "conditional": "the fixed set touched one column at a time in every chunk and an extra set (every tenth other "
+    "branch) in every other chunk, over a dataset of two files (issue 20's conditional access)",
     "interactive": "open the file and read one branch of the first 100 entries (time to first data)",
 }
 
@@ -80,15 +82,17 @@ class Tool:
         return name if self.variant == "default" else f"{name}, {self.variant}"
 
 
-ALL = ("fixed", "trigger", "lazy", "interactive")
+ALL = ("fixed", "trigger", "lazy", "conditional", "interactive")
 RNTUPLE_SCENARIOS = ("fixed", "lazy", "interactive")
 TOOLS = [
     Tool("cherenkov", "cherenkov", "default", ALL),
     Tool("cherenkov-noprefetch", "cherenkov", "prefetch off", ("fixed", "trigger", "lazy"), ablation=True),
     Tool("cherenkov-nolearning", "cherenkov", "learning off", ("trigger", "lazy"), ablation=True),
+    Tool("cherenkov-nospeculation", "cherenkov", "speculation off", ("trigger", "conditional"), ablation=True),
     Tool("cherenkov-serial", "cherenkov", "1 unzip thread", ("fixed", "trigger", "lazy"), env={"RAYON_NUM_THREADS": "1"}, ablation=True),
-    Tool("root", "root", "TTreeCache", ALL),
-    Tool("root-nocache", "root", "no TTreeCache", ALL, max_rtt=10),
+    # ROOT's compiled loop expresses fixed, trigger, lazy and interactive (not conditional)
+    Tool("root", "root", "TTreeCache", tuple(s for s in ALL if s != "conditional")),
+    Tool("root-nocache", "root", "no TTreeCache", tuple(s for s in ALL if s != "conditional"), max_rtt=10),
     Tool("uproot", "uproot", "default", ALL),
 ]
 # On RNTuples: ROOT's reader is RNTupleReader (its cluster pool prefetches the active fields).
@@ -108,6 +112,7 @@ class Plan:
     files: list[Path]  # the first is the file of every scenario; lazy reads all of them
     fixed: list[str]
     others: list[str]
+    extra: list[str]  # the conditional set: every tenth of the others
     step_size: int
     steps: list[tuple[int, int]]
     trigger_from: int
@@ -129,6 +134,7 @@ class Plan:
             "tree": TREE,
             "fixed": self.fixed,
             "others": self.others,
+            "extra": self.extra,
             "step_size": self.step_size,
             "steps": self.steps,
             "trigger_from": self.trigger_from,
@@ -169,6 +175,7 @@ def make_plan(files: list[Path], trigger_every: int = 50, interactive_branch: st
         files=files,
         fixed=fixed,
         others=others,
+        extra=others[::10],
         step_size=1,
         steps=[list(s) for s in tree.steps(1)],
         trigger_from=trigger_from,
@@ -393,7 +400,7 @@ def run_matrix(plan: Plan, config: Config, log=print) -> tuple[list[dict], dict]
     combos = [(s, t) for s in config.scenarios for t in tools if s in t.scenarios]
 
     def urls_for(scenario, protocol, lab=None):
-        chosen = names if scenario == "lazy" else names[:1]
+        chosen = names if scenario in ("lazy", "conditional") else names[:1]
         if protocol == "file":
             return [str(data_dir / n) for n in chosen]
         return [lab.url(protocol, n) for n in chosen]
@@ -530,7 +537,7 @@ def summarize(runs: dict, plan: Plan) -> list[dict]:
                 row["seconds"] = med("seconds")
                 row["open_seconds"] = med("open_seconds")
                 row["all_seconds"] = [r["seconds"] for r in ok]
-                if scenario == "lazy":
+                if scenario in ("lazy", "conditional"):
                     row["file_seconds"] = [median(r["file_seconds"][i] for r in ok) for i in range(len(ok[0]["file_seconds"]))]
             for k in ("bytes", "requests", "round_trips", "peak_rss"):
                 row[k] = med(k)
@@ -560,6 +567,8 @@ def method_notes(plan: Plan, config: Config, vers: dict) -> dict:
         "the fixed set, then, if a trigger event is in the chunk, every other branch, keeping the trigger events' values",
         "lazy": "cherenkov: lazy chunks, one AccessProfile shared by the two files; uproot: TBranch.array per column "
         "and chunk; ROOT: every branch active, TBranch::GetEntry of the fixed set, a new TTreeCache per file",
+        "conditional": f"as lazy, plus an extra set of {len(plan.extra)} branches (every tenth of the others) read "
+        "one column at a time in every other chunk (the odd ones); cherenkov and uproot",
         "latency": "toxiproxy's latency toxic delays the data each way by half the RTT; it does not delay TCP's "
         "handshake (a real WAN adds one RTT per new connection, for every tool)",
         "clock": "from before opening the file to the last value in memory; each measurement in a fresh process "
@@ -567,7 +576,7 @@ def method_notes(plan: Plan, config: Config, vers: dict) -> dict:
         "method": f"medians of {config.repeat} interleaved repetitions; a measurement whose first run took over "
         f"{config.once_over:g} s runs once; runs are stopped at {config.budget:g} s and not retried at higher RTTs",
         "cherenkov switches": f"prefetch off (iterate(steps_ahead=0), chunks(steps_ahead=0)), learning off "
-        "(chunks(learning=False)), 1 unzip thread (RAYON_NUM_THREADS=1): locally and over "
+        "(chunks(learning=False)), speculation off (open(speculate=False)), 1 unzip thread (RAYON_NUM_THREADS=1): locally and over "
         f"{config.protocols[0]}:// only",
         "ROOT without TTreeCache": f"run only up to {config.nocache_max_rtt:g} ms RTT (one synchronous read per "
         "basket: hundreds of seconds beyond)",

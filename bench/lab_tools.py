@@ -201,7 +201,7 @@ def run_cherenkov(spec: dict, run: Run) -> None:
     profile = cherenkov.AccessProfile()  # one per run, shared by the files of a dataset
     for url in spec["urls"]:
         run.file_started()
-        f = cherenkov.open(url)
+        f = cherenkov.open(url, speculate=variant != "speculation off")
         tree = f[spec["tree"]]
         run.opened(f)
         if scenario == "interactive":
@@ -221,14 +221,15 @@ def run_cherenkov(spec: dict, run: Run) -> None:
             chunks = tree.chunks(
                 spec["step_size"], profile=profile, steps_ahead=0 if variant == "prefetch off" else 3, learning=variant != "learning off"
             )
-            for chunk in chunks:
+            for i, chunk in enumerate(chunks):
                 lo, hi = chunk.entry_start, chunk.entry_stop
-                if scenario == "lazy":
-                    for b in fixed:  # one column at a time, on demand
+                if scenario in ("lazy", "conditional"):
+                    touched = fixed + (spec["extra"] if scenario == "conditional" and i % 2 == 1 else [])
+                    for b in touched:  # one column at a time, on demand
                         array = chunk.array(b, library="np")
                         with clock.pause():
                             check.add(b, array, summed=b in checks_fixed)
-                        run.advance((hi - lo) / len(fixed))
+                        run.advance((hi - lo) / len(touched))
                     continue
                 arrays = chunk.arrays(fixed, library="np")
                 with clock.pause():
@@ -261,6 +262,9 @@ def counters_cherenkov(run: Run) -> dict:
             "miss_fetches": sum(s.miss_fetches for s in stats),
             "startup_fetches": sum(s.startup_fetches for s in stats),
             "blocked_seconds": round(sum(s.blocked_seconds for s in stats), 4),
+            "speculative_bytes": sum(s.speculative_bytes for s in stats),
+            "speculative_wasted_bytes": sum(s.speculative_wasted_bytes for s in stats),
+            "compressed_bytes": sum(s.compressed_bytes for s in stats),
         },
         "version": cherenkov.__version__,
     }
@@ -550,13 +554,14 @@ def run_uproot(spec: dict, run: Run) -> None:
             with clock.pause():
                 check.add(branch, array, summed=True)
             run.advance(n)
-        for lo, hi in spec["steps"] if scenario != "interactive" else []:
-            if scenario == "lazy":  # one column at a time, on demand
-                for b in fixed:
+        for i, (lo, hi) in enumerate(spec["steps"] if scenario != "interactive" else []):
+            if scenario in ("lazy", "conditional"):  # one column at a time, on demand
+                touched = fixed + (spec["extra"] if scenario == "conditional" and i % 2 == 1 else [])
+                for b in touched:
                     array = tree[b].array(entry_start=lo, entry_stop=hi, library="ak")
                     with clock.pause():
                         check.add(b, array, summed=b in checks_fixed)
-                    run.advance((hi - lo) / len(fixed))
+                    run.advance((hi - lo) / len(touched))
                 continue
             arrays = tree.arrays(fixed, entry_start=lo, entry_stop=hi, library="ak")
             with clock.pause():

@@ -75,9 +75,11 @@ def test_training_startup_and_miss_caches(nanolike_path):
 
 
 def test_a_second_file_needs_no_training(nanolike_path):
+    """(The miss cache alone: speculation, which could fetch the trigger set ahead, is off; see
+    test_speculation.py.)"""
     profile = cherenkov.AccessProfile()
-    run(cherenkov.open(nanolike_path)["Events"], profile)
-    f = cherenkov.open(nanolike_path)
+    run(cherenkov.open(nanolike_path, speculate=False)["Events"], profile)
+    f = cherenkov.open(nanolike_path, speculate=False)
     tree = f["Events"]
     before = round_trips(f)
     run(tree, profile)
@@ -88,7 +90,7 @@ def test_a_second_file_needs_no_training(nanolike_path):
 
 
 def test_switches_turn_parts_off(nanolike_path):
-    f = cherenkov.open(nanolike_path)
+    f = cherenkov.open(nanolike_path, speculate=False)
     tree = f["Events"]
     before = round_trips(f)
     run(tree, cherenkov.AccessProfile(), learning=False)

@@ -36,6 +36,9 @@ def open(
     ca: str | os.PathLike | None = None,
     insecure_skip_verify: bool = False,
     sss_keytab: str | os.PathLike | None = None,
+    speculate: bool = True,
+    speculate_threshold: float = 0.3,
+    speculate_budget: float = 0.2,
 ) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
@@ -78,6 +81,13 @@ def open(
     keytab of an XRootD server asking for ``sss`` (default, as XrdCl: ``$XrdSecSSSKT``,
     ``$XrdSecsssKT``, the path the server names, ``~/.xrd/sss.keytab``, ``/etc/xrootd/sss.keytab``;
     it must be private, mode 600). Secrets never appear in ``File.path``, messages, stats or traces.
+
+    Speculation (see the README's "Speculation"): lazy chunks fetch a set of branches outside the
+    learned set (a trigger's extras) together with it, ahead of use, when more than
+    ``speculate_threshold`` (0.3) of recent chunks used it; the bytes so fetched and never used stay
+    within ``speculate_budget`` (0.2) of the bytes read, or the worst set stops being speculated.
+    ``speculate=False`` turns it off. `File.stats()` reports ``speculative_bytes``,
+    ``speculative_used_bytes``, ``speculative_wasted_bytes``, ``hit_rate`` and ``miss_rate``.
     """
     return File(
         path if isinstance(path, (list, tuple)) else os.fspath(path),
@@ -95,6 +105,9 @@ def open(
         ca=None if ca is None else os.fspath(ca),
         insecure_skip_verify=insecure_skip_verify,
         sss_keytab=None if sss_keytab is None else os.fspath(sss_keytab),
+        speculate=speculate,
+        speculate_threshold=speculate_threshold,
+        speculate_budget=speculate_budget,
     )
 
 

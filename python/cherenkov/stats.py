@@ -74,6 +74,25 @@ class Stats:
         """Bytes read beyond the baskets asked for (metadata, coalescing gaps)."""
         return max(self.bytes_read - self.compressed_bytes, 0)
 
+    @property
+    def hit_rate(self) -> float:
+        """Branch accesses of lazy chunks served from bytes already read (prefetched, speculated,
+        startup or trigger reads), over all accesses (Furano's hit rate); 0 without accesses."""
+        accesses = self.cache_hits + self.cache_misses
+        return self.cache_hits / accesses if accesses else 0.0
+
+    @property
+    def miss_rate(self) -> float:
+        """Branch accesses of lazy chunks that needed a request of their own, over all accesses."""
+        accesses = self.cache_hits + self.cache_misses
+        return self.cache_misses / accesses if accesses else 0.0
+
+    @property
+    def wasted_fraction(self) -> float:
+        """Bytes fetched on speculation and never used, over the basket bytes read (the budget's
+        measure, ``speculate_budget``)."""
+        return self.speculative_wasted_bytes / self.compressed_bytes if self.compressed_bytes else 0.0
+
     def to_dict(self) -> dict:
         """Every counter by name (engine and source side by side), with the sources, times and
         per-replica reports: for JSON."""
@@ -82,6 +101,9 @@ class Stats:
             **as_dict(self.source),
             "bytes_read": self.bytes_read,
             "extra_bytes": self.extra_bytes,
+            "hit_rate": self.hit_rate,
+            "miss_rate": self.miss_rate,
+            "wasted_fraction": self.wasted_fraction,
             "sources": list(self.sources),
             "real_seconds": self.real_seconds,
             "cpu_seconds": self.cpu_seconds,
@@ -113,6 +135,13 @@ class Stats:
                 f"{self.startup_fetches} startup, {self.learned_fetches} learned-set fetches",
             ),
             ("read but unused", human_bytes(self.unused_bytes), "unzipped bytes read ahead and never used"),
+            (
+                "speculation",
+                human_bytes(self.speculative_bytes),
+                f"{human_bytes(self.speculative_used_bytes)} used, {human_bytes(self.speculative_wasted_bytes)} wasted "
+                f"({100 * self.wasted_fraction:.1f} % of basket bytes); hit rate {100 * self.hit_rate:.0f} %, "
+                f"miss rate {100 * self.miss_rate:.0f} %",
+            ),
         ]
         if self.disk_cache_hits or self.disk_cache_misses:
             saved = f"{human_bytes(self.disk_cache_bytes_saved)} served from disk"

@@ -2,7 +2,7 @@
 
 use crate::errors::to_py;
 use crate::ntuple::Ntuple;
-use crate::options::{open_options, seconds};
+use crate::options::{open_options, seconds, speculation_options};
 use crate::raw::{buffers_to_py, checked_ranges};
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
@@ -31,10 +31,12 @@ impl RootFile {
         urls: Vec<String>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let speculation = speculation_options(options)?;
         let options = open_options(options)?;
-        let inner = py
+        let mut inner = py
             .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
             .map_err(to_py)?;
+        inner.speculation = speculation;
         Ok(Self {
             inner: Arc::new(inner),
         })

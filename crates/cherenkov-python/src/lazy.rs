@@ -36,6 +36,21 @@ impl AccessProfile {
     fn missed(&self) -> Vec<String> {
         self.inner.snapshot().missed.into_iter().collect()
     }
+    /// Branches of the miss set fetched with the learned set, ahead of use (see `speculate`).
+    #[getter]
+    fn speculated(&self) -> Vec<String> {
+        self.inner.snapshot().speculated.into_iter().collect()
+    }
+    /// Branches no longer speculated: their unused bytes went over the budget.
+    #[getter]
+    fn stopped(&self) -> Vec<String> {
+        self.inner.snapshot().stopped.into_iter().collect()
+    }
+    /// Per branch of the miss set: the fraction of recent chunks that used it (a moving rate).
+    #[getter]
+    fn rates(&self) -> std::collections::BTreeMap<String, f64> {
+        self.inner.snapshot().rates
+    }
 }
 
 /// A lazy reader of a TTree or an RNTuple.

@@ -1,6 +1,7 @@
 //! The options of opening a file, read once from Python keywords: `cherenkov.open`, uproot's
 //! handler and the fsspec filesystem all pass the same names to `RootFile.open` / `RawSource.open`.
 
+use cherenkov_core::engine::speculation::Speculation;
 use cherenkov_core::source::cache::CacheOptions;
 use cherenkov_core::source::credentials::TlsOptions;
 use cherenkov_core::source::redact::Secret;
@@ -28,6 +29,9 @@ pub const OPEN_OPTIONS: &[&str] = &[
     "ca",
     "insecure_skip_verify",
     "sss_keytab",
+    "speculate",
+    "speculate_threshold",
+    "speculate_budget",
 ];
 
 /// The options given as keywords, checked; `None` values mean the default. Without `cache`, the
@@ -82,6 +86,26 @@ pub fn open_options(given: Option<&Bound<'_, PyDict>>) -> PyResult<SourceOptions
             insecure_skip_verify: option(given, "insecure_skip_verify")?.unwrap_or(false),
         },
         ..SourceOptions::default()
+    })
+}
+
+/// Whether and how far reads fetch ahead what they have not asked for yet (`speculate`,
+/// `speculate_threshold`, `speculate_budget`; see `engine::speculation`).
+pub fn speculation_options(given: Option<&Bound<'_, PyDict>>) -> PyResult<Speculation> {
+    let defaults = Speculation::default();
+    let fraction = |name: &str, default: f64| -> PyResult<f64> {
+        match option::<f64>(given, name)? {
+            None => Ok(default),
+            Some(f) if (0.0..=1.0).contains(&f) => Ok(f),
+            Some(f) => Err(PyValueError::new_err(format!(
+                "{name} must be a fraction between 0 and 1, got {f}"
+            ))),
+        }
+    };
+    Ok(Speculation {
+        enabled: option(given, "speculate")?.unwrap_or(defaults.enabled),
+        threshold: fraction("speculate_threshold", defaults.threshold)?,
+        budget: fraction("speculate_budget", defaults.budget)?,
     })
 }
 

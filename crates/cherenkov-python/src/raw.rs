@@ -2,10 +2,12 @@
 //! crosses into Python as a read-only numpy array over the engine's own buffer, without a copy.
 
 use crate::errors::to_py;
-use crate::options::open_options;
+use crate::options::{open_options, speculation_options};
 use bytes::Bytes;
+use cherenkov_core::engine::raw_ahead::RawReader;
 use cherenkov_core::engine::runtime;
-use cherenkov_core::source::{open_replicas, ByteRange, SharedSource, SourceCounters};
+use cherenkov_core::engine::stats::StatsSnapshot;
+use cherenkov_core::source::{open_replicas, ByteRange, SourceCounters};
 use numpy::ndarray::ArrayView1;
 use numpy::PyArray1;
 use pyo3::prelude::*;
@@ -43,10 +45,11 @@ pub fn buffers_to_py(py: Python<'_>, buffers: Vec<Bytes>) -> PyResult<Bound<'_, 
     PyList::new(py, arrays)
 }
 
-/// Any file's bytes (not only ROOT's) through a byte source: for fsspec.
+/// Any file's bytes (not only ROOT's) through a byte source: for fsspec. Sequential or strided
+/// reads are read ahead (see `engine::raw_ahead`; off with `speculate=False`).
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct RawSource {
-    inner: SharedSource,
+    inner: RawReader,
     size: u64,
 }
 
@@ -60,8 +63,9 @@ impl RawSource {
         urls: Vec<String>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
+        let speculation = speculation_options(options)?;
         let options = open_options(options)?;
-        let (inner, size) = py
+        let (source, size) = py
             .detach(|| {
                 runtime().block_on(async {
                     let source = open_replicas(&urls, &options).await?;
@@ -70,12 +74,15 @@ impl RawSource {
                 })
             })
             .map_err(to_py)?;
-        Ok(Self { inner, size })
+        Ok(Self {
+            inner: RawReader::new(source, size, speculation),
+            size,
+        })
     }
 
     #[getter]
     fn name(&self) -> String {
-        self.inner.name().to_string()
+        self.inner.source().name().to_string()
     }
     #[getter]
     fn size(&self) -> u64 {
@@ -88,7 +95,7 @@ impl RawSource {
         py: Python<'py>,
         ranges: Vec<(u64, u64)>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let ranges = checked_ranges(self.inner.name(), &ranges, self.size)?;
+        let ranges = checked_ranges(self.inner.source().name(), &ranges, self.size)?;
         let buffers = py
             .detach(|| runtime().block_on(self.inner.read_ranges(&ranges)))
             .map_err(to_py)?;
@@ -96,7 +103,14 @@ impl RawSource {
     }
 
     fn source_counters(&self) -> SourceCounters {
-        self.inner.counters()
+        self.inner.source().counters()
+    }
+
+    /// The read-ahead's counters: `speculative_bytes`, `speculative_used_bytes`,
+    /// `speculative_wasted_bytes`, `cache_hits` (ranges served from read-ahead) and `cache_misses`
+    /// (ranges read on demand); the others stay zero.
+    fn engine_counters(&self) -> StatsSnapshot {
+        self.inner.stats.snapshot()
     }
 }
 

@@ -39,6 +39,8 @@ pub struct RootFile {
     pub streamer_error: std::sync::OnceLock<Error>,
     /// What reads of this file did.
     pub stats: super::stats::EngineStats,
+    /// Whether and how far lazy reads of this file fetch ahead what they have not asked for yet.
+    pub speculation: super::speculation::Speculation,
     /// Requests the source had made before opening (an HTTP size probe, for example).
     pub requests_before_open: u64,
     /// Metadata regions already read (the speculative head and tail, keys lists, objects).
@@ -90,6 +92,7 @@ impl RootFile {
             streamer_error: Default::default(),
             requests_before_open,
             stats: Default::default(),
+            speculation: Default::default(),
             metadata: Mutex::new(opening),
         };
         let got = file.read_metadata(&speculative).await?;

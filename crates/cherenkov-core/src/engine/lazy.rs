@@ -11,13 +11,18 @@
 //!   branches then used become the miss set; later, a miss fetches the miss set in one request.
 //!   This is how conditional access ("all branches every 50th event") costs one round trip
 //!   instead of hundreds;
+//! - *speculation*: per branch of the miss set, how often the chunks use it; branches used in
+//!   more than the threshold of chunks are fetched with the learned set, ahead of use, so a
+//!   conditional set used every other chunk costs no round trip of its own; the bytes fetched so
+//!   and not used stay within a budget (see `speculation.rs`, the file's `speculation` options);
 //! - the learned sets live in an [`AccessProfile`] that the next file of a dataset reuses, so it
 //!   needs no training.
 
 use super::prefetch::{ReadAhead, StepReader};
+use super::speculation::{self, Ledger};
 use super::table::{fetch, read, stored_bytes, Held, Table};
 use crate::error::{Error, Result};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// Which branches an analysis uses, by path; shared by the files of a dataset.
@@ -26,13 +31,19 @@ pub struct AccessProfile {
     state: Mutex<ProfileState>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct ProfileState {
     pub trained: bool,
     /// Used in the training chunk: prefetched for every chunk.
     pub learned: BTreeSet<String>,
     /// Touched later, outside the learned set: fetched together on the next miss.
     pub missed: BTreeSet<String>,
+    /// Per branch of the miss set: how often the chunks since training used it (a moving rate).
+    pub rates: BTreeMap<String, f64>,
+    /// Branches of the miss set fetched with the learned set, ahead of use.
+    pub speculated: BTreeSet<String>,
+    /// Branches no longer speculated: their unused bytes went over the budget.
+    pub stopped: BTreeSet<String>,
 }
 
 impl AccessProfile {
@@ -98,8 +109,30 @@ pub struct LazyReader<T: Table> {
     training: bool,
     /// Whether this chunk already had its one read of every unread branch.
     triggered: bool,
-    pipeline: Option<(Vec<usize>, StepReader<T>)>,
+    /// Read-aheads, oldest first: the last is the current set's; those before were halted when
+    /// the set changed and yield the chunks they had started.
+    pipelines: VecDeque<Pipeline<T>>,
+    /// Branches of this chunk fetched ahead on speculation, with their bytes; settled (used or
+    /// wasted) when the chunk ends.
+    speculated_now: Vec<(usize, u64)>,
+    /// Units counted as speculative in the previous chunk and in this one (a basket may span
+    /// chunks): counted once.
+    counted: (HashSet<T::Unit>, HashSet<T::Unit>),
+    /// When a set joined the learned set: its branches read ahead for the chunks that the halted
+    /// read-ahead had already started without them.
+    supplement: Option<Pipeline<T>>,
+    ledger: Ledger,
     pub stats: LazyStats,
+}
+
+/// The learned set (and the speculated branches, `speculated`) read ahead of use, over chunks
+/// `first..` (`..end` once halted).
+struct Pipeline<T: Table> {
+    set: Vec<usize>,
+    speculated: Vec<usize>,
+    reader: StepReader<T>,
+    first: usize,
+    end: Option<usize>,
 }
 
 impl<T: Table> LazyReader<T> {
@@ -129,7 +162,11 @@ impl<T: Table> LazyReader<T> {
             used: BTreeSet::new(),
             training: false,
             triggered: false,
-            pipeline: None,
+            pipelines: VecDeque::new(),
+            speculated_now: Vec::new(),
+            counted: Default::default(),
+            supplement: None,
+            ledger: Ledger::default(),
             stats: LazyStats::default(),
         }
     }
@@ -144,6 +181,9 @@ impl<T: Table> LazyReader<T> {
     /// Move to the next chunk; returns its entry range, or None after the last.
     pub async fn advance(&mut self) -> Result<Option<(u64, u64)>> {
         let next = self.current.map_or(0, |c| c + 1);
+        if self.current.is_some_and(|k| k < self.steps.len()) {
+            self.settle_chunk(!self.training);
+        }
         if self.training {
             let learned: BTreeSet<String> = self.used.iter().map(|&b| self.table.path(b)).collect();
             let mut state = self.profile.state.lock().unwrap();
@@ -168,7 +208,8 @@ impl<T: Table> LazyReader<T> {
         self.triggered = false;
         if next >= self.steps.len() {
             self.current = Some(self.steps.len());
-            self.pipeline = None;
+            self.pipelines.clear();
+            self.supplement = None;
             return Ok(None);
         }
         self.current = Some(next);
@@ -176,34 +217,176 @@ impl<T: Table> LazyReader<T> {
         if self.options.learning && !state.trained {
             self.training = true;
         } else if self.options.read_ahead.steps > 0 {
-            let learned = self.indices(&state.learned);
-            if !learned.is_empty()
-                && self
-                    .pipeline
-                    .as_ref()
-                    .is_none_or(|(set, _)| *set != learned)
-            {
-                let steps = self.steps[next..].to_vec();
-                let reader = StepReader::start(
-                    self.table.clone(),
-                    learned.clone(),
-                    steps,
-                    self.options.read_ahead,
-                )
-                .await?;
-                self.pipeline = Some((learned, reader));
-            }
-            if let Some((set, reader)) = &mut self.pipeline {
-                let step = reader
-                    .next()
-                    .await
-                    .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
-                for (&b, array) in set.iter().zip(step.arrays) {
-                    self.cache.insert(b, array);
-                }
-            }
+            self.next_from_pipeline(&state, next).await?;
         }
         Ok(Some(self.steps[next]))
+    }
+
+    /// Take chunk `next` of the learned (and speculated) set from the read-ahead. When the set
+    /// changed, the read-ahead of the old set is halted (the chunks it started still come from
+    /// it: nothing is asked for twice) and one of the new set starts after them.
+    async fn next_from_pipeline(&mut self, state: &ProfileState, next: usize) -> Result<()> {
+        let learned = self.indices(&state.learned);
+        let speculated = self.speculated_extras(state);
+        let mut set: Vec<usize> = learned.iter().chain(&speculated).copied().collect();
+        set.sort_unstable();
+        set.dedup();
+        if learned.is_empty() {
+            return Ok(());
+        }
+        while (self.pipelines.front()).is_some_and(|p| p.end.is_some_and(|end| end <= next)) {
+            self.pipelines.pop_front();
+        }
+        let from = match self.pipelines.back_mut() {
+            Some(p) if p.set == set => None,
+            Some(p) => {
+                let end = p.first + p.reader.halt();
+                p.end = Some(end);
+                let added: Vec<usize> = speculated
+                    .iter()
+                    .copied()
+                    .filter(|b| !p.set.contains(b))
+                    .collect();
+                if !added.is_empty() && next + 1 < end {
+                    let reader = StepReader::start(
+                        self.table.clone(),
+                        added.clone(),
+                        self.steps[next + 1..end].to_vec(),
+                        self.options.read_ahead,
+                    )
+                    .await?;
+                    self.supplement = Some(Pipeline {
+                        set: added.clone(),
+                        speculated: added,
+                        reader,
+                        first: next + 1,
+                        end: Some(end),
+                    });
+                }
+                Some(end.max(next))
+            }
+            None => Some(next),
+        };
+        if let Some(from) = from.filter(|&f| f < self.steps.len()) {
+            let reader = StepReader::start(
+                self.table.clone(),
+                set.clone(),
+                self.steps[from..].to_vec(),
+                self.options.read_ahead,
+            )
+            .await?;
+            self.pipelines.push_back(Pipeline {
+                set,
+                speculated,
+                reader,
+                first: from,
+                end: None,
+            });
+        }
+        while (self.pipelines.front()).is_some_and(|p| p.end.is_some_and(|end| end <= next)) {
+            self.pipelines.pop_front();
+        }
+        let Some(p) = self.pipelines.front_mut() else {
+            return Ok(());
+        };
+        let step = p
+            .reader
+            .next()
+            .await
+            .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
+        let mut speculated = p.speculated.clone();
+        for (&b, array) in p.set.iter().zip(step.arrays) {
+            self.cache.insert(b, array);
+        }
+        if let Some(s) = self.supplement.as_mut().filter(|s| s.first <= next) {
+            let step = s
+                .reader
+                .next()
+                .await
+                .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
+            for (&b, array) in s.set.iter().zip(step.arrays) {
+                self.cache.insert(b, array);
+            }
+            speculated.extend(&s.set);
+            if s.end.is_some_and(|end| next + 1 >= end) {
+                self.supplement = None;
+            }
+        }
+        self.count_speculated(&speculated).await
+    }
+
+    /// Branches of the speculated set this reader can read, outside the learned set.
+    fn speculated_extras(&self, state: &ProfileState) -> Vec<usize> {
+        if !self.table.file().speculation.enabled {
+            return Vec::new();
+        }
+        self.indices(&state.speculated)
+            .into_iter()
+            .filter(|b| self.readable.contains(b) && !state.learned.contains(&self.table.path(*b)))
+            .collect()
+    }
+
+    /// Count the bytes of `branches` in this chunk as fetched on speculation (each unit once).
+    async fn count_speculated(&mut self, branches: &[usize]) -> Result<()> {
+        let (start, stop) = self.steps[self.current.expect("a current chunk")];
+        for &b in branches {
+            let plan = self.table.plan(&[b], start, stop).await?;
+            let (before, now) = &mut self.counted;
+            let new: Vec<T::Unit> = plan
+                .into_iter()
+                .filter(|u| !before.contains(u) && now.insert(*u))
+                .collect();
+            let bytes = stored_bytes(&*self.table, &new);
+            self.ledger.fetched(&self.table.file().stats, bytes);
+            self.speculated_now.push((b, bytes));
+        }
+        Ok(())
+    }
+
+    /// At the end of a chunk: settle what was speculated (used or wasted); after training, update
+    /// the usage rates of the miss set and choose the speculated set for the next chunks, stopping
+    /// the worst set if unused bytes went over the budget.
+    fn settle_chunk(&mut self, trained: bool) {
+        self.counted.0 = std::mem::take(&mut self.counted.1);
+        let file = self.table.file();
+        let (mut wasting, mut wasting_bytes) = (BTreeSet::new(), 0);
+        for (b, bytes) in std::mem::take(&mut self.speculated_now) {
+            let used = self.used.contains(&b);
+            self.ledger.settle(&file.stats, bytes, used);
+            if !used {
+                wasting.insert(self.table.path(b));
+                wasting_bytes += bytes;
+            }
+        }
+        if !trained || !self.options.learning {
+            return;
+        }
+        let used: BTreeSet<String> = self.used.iter().map(|&b| self.table.path(b)).collect();
+        let options = file.speculation;
+        let mut state = self.profile.state.lock().unwrap();
+        let ProfileState {
+            learned,
+            missed,
+            rates,
+            speculated,
+            stopped,
+            ..
+        } = &mut *state;
+        for path in missed.iter().filter(|p| !learned.contains(*p)) {
+            let rate = speculation::updated_rate(rates.get(path).copied(), used.contains(path));
+            rates.insert(path.clone(), rate);
+        }
+        // The next chunk is already read with this set: stop a set if two more chunks wasting
+        // as this one did would take the unused bytes over the budget.
+        let bytes_read = file.stats.snapshot().compressed_bytes;
+        if wasting_bytes > 0
+            && self
+                .ledger
+                .would_exceed(&options, bytes_read, 2 * wasting_bytes)
+        {
+            stopped.extend(speculation::worst(rates, &wasting));
+        }
+        *speculated = speculation::chosen(&options, rates, speculated, stopped);
     }
 
     /// The arrays of branch `b` in the current chunk (each branch once per chunk: callers keep it).
@@ -243,12 +426,19 @@ impl<T: Table> LazyReader<T> {
         let state = self.profile.snapshot();
         if !self.training && state.learned.contains(&path) {
             // Prefetch is off (or the learned set changed): fetch the learned set now, in one request.
+            let speculated: Vec<usize> = self
+                .speculated_extras(&state)
+                .into_iter()
+                .filter(|o| !self.has(*o))
+                .collect();
             let learned: Vec<usize> = self
                 .indices(&state.learned)
                 .into_iter()
                 .filter(|o| !self.cache.contains_key(o))
+                .chain(speculated.iter().copied())
                 .collect();
             self.fill(&learned, start, stop).await?;
+            self.count_speculated(&speculated).await?;
             self.count(LazyStats {
                 learned_fetches: 1,
                 ..Default::default()

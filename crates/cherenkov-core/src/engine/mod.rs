@@ -8,7 +8,9 @@ pub mod ntuple;
 pub mod output;
 pub mod plan;
 pub mod prefetch;
+pub mod raw_ahead;
 pub mod read;
+pub mod speculation;
 pub mod stats;
 pub mod table;
 

@@ -76,10 +76,18 @@ struct Shared<T: Table> {
     memory_budget: u64,
 }
 
+/// Whether more steps may start, and how many did.
+#[derive(Debug, Default)]
+struct Gate {
+    halted: bool,
+    started: usize,
+}
+
 /// Yields the steps in order; see the module documentation.
 pub struct StepReader<T: Table> {
     table: Arc<T>,
     results: mpsc::Receiver<Result<StepResult<T::Item>>>,
+    gate: Arc<Mutex<Gate>>,
     _driver: AbortOnDrop,
     /// Time `next` spent waiting for data the consumer needed now.
     pub blocked: Duration,
@@ -150,10 +158,12 @@ impl<T: Table> StepReader<T> {
             memory_budget: options.memory_budget,
         });
         let (tx, rx) = mpsc::channel(options.in_flight());
-        let driver = tokio::spawn(drive(shared, options, tx));
+        let gate = Arc::new(Mutex::new(Gate::default()));
+        let driver = tokio::spawn(drive(shared, options, tx, gate.clone()));
         Ok(StepReader {
             table,
             results: rx,
+            gate,
             _driver: AbortOnDrop(driver),
             blocked: Duration::ZERO,
         })
@@ -166,6 +176,15 @@ impl<T: Table> StepReader<T> {
         self.blocked += t.elapsed();
         self.table.file().stats.record_blocked(t.elapsed());
         out
+    }
+
+    /// Start no more steps; returns how many started (those are still read and yielded, in
+    /// order). A reader whose set changes hands over to a new one without asking twice for steps
+    /// already in flight.
+    pub fn halt(&self) -> usize {
+        let mut gate = self.gate.lock().unwrap();
+        gate.halted = true;
+        gate.started
     }
 }
 
@@ -187,6 +206,7 @@ async fn drive<T: Table>(
     shared: Arc<Shared<T>>,
     options: ReadAhead,
     tx: mpsc::Sender<Result<StepResult<T::Item>>>,
+    gate: Arc<Mutex<Gate>>,
 ) {
     // One permit per byte (acquire_many takes a u32, so budgets above 4 GiB are capped there).
     let budget_permits = options.memory_budget.min(u32::MAX as u64) as u32;
@@ -200,7 +220,9 @@ async fn drive<T: Table>(
         VecDeque::new();
     let mut next = 0;
     loop {
-        let can_start = next < shared.steps.len() && results.len() < options.in_flight();
+        let can_start = next < shared.steps.len()
+            && results.len() < options.in_flight()
+            && !gate.lock().unwrap().halted;
         tokio::select! {
             biased;
             done = async { results.front_mut().unwrap().await }, if !results.is_empty() => {
@@ -222,6 +244,13 @@ async fn drive<T: Table>(
                     (Ok(bytes), Ok(place)) => (bytes, place),
                     _ => unreachable!("the semaphores are never closed"),
                 };
+                {
+                    let mut gate = gate.lock().unwrap();
+                    if gate.halted {
+                        continue; // halted while waiting for room: the permits go back
+                    }
+                    gate.started += 1;
+                }
                 let (done_tx, done_rx) = tokio::sync::oneshot::channel();
                 let task_shared = shared.clone();
                 let k = next;

@@ -74,6 +74,13 @@ engine_counters! {
         learned_fetches,
         /// Bytes of arrays read ahead (startup, trigger, prefetch) and dropped unused.
         unused_bytes,
+        /// Stored bytes fetched ahead of any request on a guess (speculated sets of lazy chunks,
+        /// read-ahead of raw reads); see `engine::speculation`.
+        speculative_bytes,
+        /// Of those, bytes then used.
+        speculative_used_bytes,
+        /// Of those, bytes dropped unused (the cost of speculation, kept within its budget).
+        speculative_wasted_bytes,
     }
     seconds {
         /// Time spent waiting for basket bytes, summed over reads (overlapping reads overlap here).
@@ -151,6 +158,12 @@ impl EngineStats {
     pub fn record_unused(&self, bytes: u64) {
         self.unused_bytes.fetch_add(bytes, Relaxed);
     }
+
+    pub fn record_speculative(&self, fetched: u64, used: u64, wasted: u64) {
+        self.speculative_bytes.fetch_add(fetched, Relaxed);
+        self.speculative_used_bytes.fetch_add(used, Relaxed);
+        self.speculative_wasted_bytes.fetch_add(wasted, Relaxed);
+    }
 }
 
 #[cfg(test)]
@@ -173,7 +186,7 @@ mod tests {
         assert!((one.fetch_seconds - 0.005).abs() < 1e-9);
         let two = one + one;
         assert_eq!(two.uncompressed_bytes, 60);
-        assert_eq!(StatsSnapshot::FIELDS.len(), 15);
+        assert_eq!(StatsSnapshot::FIELDS.len(), 18);
         assert!(StatsSnapshot::FIELDS.contains(&"blocked_seconds"));
     }
 }

@@ -1,0 +1,196 @@
+"""Speculation: lazy chunks fetch a conditional set with the learned set once enough chunks use
+it, leave a rare set on demand, keep what they fetch for nothing within the budget, and do none of
+it with ``speculate=False``; raw reads in a stride are read ahead. Round trips and bytes come from
+the file's byte source and the engine's counters, on the local disk and on real servers (nginx,
+xrootd) on 127.0.0.1; values are compared with uproot's read of the local file."""
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import awkward as ak
+import cherenkov
+import numpy as np
+import pytest
+import uproot
+from cherenkov import _core
+from cherenkov.lab import Lab
+
+FIXED = ["f0", "f1", "f2", "f3"]
+EXTRA = ["extra"]
+RARE = ["rare"]
+CLUSTERS, CLUSTER = 24, 4000
+NAME = "conditional.root"
+
+
+@pytest.fixture(scope="module")
+def data_dir():
+    """A file of 24 clusters (one basket per branch each): four fixed branches, one extra, one
+    rare; and a file of random bytes. In a folder every server (xrootd runs as nobody) can read."""
+    folder = Path(tempfile.mkdtemp(prefix="cherenkov-speculation-"))
+    folder.chmod(0o755)
+    rng = np.random.default_rng(20)
+    with uproot.recreate(folder / NAME, compression=uproot.ZLIB(1)) as f:
+        f.mktree("Events", {name: "f8" for name in FIXED + EXTRA + RARE})
+        for _ in range(CLUSTERS):
+            f["Events"].extend({name: rng.normal(size=CLUSTER) for name in FIXED + EXTRA + RARE})
+    # a file read as raw bytes
+    (folder / "raw.bin").write_bytes(rng.integers(0, 256, 1 << 20, dtype=np.uint8).tobytes())
+    for path in folder.iterdir():
+        path.chmod(0o644)
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def lab(data_dir):
+    if not (shutil.which("xrootd") and shutil.which("nginx")):
+        pytest.skip("xrootd and nginx are not installed: run `make setup`")
+    with Lab(data_dir) as lab:
+        yield lab
+
+
+@pytest.fixture(params=["local", "http", "root"])
+def url(request, data_dir):
+    if request.param == "local":
+        return str(data_dir / NAME)
+    return request.getfixturevalue("lab").url(request.param, NAME)
+
+
+def run(url, extra_used, **options):
+    """Touch FIXED in every chunk and EXTRA in the chunks `extra_used(i)` says, RARE in none;
+    return the file, its requests during the chunks, the extra values read and the profile.
+    (Requests, not round trips: how many requests overlap depends on timing.)"""
+    f = cherenkov.open(url, **options)
+    tree = f["Events"]
+    before = f.source_counters().requests
+    seen = []
+    profile = cherenkov.AccessProfile()
+    for i, chunk in enumerate(tree.chunks(step_size=CLUSTER, profile=profile)):
+        for name in FIXED:
+            chunk[name]
+        if extra_used(i):
+            seen.append((chunk.entry_start, chunk["extra"]))
+    return f, f.source_counters().requests - before, seen, profile
+
+
+def assert_values_equal(data_dir, seen, branch="extra"):
+    local = uproot.open(data_dir / NAME)["Events"][branch].array(library="ak")
+    assert seen
+    for start, values in seen:
+        assert ak.to_list(values) == ak.to_list(local[start : start + len(values)])
+
+
+def test_a_set_used_every_other_chunk_costs_no_round_trip_of_its_own(url, data_dir):
+    _, fixed_only, _, _ = run(url, lambda i: False)
+    f, with_extra, seen, profile = run(url, lambda i: i % 2 == 1)
+    off, without, seen_off, _ = run(url, lambda i: i % 2 == 1, speculate=False)
+    assert profile.speculated == EXTRA
+    s, s_off = f.stats(), off.stats()
+    # chunks 1 and 3 (learning it), none after
+    assert s.miss_fetches == 2 and s_off.miss_fetches == CLUSTERS // 2
+    assert s.speculative_used_bytes > 0 and s.speculative_wasted_bytes > 0
+    assert s.speculative_bytes == s.speculative_used_bytes + s.speculative_wasted_bytes
+    assert s.wasted_fraction <= 0.2
+    assert s.hit_rate > s_off.hit_rate and s.miss_rate < s_off.miss_rate
+    assert_values_equal(data_dir, seen)
+    assert [start for start, _ in seen] == [start for start, _ in seen_off]
+    if "://" not in url:
+        return  # round trips are counted by remote sources
+    # The extra set costs, beyond the fixed set alone, its two misses and, when it joined, one
+    # request per chunk already read ahead without it (at most 4 in flight, read in the
+    # background), for it alone: no chunk is asked for twice
+    assert with_extra - fixed_only <= 2 + 4, (fixed_only, with_extra)
+    # without speculation: one request per chunk using it
+    assert without - fixed_only == CLUSTERS // 2, (fixed_only, without)
+
+
+def test_a_rare_set_stays_on_demand(url, data_dir):
+    f, _, seen, profile = run(url, lambda i: i % 10 == 5)
+    s = f.stats()
+    assert profile.speculated == [] and s.speculative_bytes == 0
+    assert s.miss_fetches == 2  # chunks 5 and 15, one request each
+    assert_values_equal(data_dir, seen)
+
+
+def test_speculate_false_keeps_the_request_counts_of_no_speculation(url):
+    """The miss cache alone: the same requests whether the extra set is frequent or not."""
+    f, rt, _, profile = run(url, lambda i: i % 2 == 1, speculate=False)
+    s = f.stats()
+    assert s.speculative_bytes == 0 and profile.speculated == []
+    assert s.miss_fetches == CLUSTERS // 2
+    # one per prefetched chunk (the first is the startup read's), one per miss
+    if "://" in url:
+        assert rt == CLUSTERS + CLUSTERS // 2
+
+
+def test_the_budget_holds_when_the_pattern_changes(url, data_dir):
+    """The extra set is used in every chunk of the first half, then never: what was fetched for
+    it afterwards is wasted, within the budget, and it stops being speculated."""
+    f, _, seen, profile = run(url, lambda i: 1 <= i < CLUSTERS // 2)
+    s = f.stats()
+    assert s.speculative_used_bytes > 0
+    assert 0 < s.speculative_wasted_bytes <= 0.2 * s.compressed_bytes
+    assert profile.speculated == [] and profile.rates["extra"] < 0.15
+    assert_values_equal(data_dir, seen)
+
+
+def test_a_tight_budget_stops_the_set(url):
+    f, _, _, profile = run(url, lambda i: i % 2 == 1, speculate_budget=0.05)
+    s = f.stats()
+    assert profile.stopped == EXTRA and profile.speculated == []
+    assert s.speculative_wasted_bytes <= 0.05 * s.compressed_bytes
+
+
+def test_open_refuses_a_threshold_outside_zero_to_one(data_dir):
+    with pytest.raises(ValueError, match="speculate_threshold"):
+        cherenkov.open(data_dir / NAME, speculate_threshold=1.5)
+
+
+@pytest.fixture(params=["local", "http", "root"])
+def raw_url(request, data_dir):
+    if request.param == "local":
+        return str(data_dir / "raw.bin")
+    return request.getfixturevalue("lab").url(request.param, "raw.bin")
+
+
+def strided_reads(url, **options):
+    source = _core.RawSource.open([url], **options)
+    before = source.source_counters().round_trips
+    got = [source.read_ranges([(o, o + 1000)])[0].tobytes() for o in range(0, 600_000, 10_000)]
+    return source, source.source_counters().round_trips - before, got
+
+
+def test_strided_raw_reads_are_read_ahead(raw_url, data_dir):
+    expected = (data_dir / "raw.bin").read_bytes()
+    source, rt, got = strided_reads(raw_url)
+    _, rt_off, got_off = strided_reads(raw_url, speculate=False)
+    assert got == got_off == [expected[o : o + 1000] for o in range(0, 600_000, 10_000)]
+    assert rt_off == 60
+    assert rt <= 20, rt  # 3 reads to see the pattern, then batches of 4, 8, 16... ranges
+    c = source.engine_counters()
+    assert c.cache_hits + c.cache_misses == 60 and c.cache_hits >= 40
+    assert c.speculative_used_bytes == 1000 * c.cache_hits
+    assert c.speculative_wasted_bytes <= 0.2 * 60_000
+    # what is still ahead of the last read (settled when a read passes it or leaves the pattern)
+    # is never more than the reader asked for
+    ahead = c.speculative_bytes - c.speculative_used_bytes - c.speculative_wasted_bytes
+    assert 0 <= ahead <= 60_000
+
+
+def test_reads_off_a_pattern_are_not_read_ahead(raw_url):
+    source = _core.RawSource.open([raw_url])
+    rng = np.random.default_rng(1)
+    for o in rng.integers(0, 1_000_000, 30):
+        source.read_ranges([(int(o), int(o) + 100)])
+    c = source.engine_counters()
+    assert c.speculative_bytes == 0 and c.cache_misses == 30
+
+
+def test_a_vectored_read_is_not_guessed_further(raw_url):
+    """A reader asking for many ranges at once plans its own reads: one request, nothing ahead."""
+    source = _core.RawSource.open([raw_url])
+    before = source.source_counters().requests
+    source.read_ranges([(o, o + 1000) for o in range(0, 200_000, 10_000)])
+    assert source.engine_counters().speculative_bytes == 0
+    assert source.source_counters().requests - before == 1
