@@ -27,6 +27,7 @@ pub const OPEN_OPTIONS: &[&str] = &[
     "token",
     "ca",
     "insecure_skip_verify",
+    "adaptive_streams",
 ];
 
 /// The options given as keywords, checked; `None` values mean the default. Without `cache`, the
@@ -75,6 +76,7 @@ pub fn open_options(given: Option<&Bound<'_, PyDict>>) -> PyResult<SourceOptions
             max_bytes: cache_max_bytes.unwrap_or(CacheOptions::DEFAULT_MAX_BYTES),
         }),
         token: option::<String>(given, "token")?.map(Secret::new),
+        adaptive_streams: option(given, "adaptive_streams")?,
         tls: TlsOptions {
             ca: option(given, "ca")?,
             insecure_skip_verify: option(given, "insecure_skip_verify")?.unwrap_or(false),
