@@ -24,6 +24,8 @@ const STEP_BYTES: u64 = 2 << 20;
 /// ... and this many round trips of busy time (so that the wait for the first answer of a busy
 /// period does not dominate).
 const STEP_ROUND_TRIPS: f64 = 2.0;
+/// Pushbacks closer together than this count as one.
+const PUSHBACK_QUIET: Duration = Duration::from_millis(200);
 /// Requests are cut no smaller than this to spread a read over the streams.
 pub const MIN_PIECE: u64 = 512 << 10;
 
@@ -74,6 +76,8 @@ struct State {
     round_trip: Option<Duration>,
     /// Throughput per stream in the last step (bytes/s).
     last_rate: Option<f64>,
+    /// When the count was last halved for a pushback.
+    pushed_back: Option<Instant>,
     in_flight: usize,
     busy_since: Option<Instant>,
     step: Step,
@@ -105,6 +109,7 @@ impl Streams {
                 measured: Vec::new(),
                 round_trip: None,
                 last_rate: None,
+                pushed_back: None,
                 in_flight: 0,
                 busy_since: None,
                 step: Step::default(),
@@ -208,11 +213,15 @@ impl Streams {
     }
 
     /// The server pushed back: halve the count, and never grow past it again. Returns the new count.
+    /// The refusals of one burst (every request in flight may get one) halve it once: a pushback
+    /// within [`PUSHBACK_QUIET`] (or a round trip, if longer) of the last one is the same.
     pub fn pushback(&self) -> usize {
         let mut s = self.lock();
-        if !self.adaptive {
+        let quiet = s.round_trip.unwrap_or_default().max(PUSHBACK_QUIET);
+        if !self.adaptive || s.pushed_back.is_some_and(|t| t.elapsed() < quiet) {
             return s.current;
         }
+        s.pushed_back = Some(Instant::now());
         let halved = (s.current / 2).max(1);
         if halved < s.current {
             s.current = halved;
@@ -324,6 +333,7 @@ mod tests {
         assert_eq!(step(&streams, 2, 20e6), 2);
         let streams = Streams::new(8, 16, true);
         assert_eq!(streams.pushback(), 4);
+        assert_eq!(streams.pushback(), 4, "one burst of refusals halves once");
         assert_eq!(step(&streams, 4, 40e6), 4, "no growth past a pushback");
         assert_eq!(streams.steps()[0].decision, "pushback");
     }
