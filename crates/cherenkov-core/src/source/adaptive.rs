@@ -21,11 +21,15 @@ pub const DEFAULT_MAX_STREAMS: usize = 16;
 pub const GROWTH_THAT_HELPS: f64 = 1.3;
 /// A step measures throughput once it holds this many bytes ...
 const STEP_BYTES: u64 = 2 << 20;
+/// ... and at least this much busy time (shorter ones, on fast links, are mostly noise) ...
+const STEP_MIN_BUSY: Duration = Duration::from_millis(50);
 /// ... and this many round trips of busy time (so that the wait for the first answer of a busy
 /// period does not dominate).
 const STEP_ROUND_TRIPS: f64 = 2.0;
 /// Pushbacks closer together than this count as one.
 const PUSHBACK_QUIET: Duration = Duration::from_millis(200);
+/// Before any measurement, reads at least this large are spread over the streams.
+pub const SPREAD_UNMEASURED: u64 = 8 << 20;
 /// Requests are cut no smaller than this to spread a read over the streams.
 pub const MIN_PIECE: u64 = 512 << 10;
 
@@ -184,7 +188,7 @@ impl Streams {
         }
         let busy = s.step.busy + s.busy_since.map_or(Duration::ZERO, |t| now - t);
         let enough_time = s.round_trip.unwrap_or_default().as_secs_f64() * STEP_ROUND_TRIPS;
-        if s.step.bytes < STEP_BYTES || busy.as_secs_f64() < enough_time || busy.is_zero() {
+        if s.step.bytes < STEP_BYTES || busy.as_secs_f64() < enough_time || busy < STEP_MIN_BUSY {
             return None;
         }
         let streams = s.ready;
@@ -283,11 +287,15 @@ impl Streams {
     /// The byte budget per request to cut a read of `total` bytes, planned as `requests`
     /// requests, into about as many as there are streams, or None to keep it as planned. Only
     /// where the link is measured to be bandwidth-bound: one stream would take longer than a
-    /// round trip to carry the read.
+    /// round trip to carry the read; before any measurement, for reads of [`SPREAD_UNMEASURED`]
+    /// bytes or more.
     pub fn spread(&self, total: u64, requests: usize) -> Option<u64> {
         let s = self.lock();
-        let (rate, round_trip) = (s.last_rate?, s.round_trip?);
-        if (total as f64 / rate) < round_trip.as_secs_f64() {
+        let bandwidth_bound = match (s.last_rate, s.round_trip) {
+            (Some(rate), Some(round_trip)) => total as f64 / rate >= round_trip.as_secs_f64(),
+            _ => total >= SPREAD_UNMEASURED,
+        };
+        if !bandwidth_bound {
             return None;
         }
         spread_bytes(total, requests, s.current)
@@ -358,8 +366,8 @@ mod tests {
         let streams = Streams::new(2, 16, true);
         streams.started();
         streams.started();
-        // Busy for 30 ms, the shortest request took 10: the step has its two round trips.
-        std::thread::sleep(Duration::from_millis(30));
+        // Busy for 60 ms, the shortest request took 10: the step has its two round trips.
+        std::thread::sleep(Duration::from_millis(60));
         let sent = Instant::now() - Duration::from_millis(10);
         assert_eq!(streams.finished(sent, 1 << 20), None);
         // 4 MiB in the busy time: a step, and a first one grows.

@@ -212,9 +212,10 @@ impl HttpSource {
             || probe(&client, &auth, &target, &options),
         )
         .await;
-        // The warm-up went out with the probe and takes about as long: wait for it a little, never
-        // for long (a connection still opening is used when ready, by a later request).
-        let grace = started.elapsed() / 2;
+        // The warm-up went out with the probe and takes about as long (the same handshakes, a
+        // shorter answer): wait for it, but never longer than the probe took (a connection still
+        // opening then is used when ready, by a later request).
+        let grace = started.elapsed();
         let _ = tokio::time::timeout(grace, warming).await;
         let probe = probe.map_err(|f| {
             Error::io(
