@@ -10,7 +10,8 @@ log() { printf '\033[1;34m[setup]\033[0m %s\n' "$*"; }
 
 # 1. System packages: real servers for the tests and the lab.
 # xrootd-scitokens-plugins: ztn tokens checked by the servers of tests/test_xrootd_auth.py.
-apt_pkgs="xrootd-server xrootd-client xrootd-scitokens-plugins nginx-light"
+# krb5-kdc, krb5-admin-server, krb5-user: the Kerberos realm of tests/test_xrootd_gsi.py.
+apt_pkgs="xrootd-server xrootd-client xrootd-scitokens-plugins nginx-light krb5-kdc krb5-admin-server krb5-user"
 if ! dpkg -s $apt_pkgs >/dev/null 2>&1; then
   log "installing system packages: $apt_pkgs"
   if [ "$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi

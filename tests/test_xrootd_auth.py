@@ -1,8 +1,9 @@
 """XRootD over TLS and with authentication, against real xrootd servers on 127.0.0.1 started by
 the test: a CA and a host certificate made with openssl (`xrd.tls`), `ztn` bearer tokens checked by
-the SciTokens plugin (tokens the test signs, see `cherenkov.lab.tokens`), and a server asking only
-for a protocol cherenkov does not speak. Every branch of a test file reads equal to a local read;
-every message, repr, path, stats dump and trace is searched for the token."""
+the SciTokens plugin (tokens the test signs, see `cherenkov.lab.tokens`) and `sss` shared keys
+(keytabs made by `xrdsssadmin`); servers asking for protocols cherenkov does not speak are in
+tests/test_xrootd_gsi.py. Every branch of a test file reads equal to a local read; every message,
+repr, path, stats dump and trace is searched for the token and the key."""
 
 import os
 import shutil
@@ -106,13 +107,70 @@ def test_refused_and_missing_tokens_are_one_clear_error(ztn_server, pki, no_ambi
     assert "ztn" in str(missing.value)
 
 
-def test_a_server_asking_for_an_unknown_protocol_lists_what_it_offered(testdata, folder):
-    keytab = folder / "sss.keytab"
+def make_keytab(path: Path, name: str = "test") -> str:
+    """A keytab with one new key (`xrdsssadmin add`), private; its hex key, to search for."""
     subprocess.run(
-        ["xrdsssadmin", "-k", "test", "-u", "anybody", "-g", "usrgroup", "add", str(keytab)], check=True, capture_output=True, timeout=30
+        ["xrdsssadmin", "-k", name, "-u", "anybody", "-g", "usrgroup", "add", str(path)],
+        check=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=30,
     )
+    os.chmod(path, 0o600)
+    return path.read_text().split(" k:")[1].split()[0]
+
+
+@pytest.fixture(scope="module")
+def sss_server(testdata, folder):
+    if not shutil.which("xrdsssadmin"):
+        pytest.skip("xrdsssadmin is not installed (Debian package xrootd-client)")
+    (folder / "sss").mkdir()
+    keytab = folder / "sss" / "server.keytab"
+    key = make_keytab(keytab)
+    client_keytab = folder / "sss" / "client.keytab"
+    shutil.copyfile(keytab, client_keytab)
+    os.chmod(client_keytab, 0o600)
     give_to_xrootd(keytab)
     config = f"xrootd.seclib libXrdSec.so\nsec.protocol sss -s {keytab}\nsec.protbind * only sss\n"
     with XrootdServer(testdata, extra_config=config) as server:
-        with pytest.raises(cherenkov.SourceError, match=r"asks for authentication with sss, none of which cherenkov speaks"):
-            cherenkov.open(server.url(FILE))
+        yield {"url": server.url(FILE), "keytab": client_keytab, "key": key}
+
+
+@pytest.fixture
+def no_ambient_keytab(monkeypatch, tmp_path):
+    for name in ("XrdSecSSSKT", "XrdSecsssKT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.xrd/sss.keytab there
+
+
+def test_sss_reads_every_branch_and_never_shows_the_key(sss_server, testdata, no_ambient_keytab, monkeypatch):
+    f = cherenkov.open(sss_server["url"], sss_keytab=sss_server["keytab"], trace=True)
+    assert_reads_like_local(f, testdata / FILE)
+    assert sss_server["key"] not in everything_shown(f)
+    # Found as XrdCl finds it: $XrdSecSSSKT.
+    monkeypatch.setenv("XrdSecSSSKT", str(sss_server["keytab"]))
+    assert_reads_like_local(cherenkov.open(sss_server["url"]), testdata / FILE)
+
+
+def test_wrong_expired_loose_and_missing_keytabs_are_each_one_clear_error(sss_server, folder, tmp_path, no_ambient_keytab):
+    url, key = sss_server["url"], sss_server["key"]
+    other = tmp_path / "other.keytab"
+    make_keytab(other)  # same key name, another key: the server cannot decrypt
+    expired = tmp_path / "expired.keytab"
+    expired.write_text(sss_server["keytab"].read_text().replace(" e:0 ", " e:1600000000 "))
+    os.chmod(expired, 0o600)
+    loose = tmp_path / "loose.keytab"
+    loose.write_text(sss_server["keytab"].read_text())
+    os.chmod(loose, 0o644)
+    cases = {
+        other: r"refused the sss key 'test' \(number \d+\) of .*other\.keytab \(sss\): Unable to decrypt",
+        expired: r"expired\.keytab: every key in it has expired",
+        loose: r"loose\.keytab: its permissions 644 .*chmod 600",
+        tmp_path / "missing.keytab": r"cannot use the sss keytab .*missing\.keytab",
+    }
+    for keytab, expected in cases.items():
+        with pytest.raises(cherenkov.SourceError, match=expected) as refused:
+            cherenkov.open(url, sss_keytab=keytab, timeout=10)
+        assert key not in str(refused.value) and "127.0.0.1" in str(refused.value)
+    with pytest.raises(cherenkov.SourceError, match=r"asks for authentication with sss and no sss keytab was found \(looked in"):
+        cherenkov.open(url, timeout=10)

@@ -36,6 +36,7 @@ def open(
     ca: str | os.PathLike | None = None,
     insecure_skip_verify: bool = False,
     adaptive_streams: bool = True,
+    sss_keytab: str | os.PathLike | None = None,
 ) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
@@ -81,8 +82,10 @@ def open(
     ``user:password@`` in an HTTP URL is sent with every request too. ``ca``, a CA certificate
     file or directory: the only CAs a server's certificate is checked against (default: the
     system's, plus ``$X509_CERT_DIR`` and ``$SSL_CERT_FILE``). ``insecure_skip_verify=True``
-    checks no certificate at all: for tests with made-up certificates only. Secrets never appear
-    in ``File.path``, messages, stats or traces.
+    checks no certificate at all: for tests with made-up certificates only. ``sss_keytab``, the
+    keytab of an XRootD server asking for ``sss`` (default, as XrdCl: ``$XrdSecSSSKT``,
+    ``$XrdSecsssKT``, the path the server names, ``~/.xrd/sss.keytab``, ``/etc/xrootd/sss.keytab``;
+    it must be private, mode 600). Secrets never appear in ``File.path``, messages, stats or traces.
     """
     return File(
         path if isinstance(path, (list, tuple)) else os.fspath(path),
@@ -100,6 +103,7 @@ def open(
         ca=None if ca is None else os.fspath(ca),
         insecure_skip_verify=insecure_skip_verify,
         adaptive_streams=adaptive_streams,
+        sss_keytab=None if sss_keytab is None else os.fspath(sss_keytab),
     )
 
 
@@ -173,7 +177,7 @@ class File(Directory):
         from cherenkov.stats import Stats
 
         return Stats(
-            sources=(self.path,),
+            sources=(_core.redact(self._core.name),),  # says so when XrdCl reads it
             engine=self._core.engine_counters(),
             source=self._core.source_counters(),
             real_seconds=time.perf_counter() - self._opened[0],

@@ -3,7 +3,8 @@
 //! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
 //! `options.rs` (open's keywords, read once for every
 //! caller), `reading.rs` (what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
-//! `cache.rs` (the disk cache's housekeeping), with `convert.rs` for arrays and `errors.rs` for
+//! `cache.rs` (the disk cache's housekeeping), `xrdcl.rs` (servers asking for gsi or krb5, read
+//! through XrdCl), with `convert.rs` for arrays and `errors.rs` for
 //! exceptions.
 
 mod cache;
@@ -17,12 +18,14 @@ mod options;
 mod raw;
 mod reading;
 mod tree;
+mod xrdcl;
 
 use errors::{CherenkovError, FormatError, NotFoundError, SourceError, UnsupportedBranch};
 use pyo3::prelude::*;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    xrdcl::register();
     m.add_function(wrap_pyfunction!(file::locate, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_summary, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_clear, m)?)?;

@@ -28,6 +28,7 @@ pub const OPEN_OPTIONS: &[&str] = &[
     "ca",
     "insecure_skip_verify",
     "adaptive_streams",
+    "sss_keytab",
 ];
 
 /// The options given as keywords, checked; `None` values mean the default. Without `cache`, the
@@ -77,6 +78,7 @@ pub fn open_options(given: Option<&Bound<'_, PyDict>>) -> PyResult<SourceOptions
         }),
         token: option::<String>(given, "token")?.map(Secret::new),
         adaptive_streams: option(given, "adaptive_streams")?,
+        sss_keytab: option(given, "sss_keytab")?,
         tls: TlsOptions {
             ca: option(given, "ca")?,
             insecure_skip_verify: option(given, "insecure_skip_verify")?.unwrap_or(false),

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_MAX_STREAMS: usize = 16;
 /// A doubling must bring this much more throughput to be kept (a perfect one brings 2x).
 pub const GROWTH_THAT_HELPS: f64 = 1.3;
+/// A doubling that brought this much more throughput (of 2x) was limited by the streams alone.
+const LINEAR_GROWTH: f64 = 1.8;
 /// A step measures throughput once it holds this many bytes ...
 const STEP_BYTES: u64 = 2 << 20;
 /// ... and at least this much busy time (shorter ones, on fast links, are mostly noise) ...
@@ -90,6 +92,9 @@ struct State {
 
 #[derive(Debug, Default)]
 struct Step {
+    /// Set when the count changed: requests sent before went to the old streams (and may delay
+    /// the new ones), so their bytes are not this step's.
+    since: Option<Instant>,
     bytes: u64,
     busy: Duration,
 }
@@ -156,7 +161,10 @@ impl Streams {
         let mut s = self.lock();
         if s.ready != ready {
             s.ready = ready;
-            s.step = Step::default();
+            s.step = Step {
+                since: Some(Instant::now()),
+                ..Step::default()
+            };
             if let Some(since) = s.busy_since.as_mut() {
                 *since = Instant::now();
             }
@@ -180,7 +188,9 @@ impl Streams {
         s.in_flight = s.in_flight.saturating_sub(1);
         let took = now - sent;
         s.round_trip = Some(s.round_trip.map_or(took, |r| r.min(took)));
-        s.step.bytes += bytes;
+        if s.step.since.is_none_or(|since| sent >= since) {
+            s.step.bytes += bytes;
+        }
         if s.in_flight == 0 {
             if let Some(since) = s.busy_since.take() {
                 s.step.busy += now - since;
@@ -195,10 +205,10 @@ impl Streams {
         let throughput = s.step.bytes as f64 / busy.as_secs_f64();
         let bytes = s.step.bytes;
         s.step = Step::default();
+        let before = s.current;
         if s.busy_since.is_some() {
             s.busy_since = Some(now);
         }
-        let before = s.current;
         s.last_rate = Some(throughput / streams.max(1) as f64);
         let decision = match self.adaptive {
             true => decide(&mut s, streams, throughput, self.max),
@@ -213,7 +223,11 @@ impl Streams {
                 decision,
             });
         }
-        (s.current != before).then_some(s.current)
+        if s.current != before {
+            s.step.since = Some(now);
+            return Some(s.current);
+        }
+        None
     }
 
     /// The server pushed back: halve the count, and never grow past it again. Returns the new count.
@@ -266,15 +280,23 @@ fn decide(s: &mut State, streams: usize, throughput: f64, max: usize) -> &'stati
     if let Some((fewer, before)) = below {
         if throughput < before * GROWTH_THAT_HELPS {
             // More streams did not help: the link or the server is the limit, not the streams.
-            s.ceiling = s.ceiling.min(fewer);
-            if s.current > fewer {
-                s.current = fewer;
+            // After a jump of two doublings, the one between is tried next.
+            let back = (streams / 2).max(fewer);
+            s.ceiling = s.ceiling.min(back);
+            if s.current > back {
+                s.current = back;
                 return "back";
             }
             return "keep";
         }
     }
-    let next = (streams * 2).min(max).min(s.ceiling);
+    // Throughput that grew with the streams (each stream is capped, not the link): jump two
+    // doublings at once, the measure after it tells whether that was too far.
+    let linear = below.is_some_and(|(fewer, before)| {
+        throughput >= before * LINEAR_GROWTH * (streams as f64 / fewer as f64) / 2.0
+    });
+    let factor = if linear { 4 } else { 2 };
+    let next = (streams * factor).min(max).min(s.ceiling);
     if next > s.current {
         s.current = next;
         s.peak = s.peak.max(next);
@@ -326,11 +348,19 @@ mod tests {
         // Each connection capped at 10 MB/s, the link at 45 MB/s.
         let streams = Streams::new(2, 16, true);
         assert_eq!(step(&streams, 2, 20e6), 4);
-        assert_eq!(step(&streams, 4, 40e6), 8);
-        assert_eq!(step(&streams, 8, 45e6), 4);
+        assert_eq!(step(&streams, 4, 30e6), 8, "1.5x: one doubling more");
+        assert_eq!(step(&streams, 8, 45e6), 16);
+        assert_eq!(step(&streams, 16, 47e6), 8);
         // and stays there
+        assert_eq!(step(&streams, 8, 44e6), 8);
+        assert_eq!(streams.peak(), 16);
+        // growth that keeps pace with the streams jumps two doublings
+        let streams = Streams::new(2, 16, true);
+        assert_eq!(step(&streams, 2, 20e6), 4);
+        assert_eq!(step(&streams, 4, 40e6), 16);
+        assert_eq!(step(&streams, 16, 45e6), 8, "too far: the count between");
+        assert_eq!(step(&streams, 8, 44e6), 4, "no better than 4");
         assert_eq!(step(&streams, 4, 41e6), 4);
-        assert_eq!(streams.peak(), 8);
     }
 
     #[test]

@@ -142,7 +142,8 @@ fn clean_token(text: &str) -> Option<Secret> {
     (!token.is_empty() && !token.contains(char::is_whitespace)).then(|| Secret::new(token))
 }
 
-fn user_id() -> u32 {
+/// This process's user id (for the per-user credential files: `bt_u<uid>`, `x509up_u<uid>`).
+pub fn user_id() -> u32 {
     #[cfg(unix)]
     {
         use std::os::unix::fs::MetadataExt;

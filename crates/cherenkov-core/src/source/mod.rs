@@ -7,6 +7,7 @@
 pub mod adaptive;
 pub mod cache;
 pub mod credentials;
+pub mod external_credentials;
 pub mod http;
 pub mod local;
 pub mod memory;
@@ -228,6 +229,8 @@ pub struct SourceOptions {
     pub token: Option<redact::Secret>,
     /// Adapt `connections` to the link (see `adaptive`); `Some(false)` keeps it fixed. Default on.
     pub adaptive_streams: Option<bool>,
+    /// XRootD `sss`: the keytab (default: `$XrdSecSSSKT`, `~/.xrd/sss.keytab`, ... as XrdCl).
+    pub sss_keytab: Option<std::path::PathBuf>,
     /// What a server's TLS certificate is checked against (`ca=`, the test-only opt-out).
     pub tls: credentials::TlsOptions,
 }
@@ -397,10 +400,12 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
                 adaptive: options.adaptive_streams.unwrap_or(defaults.adaptive),
                 verify_checksums: options.verify_checksums,
                 token: options.token.clone(),
+                sss_keytab: options.sss_keytab.clone(),
                 tls: options.tls.clone(),
                 ..defaults
             };
-            xrootd::open_discovering(url, xrootd_options).await
+            // A server asking for gsi or krb5 is read through XrdCl when it is available.
+            xrootd::external::open(url, xrootd_options).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
             "{url}: unsupported URL scheme '{other}' (use root://, roots://, http://, https://, davs://, file:// or a path)"

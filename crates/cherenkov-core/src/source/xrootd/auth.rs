@@ -1,9 +1,10 @@
 //! Who we are to an XRootD server: TLS for `roots://`, and the security protocol answering what
 //! the server's `kXR_login` asks for (`&P=ztn,...&P=unix`): `ztn` (a WLCG bearer token, over
-//! TLS only) or `unix`. A server asking only for protocols cherenkov does not speak gets an error
-//! listing what it offered.
+//! TLS only), `sss` (a shared key from a keytab, see `sss`) or `unix`. A server asking only for
+//! protocols cherenkov does not speak gets an error listing what it offered.
 
 use super::connection::ConnError;
+use super::keytab::{self, Keytab, KEYTAB_DISCOVERY};
 use super::tls;
 use super::url::Endpoint;
 use super::XrootdOptions;
@@ -11,10 +12,11 @@ use crate::source::credentials::{BearerToken, TOKEN_DISCOVERY};
 use crate::source::redact::Secret;
 use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 /// The security protocols spoken natively.
-pub const SPOKEN: &str = "unix, ztn (a bearer token, over roots://)";
+pub const SPOKEN: &str = "unix, sss (a keytab), ztn (a WLCG token, over roots://)";
 
 /// How a connection protects the link and proves who we are.
 #[derive(Clone, Debug, Default)]
@@ -23,6 +25,8 @@ pub struct Security {
     pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
     /// A bearer token for `ztn` (sent over TLS only).
     pub token: Option<Arc<BearerToken>>,
+    /// The `sss` keytab given (`sss_keytab=`); else it is looked for when a server asks.
+    pub sss_keytab: Option<PathBuf>,
 }
 
 impl Security {
@@ -33,7 +37,10 @@ impl Security {
         options: &XrootdOptions,
     ) -> Result<Security, ConnError> {
         if !endpoint.tls {
-            return Ok(Security::default());
+            return Ok(Security {
+                sss_keytab: options.sss_keytab.clone(),
+                ..Security::default()
+            });
         }
         let config = tls::client_config(&options.tls).map_err(ConnError::Refused)?;
         let name = tls::server_name(&endpoint.host)?;
@@ -42,7 +49,53 @@ impl Security {
         Ok(Security {
             tls: Some((config, name)),
             token: token.map(Arc::new),
+            sss_keytab: options.sss_keytab.clone(),
         })
+    }
+
+    /// The keytab for `sss`: the one given, else the first found where XrdCl looks
+    /// (`server_hint` is the client keytab the server's login answer names).
+    pub fn sss_keytab(&self, server_hint: Option<&str>) -> Result<Option<Keytab>, String> {
+        keytab::discover(self.sss_keytab.as_deref(), server_hint)
+    }
+
+    /// The keytab for an `sss` `kXR_auth` sent with the login, to a server known to want `sss`
+    /// (a keytab that cannot be used is left for the error after the login's answer).
+    pub fn sss_keytab_ahead(&self, known: Option<&[String]>) -> Option<Keytab> {
+        let wants_sss = known.is_some_and(|offered| offered.iter().any(|p| p == "sss"));
+        wants_sss
+            .then(|| self.sss_keytab(None).ok().flatten())
+            .flatten()
+    }
+
+    /// The refusal of our `sss` credential, said once with what most likely went wrong.
+    pub fn sss_refused(address: &str, keytab: &Keytab, message: &str) -> ConnError {
+        let message = message.trim_end_matches('.');
+        let hint = if message.contains("mismatch") {
+            "; the server sees this connection come from another address (a proxy or NAT in \
+             between): such links need a key whose name ends in '+' (no address check)"
+        } else if message.contains("expired") {
+            "; the credential was older than the server accepts: do the clocks of both hosts agree?"
+        } else if message.contains("not found") || message.contains("decrypt") {
+            "; the server's keytab must hold this key (same number and value), unexpired"
+        } else {
+            ""
+        };
+        ConnError::Refused(format!(
+            "{address} refused the sss key '{}' (number {}) of {} (sss): {message}{hint}",
+            keytab.key.name,
+            keytab.key.id,
+            keytab.path.display()
+        ))
+    }
+
+    /// A server asking for `sss` while no keytab was found.
+    pub fn no_sss_keytab(address: &str, offered: &[String]) -> ConnError {
+        ConnError::Refused(format!(
+            "{address} asks for authentication with {} and no sss keytab was found (looked in \
+             {KEYTAB_DISCOVERY})",
+            offered.join(", ")
+        ))
     }
 
     /// The token to send in the same write as the login: over TLS, to a server not known to
@@ -141,7 +194,7 @@ mod tests {
         let e = Security::default()
             .cannot_authenticate("h:1", &offered)
             .to_string();
-        assert!(e.contains("gsi, krb5") && e.contains("unix, ztn"), "{e}");
+        assert!(e.contains("gsi, krb5") && e.contains("unix, sss"), "{e}");
         let ztn = vec!["ztn".to_string()];
         let e = Security::default()
             .cannot_authenticate("h:1", &ztn)
@@ -156,6 +209,7 @@ mod tests {
             token: BearerToken::discover(Some(&Secret::new("t")))
                 .unwrap()
                 .map(Arc::new),
+            sss_keytab: None,
         };
         assert_eq!(plain.ztn_token_ahead(None).unwrap(), None);
         remember_protocols("h:2", &["gsi".to_string()]);

@@ -7,7 +7,9 @@
 //! still waiting on it fails at once so it can be sent again elsewhere.
 
 use super::auth::{known_protocols, remember_protocols, Security};
+use super::keytab::Keytab;
 use super::protocol::{self as proto, Redirect, Request, ResponseHeader, RESPONSE_HEADER_LEN};
+use super::sss;
 use super::streams::{read_responses, write_requests, Heard, Shared};
 use super::tls::{tls_failure, Negotiating, PlainAnswers};
 use crate::source::time_allowed;
@@ -147,13 +149,18 @@ impl Connection {
         let mut tcp = TcpStream::connect(address).await.map_err(lost)?;
         tcp.set_nodelay(true).map_err(lost)?;
 
-        // kXR_login, a ztn kXR_auth when we hold a token for a server that may want it, and the
-        // early requests go in one write. Servers known to want an authentication that cannot go
-        // ahead get no early requests (they would be refused).
+        // kXR_login, a ztn or sss kXR_auth when we hold what a server that may want it takes, and
+        // the early requests go in one write. Servers known to want an authentication that cannot
+        // go ahead get no early requests (they would be refused): they follow the kXR_auth.
         let known = known_protocols(address);
         let ztn = security.ztn_token_ahead(known.as_deref())?;
-        let early = match &known {
-            Some(offered) if !offered.is_empty() && ztn.is_none() => &[],
+        let sss = match ztn {
+            None => security.sss_keytab_ahead(known.as_deref()),
+            Some(_) => None,
+        };
+        let local = tcp.local_addr().map_err(lost)?;
+        let sent_early = match &known {
+            Some(offered) if !offered.is_empty() && ztn.is_none() && sss.is_none() => &[],
             _ => early,
         };
         let user = user_name();
@@ -161,27 +168,26 @@ impl Connection {
         shared.lock().next_id = FIRST_EARLY_STREAM;
         let mut login = proto::login_request(std::process::id(), &user).encode(LOGIN_STREAM);
         if let Some(token) = &ztn {
-            login.extend(proto::ztn_auth_request(token.expose()).encode(ZTN_STREAM));
+            login.extend(proto::ztn_auth_request(token.expose()).encode(AUTH_AHEAD_STREAM));
         }
-        let mut waiting = Vec::with_capacity(early.len());
-        for request in early {
-            let (reply, answer) = oneshot::channel();
-            let stream_id = shared.register(reply, SMALL_BODY_MAX)?;
-            login.extend(request.encode(stream_id));
-            waiting.push(Waiting {
-                stream_id,
-                answer,
-                name: request.name(),
-                bytes_ahead: shared.bytes_in_flight(),
-            });
+        if let Some(keytab) = &sss {
+            let credential = sss::credential(keytab, true, local, unix_time());
+            login.extend(proto::sss_auth_request(credential).encode(AUTH_AHEAD_STREAM));
         }
+        let waiting = queue_early(&shared, sent_early, &mut login)?;
         let mut hello = proto::CLIENT_HANDSHAKE.to_vec();
         hello.extend(proto::protocol_request(security.tls.is_some()).encode(PROTOCOL_STREAM));
         let step = Login {
             address,
             user: &user,
-            ztn_sent: ztn.is_some(),
+            ahead: match (&ztn, sss) {
+                (Some(_), _) => Ahead::Ztn,
+                (None, Some(keytab)) => Ahead::Sss(keytab),
+                (None, None) => Ahead::Nothing,
+            },
             security,
+            early,
+            local,
         };
         match &security.tls {
             None => {
@@ -381,26 +387,39 @@ pub struct Waiting {
 // Stream ids during login: early requests take the ids after these.
 const PROTOCOL_STREAM: u16 = 1;
 const LOGIN_STREAM: u16 = 2;
-/// The `ztn` `kXR_auth` sent with the login.
-const ZTN_STREAM: u16 = 3;
-/// The `unix` `kXR_auth`, sent after the login's answer asked for it.
-const UNIX_STREAM: u16 = 4;
+/// The `ztn` or `sss` `kXR_auth` sent with the login.
+const AUTH_AHEAD_STREAM: u16 = 3;
+/// The `kXR_auth` sent after the login's answer asked for it.
+const AUTH_STREAM: u16 = 4;
 const FIRST_EARLY_STREAM: u16 = 5;
 /// Answers to early requests read (and dropped) before the authentication answer, at most.
 const MAX_FRAMES_BEFORE_AUTH: usize = 16;
 
-/// The login sent (with a `ztn` `kXR_auth` or not): what is left is reading its answers and
+/// The authentication sent with the login, before the server said what it wants.
+enum Ahead {
+    Nothing,
+    Ztn,
+    Sss(Keytab),
+}
+
+/// The login sent (with a `kXR_auth` or not): what is left is reading its answers and
 /// authenticating as the server asks.
 struct Login<'a> {
     address: &'a str,
     user: &'a str,
-    ztn_sent: bool,
+    ahead: Ahead,
     security: &'a Security,
+    /// The early requests, sent again behind a `kXR_auth` the login's answer asked for.
+    early: &'a [Request],
+    /// This end of the connection (`sss` binds its credential to it).
+    local: std::net::SocketAddr,
 }
 
 impl Login<'_> {
-    /// Read the login's answer and authenticate. The early requests' answers, unless they were
-    /// refused (sent before an authentication that had to wait for the login's answer).
+    /// Read the login's answer and authenticate. The early requests' answers to wait for: those
+    /// sent with the login, or, when the server wanted an authentication that had to wait for
+    /// its answer, those sent again right behind that `kXR_auth` (no round trip more than the
+    /// authentication's own).
     async fn finish<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         stream: &mut S,
@@ -414,25 +433,33 @@ impl Login<'_> {
             ConnError::Protocol(format!("{address} sent a malformed kXR_login answer"))
         })?;
         remember_protocols(address, &offered);
-        let wants_ztn = offered.iter().any(|p| p == "ztn");
-        if self.ztn_sent {
+        let protocol = match &self.ahead {
+            Ahead::Nothing => None,
+            Ahead::Ztn => Some("ztn"),
+            Ahead::Sss(_) => Some("sss"),
+        };
+        if let Some(protocol) = protocol {
             // Its answer comes right after the login's; it only counts if the server asked.
             let (head, body) = read_small_frame(stream, address).await?;
-            if head.stream_id != ZTN_STREAM {
+            if head.stream_id != AUTH_AHEAD_STREAM {
                 return Err(ConnError::Protocol(format!(
-                    "{address} answered stream {} while kXR_auth (stream {ZTN_STREAM}) was expected",
+                    "{address} answered stream {} while kXR_auth (stream {AUTH_AHEAD_STREAM}) \
+                     was expected",
                     head.stream_id
                 )));
             }
-            if wants_ztn {
+            if offered.iter().any(|p| p == protocol) {
                 return match head.status {
                     proto::KXR_OK => Ok(Some(waiting)),
                     proto::KXR_ERROR => {
                         let (_, message) = proto::parse_error(&body);
-                        Err(self.security.token_refused(address, &message))
+                        Err(match &self.ahead {
+                            Ahead::Sss(keytab) => Security::sss_refused(address, keytab, &message),
+                            _ => self.security.token_refused(address, &message),
+                        })
                     }
                     other => Err(ConnError::Protocol(format!(
-                        "{address} answered kXR_auth (ztn) with status {other}"
+                        "{address} answered kXR_auth ({protocol}) with status {other}"
                     ))),
                 };
             }
@@ -440,28 +467,105 @@ impl Login<'_> {
         if offered.is_empty() {
             return Ok(Some(waiting));
         }
-        if !offered.iter().any(|p| p == "unix") {
-            return Err(self.security.cannot_authenticate(address, &offered));
+        let security_text = proto::text(&body[16..]);
+        let (auth, keytab) = self.choose(&offered, &security_text)?;
+        let mut out = auth.encode(AUTH_STREAM);
+        for w in &waiting {
+            shared.lock().pending.remove(&w.stream_id);
         }
-        let unix = proto::unix_auth_request(self.user, self.user).encode(UNIX_STREAM);
+        let again = queue_early(shared, self.early, &mut out)?;
         let lost =
             |e: std::io::Error| ConnError::Lost(format!("connection to {address} failed: {e}"));
-        stream.write_all(&unix).await.map_err(lost)?;
+        stream.write_all(&out).await.map_err(lost)?;
         stream.flush().await.map_err(lost)?;
-        // The early requests' answers (refusals: they came before authentication) come first.
+        // The answers to the requests sent with the login (refusals: they came before
+        // authentication) come first.
         let mut frame = read_small_frame(stream, address).await?;
         for _ in 0..MAX_FRAMES_BEFORE_AUTH {
-            if frame.0.stream_id == UNIX_STREAM {
+            if frame.0.stream_id == AUTH_STREAM {
                 break;
             }
             frame = read_small_frame(stream, address).await?;
         }
-        expect_ok(frame, UNIX_STREAM, "kXR_auth (unix)", address)?;
-        for w in waiting {
-            shared.lock().pending.remove(&w.stream_id);
+        match keytab {
+            Some(keytab)
+                if frame.0.status == proto::KXR_ERROR && frame.0.stream_id == AUTH_STREAM =>
+            {
+                let (_, message) = proto::parse_error(&frame.1);
+                Err(Security::sss_refused(address, &keytab, &message))
+            }
+            Some(_) => {
+                expect_ok(frame, AUTH_STREAM, "kXR_auth (sss)", address).map(|_| Some(again))
+            }
+            None => expect_ok(frame, AUTH_STREAM, "kXR_auth (unix)", address).map(|_| Some(again)),
         }
-        Ok(None)
     }
+
+    /// The `kXR_auth` answering the server's list, in its order of preference: `sss` when a
+    /// keytab is found, else `unix`.
+    fn choose(
+        &self,
+        offered: &[String],
+        security_text: &str,
+    ) -> Result<(Request, Option<Keytab>), ConnError> {
+        let address = self.address;
+        for protocol in offered {
+            match protocol.as_str() {
+                "sss" => {
+                    let refused = |why: String| {
+                        ConnError::Refused(format!(
+                            "{address} asks for sss, which cannot be used: {why}"
+                        ))
+                    };
+                    let Some(parameters) = sss::parameters(security_text).map_err(refused)? else {
+                        continue;
+                    };
+                    let found = self
+                        .security
+                        .sss_keytab(parameters.keytab_hint.as_deref())
+                        .map_err(refused)?;
+                    if let Some(keytab) = found {
+                        let credential =
+                            sss::credential(&keytab, parameters.v2, self.local, unix_time());
+                        return Ok((proto::sss_auth_request(credential), Some(keytab)));
+                    }
+                }
+                "unix" => return Ok((proto::unix_auth_request(self.user, self.user), None)),
+                _ => {}
+            }
+        }
+        if offered.iter().any(|p| p == "sss") && !offered.iter().any(|p| p == "ztn") {
+            return Err(Security::no_sss_keytab(address, offered));
+        }
+        Err(self.security.cannot_authenticate(address, offered))
+    }
+}
+
+/// Register `early` requests on `shared` and append them to `out`: their answers to wait for.
+fn queue_early(
+    shared: &Shared,
+    early: &[Request],
+    out: &mut Vec<u8>,
+) -> Result<Vec<Waiting>, ConnError> {
+    let mut waiting = Vec::with_capacity(early.len());
+    for request in early {
+        let (reply, answer) = oneshot::channel();
+        let stream_id = shared.register(reply, SMALL_BODY_MAX)?;
+        out.extend(request.encode(stream_id));
+        waiting.push(Waiting {
+            stream_id,
+            answer,
+            name: request.name(),
+            bytes_ahead: shared.bytes_in_flight(),
+        });
+    }
+    Ok(waiting)
+}
+
+fn unix_time() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
 }
 
 fn seconds(d: Duration) -> String {

@@ -14,12 +14,18 @@
 //! followed (at most `max_redirects` times, logging in and opening the file again there), a lost or
 //! silent connection is replaced and the read sent again (on the schedule of `source::retry`), and a
 //! `kXR_error` becomes an error naming the URL, the ranges and the server's message.
+//!
+//! A server asking only for security protocols spoken elsewhere (`gsi`, `krb5`) is read through
+//! the client registered in `external` (XrdCl, by the Python bindings), if any.
 
 mod auth;
 mod connection;
+pub mod external;
+mod keytab;
 mod locate;
 mod protocol;
 mod session;
+mod sss;
 mod streams;
 mod tls;
 mod url;
@@ -92,6 +98,8 @@ pub struct XrootdOptions {
     /// `roots://`: the bearer token for `ztn` (default: found where WLCG says, see
     /// `credentials::BearerToken`).
     pub token: Option<Secret>,
+    /// The `sss` keytab (default: found where XrdCl looks, see `keytab::KEYTAB_DISCOVERY`).
+    pub sss_keytab: Option<std::path::PathBuf>,
 }
 
 impl Default for XrootdOptions {
@@ -111,6 +119,7 @@ impl Default for XrootdOptions {
             verify_checksums: false,
             tls: TlsOptions::default(),
             token: None,
+            sss_keytab: None,
         }
     }
 }

@@ -197,6 +197,13 @@ pub fn ztn_auth_request(token: &str) -> Request {
     Request::new(KXR_AUTH, params, creds)
 }
 
+/// `kXR_auth` with the `sss` protocol: the credential `sss::credential` made (it starts with
+/// "sss\0" itself).
+pub fn sss_auth_request(credential: Vec<u8>) -> Request {
+    let params = Params::new().skip(12).put(b"sss\0").done();
+    Request::new(KXR_AUTH, params, credential)
+}
+
 /// `kXR_open` read-only, asking for the file's stat information in the same answer.
 pub fn open_request(path: &str) -> Request {
     let params = Params::new()

@@ -1,0 +1,78 @@
+"""What reading through XrdCl costs: open a file and read every third branch over root:// spoken
+natively, and from xrootd servers asking for `gsi` and for `krb5` (read through XrdCl, with
+cherenkov's planning on top), all behind the same toxiproxy round-trip delay.
+
+    .venv/bin/python bench/gsi_cost.py [--rtt 137] [--file F]
+
+The grid certificates and proxy, and the Kerberos realm with its KDC (not delayed), are made here
+(see `cherenkov.lab.gsi`, `cherenkov.lab.kerberos`; krb5 is left out without a KDC). Each case runs in a
+Python process of its own, three times: the first open of a process also learns what the server
+asks for (a native connection and login) and has XrdCl connect and authenticate; the later ones
+go to XrdCl at once, over the connection it keeps. Prints open and read times, requests and round
+trips; the first run and the best of the later ones."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from cherenkov.lab import kerberos
+from cherenkov.lab.gsi import gsi_client_environment, gsi_server_config, make_grid_pki
+from cherenkov.lab.servers import Toxiproxy, XrootdServer
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "testdata"
+
+RUNS = """
+import json, sys
+sys.path.insert(0, sys.argv[2])
+from auth_cost import measure
+print(json.dumps([measure(sys.argv[1]) for _ in range(3)]))
+"""
+
+
+def runs(url: str, env: dict) -> list[dict]:
+    bench = str(Path(__file__).resolve().parent)
+    done = subprocess.run([sys.executable, "-c", RUNS, url, bench], env={**os.environ, **env}, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"{url}: the runs failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rtt", type=float, default=137)
+    parser.add_argument("--file", default="nanolike-root6.40-zstd-4clusters.root")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="cherenkov-gsi-bench-"))
+    os.chmod(work, 0o755)  # xrootd runs as nobody and reads its certificate from there
+    (work / "pki").mkdir()
+    pki = make_grid_pki(work / "pki")
+    with contextlib.ExitStack() as stack:
+        servers = {
+            "root": (stack.enter_context(XrootdServer(SHARED)), {}),
+            "gsi": (stack.enter_context(XrootdServer(SHARED, extra_config=gsi_server_config(pki))), gsi_client_environment(pki)),
+        }
+        if kerberos.available():
+            (work / "krb5").mkdir()
+            kdc = stack.enter_context(kerberos.Kdc(work / "krb5"))
+            os.environ["KRB5_CONFIG"] = str(kdc.config)  # the server's realm
+            servers["krb5"] = (stack.enter_context(XrootdServer(SHARED, extra_config=kdc.server_config())), kdc.client_environment())
+        toxiproxy = stack.enter_context(Toxiproxy())
+        for name, (server, env) in servers.items():
+            port = toxiproxy.proxy(name, server.port)
+            toxiproxy.set_rtt(name, args.rtt)
+            first, *later = runs(f"root://127.0.0.1:{port}//{args.file}", env)
+            best = min(later, key=lambda r: r["open_s"] + r["read_s"])
+            for what, result in (("first", first), ("later", best)):
+                shown = ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}" for k, v in result.items())
+                print(f"{name:5s} {what:5s} rtt {args.rtt:.0f} ms: {shown}")
+
+
+if __name__ == "__main__":
+    main()
