@@ -92,11 +92,24 @@ struct State {
 
 #[derive(Debug, Default)]
 struct Step {
-    /// Set when the count changed: requests sent before went to the old streams (and may delay
-    /// the new ones), so their bytes are not this step's.
+    /// Set when the count changed: requests sent before went to the old streams (and delay the
+    /// new ones queued behind them), so the step starts once they are all done.
     since: Option<Instant>,
+    /// Requests sent before `since` still in flight.
+    settling: usize,
     bytes: u64,
     busy: Duration,
+}
+
+impl Step {
+    /// The step after a change of the count, with `in_flight` requests sent before it.
+    fn after_change(in_flight: usize) -> Step {
+        Step {
+            since: Some(Instant::now()),
+            settling: in_flight,
+            ..Step::default()
+        }
+    }
 }
 
 /// Steps kept for the statistics (the first ones tell the story; later ones repeat it).
@@ -161,10 +174,7 @@ impl Streams {
         let mut s = self.lock();
         if s.ready != ready {
             s.ready = ready;
-            s.step = Step {
-                since: Some(Instant::now()),
-                ..Step::default()
-            };
+            s.step = Step::after_change(s.in_flight);
             if let Some(since) = s.busy_since.as_mut() {
                 *since = Instant::now();
             }
@@ -188,14 +198,25 @@ impl Streams {
         s.in_flight = s.in_flight.saturating_sub(1);
         let took = now - sent;
         s.round_trip = Some(s.round_trip.map_or(took, |r| r.min(took)));
-        if s.step.since.is_none_or(|since| sent >= since) {
-            s.step.bytes += bytes;
-        }
         if s.in_flight == 0 {
             if let Some(since) = s.busy_since.take() {
                 s.step.busy += now - since;
             }
         }
+        if s.step.settling > 0 {
+            if s.step.since.is_some_and(|since| sent < since) {
+                s.step.settling -= 1;
+            }
+            if s.step.settling == 0 {
+                // The old requests are done: the step at the new count starts now.
+                s.step = Step::default();
+                if s.busy_since.is_some() {
+                    s.busy_since = Some(now);
+                }
+            }
+            return None;
+        }
+        s.step.bytes += bytes;
         let busy = s.step.busy + s.busy_since.map_or(Duration::ZERO, |t| now - t);
         let enough_time = s.round_trip.unwrap_or_default().as_secs_f64() * STEP_ROUND_TRIPS;
         if s.step.bytes < STEP_BYTES || busy.as_secs_f64() < enough_time || busy < STEP_MIN_BUSY {
@@ -224,7 +245,7 @@ impl Streams {
             });
         }
         if s.current != before {
-            s.step.since = Some(now);
+            s.step = Step::after_change(s.in_flight);
             return Some(s.current);
         }
         None
