@@ -31,7 +31,7 @@ const STEP_ROUND_TRIPS: f64 = 2.0;
 /// Pushbacks closer together than this count as one.
 const PUSHBACK_QUIET: Duration = Duration::from_millis(200);
 /// Before any measurement, reads at least this large are spread over the streams.
-pub const SPREAD_UNMEASURED: u64 = 8 << 20;
+pub const SPREAD_UNMEASURED: u64 = 16 << 20;
 /// Requests are cut no smaller than this to spread a read over the streams.
 pub const MIN_PIECE: u64 = 512 << 10;
 
