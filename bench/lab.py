@@ -4,6 +4,8 @@ real servers (xrootd and nginx on 127.0.0.1) behind toxiproxy, at several simula
     python bench/lab.py                         # the full lab (`make bench`): 0, 10, 50, 137, 240 ms
     python bench/lab.py --quick                 # a few minutes: 0 and 137 ms, http, one repetition
     python bench/lab.py --rtt 0,137 --repeat 5 --bandwidth 100 --protocols http
+    python bench/lab.py --link narrow --rate 10     # each connection capped at 10 MB/s (= --bandwidth 10)
+    python bench/lab.py --link thin --rate 20       # all connections share one 20 MB/s link
     python bench/lab.py --format rntuple --rtt 0,137   # the same data as RNTuples (needs ROOT)
 
 Scenarios (every tool that can express one runs it): fixed, trigger, lazy, interactive (see
@@ -325,8 +327,9 @@ class Config:
     repeat: int
     budget: float
     once_over: float  # a measurement whose first run took longer runs once
-    bandwidth: float | None  # MB/s
+    bandwidth: float | None  # MB/s per connection (toxiproxy; --link narrow)
     local: bool = True
+    shared_rate: float | None = None  # MB/s for all connections together (--link thin)
     nocache_max_rtt: float = 10
     cherenkov_protocols_only: bool = False  # drop the protocols cherenkov cannot read (the demo)
 
@@ -426,7 +429,7 @@ def run_matrix(plan: Plan, config: Config, log=print) -> tuple[list[dict], dict]
                 if rep and _slow(runs.get((tool.label(vers), scenario, "file", 0), []), config.once_over):
                     continue
                 measure(0, "file", scenario, tool)
-    with Lab(data_dir) as lab:
+    with Lab(data_dir, link="thin" if config.shared_rate else None, rate=config.shared_rate) as lab:
         availability = probe_protocols(lab, names[0], config.protocols)
         protocols = list(config.protocols)
         for (tool_name, protocol), why in availability.items():
@@ -590,6 +593,8 @@ def method_notes(plan: Plan, config: Config, vers: dict) -> dict:
     }
     if config.bandwidth:
         notes["bandwidth"] = f"toxiproxy caps each link at {config.bandwidth:g} MB/s"
+    if config.shared_rate:
+        notes["link"] = f"thin: every connection shares one {config.shared_rate:g} MB/s link (cherenkov.lab.SharedLink)"
     return notes
 
 
@@ -606,6 +611,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rtt", help="round-trip times in ms, comma-separated (default 0,10,50,137,240)")
     parser.add_argument("--bandwidth", type=float, help="cap every link at this many MB/s (toxiproxy)")
+    parser.add_argument(
+        "--link",
+        choices=["narrow", "thin"],
+        help="narrow: each connection capped at --rate MB/s (toxiproxy, as a TCP window does); thin: one --rate MB/s link for all",
+    )
+    parser.add_argument("--rate", type=float, help="MB/s of --link (default 10 narrow, 20 thin)")
     parser.add_argument("--repeat", type=int, help="repetitions (default 3; --quick 1)")
     parser.add_argument(
         "--quick", action="store_true", help="0 and 137 ms, http only, one repetition, fewer variants, 20 s budget: a few minutes"
@@ -644,6 +655,9 @@ def main(argv: list[str] | None = None) -> int:
     allowed = RNTUPLE_SCENARIOS if rntuple else SCENARIOS
     if set(scenarios) - set(allowed):
         parser.error(f"unknown scenarios {sorted(set(scenarios) - set(allowed))}")
+    rate = args.rate or {"narrow": 10.0, "thin": 20.0}.get(args.link or "")
+    if args.link == "narrow" and args.bandwidth:
+        parser.error("--link narrow --rate R is --bandwidth R: give one")
     config = Config(
         rtts=rtts,
         protocols=parse_list(args.protocols or ("http" if quick else "http,root"), str),
@@ -652,7 +666,8 @@ def main(argv: list[str] | None = None) -> int:
         repeat=args.repeat or (1 if quick else 3),
         budget=args.budget or (20 if quick else 90),
         once_over=20,
-        bandwidth=args.bandwidth,
+        bandwidth=rate if args.link == "narrow" else args.bandwidth,
+        shared_rate=rate if args.link == "thin" else None,
         local=not args.no_local,
         nocache_max_rtt=args.root_nocache_max_rtt,
     )

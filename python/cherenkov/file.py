@@ -35,6 +35,7 @@ def open(
     token: str | None = None,
     ca: str | os.PathLike | None = None,
     insecure_skip_verify: bool = False,
+    adaptive_streams: bool = True,
     sss_keytab: str | os.PathLike | None = None,
     speculate: bool = True,
     speculate_threshold: float = 0.3,
@@ -61,6 +62,13 @@ def open(
     ``min_rate``, the slowest transfer accepted in bytes per second (32768): a request for ``b`` bytes
     fails (and is retried, or read from another replica) after ``timeout + b / min_rate`` seconds however
     steadily its answer trickles in, so every read ends in bounded time.
+    ``adaptive_streams`` (True): ``connections`` is where reading starts; the count then follows the
+    link, as a bandwidth-delay product is found: it doubles while doubling brings 1.3x the
+    throughput or more, goes back when it does not, and halves when the server pushes back
+    (``kXR_wait``, HTTP 503/429, a refused connection), within 1 to 16. On a link that caps each
+    connection (a TCP window far away, a per-stream limit) this fills the link; on a shared cap it
+    stays put. False keeps ``connections`` fixed. ``stats().streams`` and ``streams_peak`` say
+    how many were used; `File.stream_steps()` the throughput measured at each count.
     ``trace=True`` records every request (offset, length, send and answer times): see
     `File.trace()` and `cherenkov.plots`. ``discover`` (root:// only): a redirector's data servers
     holding the file (``kXR_locate``) are read as replicas; False reads from the one it redirects to.
@@ -104,6 +112,7 @@ def open(
         token=token,
         ca=None if ca is None else os.fspath(ca),
         insecure_skip_verify=insecure_skip_verify,
+        adaptive_streams=adaptive_streams,
         sss_keytab=None if sss_keytab is None else os.fspath(sss_keytab),
         speculate=speculate,
         speculate_threshold=speculate_threshold,
@@ -187,6 +196,7 @@ class File(Directory):
             real_seconds=time.perf_counter() - self._opened[0],
             cpu_seconds=time.process_time() - self._opened[1],
             per_source=tuple(self._core.replicas() or ()),
+            stream_steps=tuple(self._core.stream_steps()),
         )
 
     def trace(self) -> dict | None:
@@ -201,6 +211,13 @@ class File(Directory):
         opened, holds another file, or its file changed; ``last_error`` says why). None for a
         single source."""
         return self._core.replicas()
+
+    def stream_steps(self) -> list[_core.StreamStep]:
+        """The throughput steps that set the number of connections (XRootD) or requests in flight
+        (HTTP), in order: streams in use, bytes, busy seconds, throughput (bytes/s) and the decision
+        (``"grow"``, ``"keep"``, ``"back"``: doubling did not help, ``"pushback"``: the server asked
+        to slow down). Empty with ``adaptive_streams=False`` or for local files."""
+        return self._core.stream_steps()
 
     def checksum(self) -> str | None:
         """The checksum the server keeps for the file (``"adler32 0a1b2c3d"``; for replicas opened

@@ -39,6 +39,8 @@ class Stats:
     cpu_seconds: float = 0.0
     #: Per replica (for replica sets): `cherenkov.ReplicaReport`s.
     per_source: tuple[ReplicaReport, ...] = ()
+    #: The throughput steps that set the number of parallel streams (`File.stream_steps()`).
+    stream_steps: tuple = ()
 
     def __getattr__(self, name: str):
         for counters in (self.__dict__.get("engine"), self.__dict__.get("source")):
@@ -60,6 +62,7 @@ class Stats:
             real_seconds=max(self.real_seconds, other.real_seconds),
             cpu_seconds=max(self.cpu_seconds, other.cpu_seconds),
             per_source=self.per_source + other.per_source,
+            stream_steps=self.stream_steps + other.stream_steps,
         )
 
     @staticmethod
@@ -108,6 +111,7 @@ class Stats:
             "real_seconds": self.real_seconds,
             "cpu_seconds": self.cpu_seconds,
             "per_source": [as_dict(r) for r in self.per_source],
+            "stream_steps": [as_dict(s) for s in self.stream_steps],
         }
 
     def to_json(self, **kwargs) -> str:
@@ -143,6 +147,9 @@ class Stats:
                 f"miss rate {100 * self.miss_rate:.0f} %",
             ),
         ]
+        if self.streams_peak:
+            measured = ", ".join(f"{s.streams}: {s.throughput / 1e6:.0f} MB/s" for s in self.stream_steps[:8])
+            rows.append(("streams", f"{self.streams} in use", f"at most {self.streams_peak}; {measured or 'not measured'}"))
         if self.disk_cache_hits or self.disk_cache_misses:
             saved = f"{human_bytes(self.disk_cache_bytes_saved)} served from disk"
             rows.append(("disk cache", f"{self.disk_cache_hits:,} hits", f"{self.disk_cache_misses:,} ranges fetched; {saved}"))

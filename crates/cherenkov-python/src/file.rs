@@ -143,6 +143,13 @@ impl RootFile {
         self.inner.source.replicas()
     }
 
+    /// The throughput steps that set the number of connections (requests in flight over HTTP):
+    /// `StreamStep(streams, bytes, seconds, throughput, decision)`; empty with
+    /// `adaptive_streams=False` or before enough bytes were read to measure.
+    fn stream_steps(&self) -> Vec<cherenkov_core::source::adaptive::StreamStep> {
+        self.inner.source.stream_steps()
+    }
+
     /// The checksum the server keeps for the file (`adler32 0a1b2c3d`; for replicas checked with
     /// `verify_checksums`, the one they agree on), or None where the protocol cannot tell.
     fn checksum(&self, py: Python<'_>) -> PyResult<Option<String>> {

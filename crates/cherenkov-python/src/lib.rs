@@ -48,6 +48,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<cherenkov_core::engine::lazy::LazyStats>()?;
     m.add_class::<cherenkov_core::source::SourceCounters>()?;
     m.add_class::<cherenkov_core::source::multi::ReplicaReport>()?;
+    m.add_class::<cherenkov_core::source::adaptive::StreamStep>()?;
     m.add_class::<cherenkov_core::source::multi::Quality>()?;
     let py = m.py();
     m.add("CherenkovError", py.get_type::<CherenkovError>())?;

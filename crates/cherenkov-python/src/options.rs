@@ -28,6 +28,7 @@ pub const OPEN_OPTIONS: &[&str] = &[
     "token",
     "ca",
     "insecure_skip_verify",
+    "adaptive_streams",
     "sss_keytab",
     "speculate",
     "speculate_threshold",
@@ -80,6 +81,7 @@ pub fn open_options(given: Option<&Bound<'_, PyDict>>) -> PyResult<SourceOptions
             max_bytes: cache_max_bytes.unwrap_or(CacheOptions::DEFAULT_MAX_BYTES),
         }),
         token: option::<String>(given, "token")?.map(Secret::new),
+        adaptive_streams: option(given, "adaptive_streams")?,
         sss_keytab: option(given, "sss_keytab")?,
         tls: TlsOptions {
             ca: option(given, "ca")?,

@@ -7,6 +7,7 @@ all interfaces by design; the lab only ever connects to it through 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import os
@@ -15,6 +16,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -290,7 +292,15 @@ class XrootdFederation:
 class NginxServer(_Process):
     """nginx serving `data_dir` over HTTP with multi-range answers (`max_ranges`)."""
 
-    def __init__(self, data_dir: str | os.PathLike, port: int | None = None, max_ranges: int | None = 4096):
+    def __init__(
+        self,
+        data_dir: str | os.PathLike,
+        port: int | None = None,
+        max_ranges: int | None = 4096,
+        http_config: str = "",
+        server_config: str = "",
+    ):
+        """`http_config` and `server_config` are added to nginx's `http` and `server` blocks."""
         self.data_dir = Path(data_dir).resolve()
         self.port = port or free_port()
         self.workdir = Path(tempfile.mkdtemp(prefix="cherenkov-nginx-"))
@@ -299,8 +309,8 @@ class NginxServer(_Process):
         config.write_text(
             f"daemon off; worker_processes 1; pid {self.workdir}/nginx.pid; error_log {self.workdir}/error.log;\n"
             "events { worker_connections 256; }\n"
-            f"http {{ access_log off; sendfile on; client_body_temp_path {self.workdir};\n"
-            f"  server {{ listen 127.0.0.1:{self.port}; root {self.data_dir}; {ranges} }} }}\n"
+            f"http {{ access_log off; sendfile on; client_body_temp_path {self.workdir}; {http_config}\n"
+            f"  server {{ listen 127.0.0.1:{self.port}; root {self.data_dir}; {ranges} {server_config} }} }}\n"
         )
         self.proc = subprocess.Popen(
             [_require("nginx"), "-c", str(config), "-p", str(self.workdir)],
@@ -386,26 +396,141 @@ class Toxiproxy(_Process):
         self.api("POST", f"/proxies/{proxy}", {"enabled": enabled})
 
 
+class SharedLink:
+    """One capped link for every connection through it: TCP relays (one per server) whose
+    server-to-client bytes, over all their connections, share one budget of `rate_mb` MB/s.
+    toxiproxy's bandwidth toxic caps each connection on its own (as a TCP window does); this is the
+    other kind of narrow: a thin pipe that more connections cannot widen.
+
+    Each chunk read from a server (at most 64 KiB) is given the link's next free slot (its length at
+    the rate) and sent when the slot ends: connections take turns, in the order their bytes came.
+    The client-to-server side is not capped. The relays run in one thread (asyncio) and stop with
+    the context.
+    """
+
+    CHUNK = 64 << 10
+
+    def __init__(self, rate_mb: float):
+        if not rate_mb > 0:
+            raise ValueError("a shared link needs a rate above 0 MB/s")
+        self.rate = rate_mb * 1e6
+        self.bytes = 0  # carried server to client, over every connection
+        self.connections = 0
+        self._free_at = 0.0  # when the link has sent everything given to it so far (loop time)
+        self._servers: list[asyncio.base_events.Server] = []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="shared-link", daemon=True)
+        self._thread.start()
+
+    def relay(self, upstream_port: int) -> int:
+        """A relay on a free port of 127.0.0.1 to 127.0.0.1:upstream_port; returns its port."""
+
+        async def start() -> int:
+            server = await asyncio.start_server(lambda r, w: self._connection(r, w, upstream_port), "127.0.0.1", 0)
+            self._servers.append(server)
+            return server.sockets[0].getsockname()[1]
+
+        return asyncio.run_coroutine_threadsafe(start(), self._loop).result(timeout=10)
+
+    async def _connection(self, client_r, client_w, upstream_port: int) -> None:
+        self.connections += 1
+        try:
+            server_r, server_w = await asyncio.open_connection("127.0.0.1", upstream_port)
+        except OSError:
+            client_w.close()
+            return
+        up = asyncio.ensure_future(self._pipe(client_r, server_w, capped=False))
+        down = asyncio.ensure_future(self._pipe(server_r, client_w, capped=True))
+        await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
+        for task in (up, down):
+            task.cancel()
+        for w in (client_w, server_w):
+            w.close()
+
+    async def _pipe(self, reader, writer, capped: bool) -> None:
+        try:
+            while chunk := await reader.read(self.CHUNK):
+                if capped:
+                    now = self._loop.time()
+                    self._free_at = max(self._free_at, now) + len(chunk) / self.rate
+                    self.bytes += len(chunk)
+                    await asyncio.sleep(self._free_at - now)
+                writer.write(chunk)
+                await writer.drain()
+        except (OSError, asyncio.CancelledError):
+            pass
+        finally:
+            if writer.can_write_eof():
+                try:
+                    writer.write_eof()
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        async def stop() -> None:
+            for server in self._servers:
+                server.close()
+
+        if self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> SharedLink:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+LINKS = ("narrow", "thin")
+
+
 class Lab:
     """xrootd and nginx serving one folder, each behind its own toxiproxy proxy.
 
     >>> with Lab(folder) as lab:
     ...     lab.set_rtt(137)
     ...     cherenkov.open(lab.url("root", "file.root"))
+
+    `link` narrows the links to `rate` MB/s: ``"narrow"`` caps each connection (toxiproxy's
+    bandwidth toxic, per connection: as a TCP window or a per-stream server limit does; more
+    connections carry more), ``"thin"`` caps all connections together (a `SharedLink` between
+    toxiproxy and the servers: more connections carry no more).
     """
 
-    def __init__(self, data_dir: str | os.PathLike, nginx_max_ranges: int | None = 4096):
+    def __init__(
+        self,
+        data_dir: str | os.PathLike,
+        nginx_max_ranges: int | None = 4096,
+        link: str | None = None,
+        rate: float | None = None,
+    ):
+        if link is not None and (link not in LINKS or not rate or rate <= 0):
+            raise ValueError(f"link must be one of {LINKS} with a rate in MB/s above 0")
         self.data_dir = Path(data_dir)
         self.nginx_max_ranges = nginx_max_ranges
+        self.link, self.rate = link, rate
 
     def __enter__(self) -> Lab:
-        self.xrootd = XrootdServer(self.data_dir).__enter__()
-        self.nginx = NginxServer(self.data_dir, max_ranges=self.nginx_max_ranges).__enter__()
-        self.toxiproxy = Toxiproxy().__enter__()
-        self.ports = {
-            "root": self.toxiproxy.proxy("xrootd", self.xrootd.port),
-            "http": self.toxiproxy.proxy("nginx", self.nginx.port),
-        }
+        try:
+            self.xrootd = XrootdServer(self.data_dir).__enter__()
+            self.nginx = NginxServer(self.data_dir, max_ranges=self.nginx_max_ranges).__enter__()
+            self.toxiproxy = Toxiproxy().__enter__()
+            upstreams = {"root": self.xrootd.port, "http": self.nginx.port}
+            if self.link == "thin":
+                self.shared_link = SharedLink(self.rate)
+                upstreams = {k: self.shared_link.relay(port) for k, port in upstreams.items()}
+            self.ports = {
+                "root": self.toxiproxy.proxy("xrootd", upstreams["root"]),
+                "http": self.toxiproxy.proxy("nginx", upstreams["http"]),
+            }
+            if self.link == "narrow":
+                for name in ("xrootd", "nginx"):
+                    self.toxiproxy.toxic(name, "bandwidth", "bandwidth", stream="downstream", rate=int(self.rate * 1000))
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
         return self
 
     def url(self, protocol: str, name: str, direct: bool = False) -> str:
@@ -421,7 +546,7 @@ class Lab:
             self.toxiproxy.set_rtt(name, rtt_ms)
 
     def __exit__(self, *exc) -> None:
-        for part in ("toxiproxy", "nginx", "xrootd"):
+        for part in ("toxiproxy", "shared_link", "nginx", "xrootd"):
             server = getattr(self, part, None)
             if server is not None:
                 server.__exit__(*exc)

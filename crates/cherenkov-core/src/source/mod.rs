@@ -4,6 +4,7 @@
 //! The engine above never knows the protocol. Range coalescing is a plain function,
 //! [`coalesce_ranges`], so every backend and the engine plan requests the same way.
 
+pub mod adaptive;
 pub mod cache;
 pub mod credentials;
 pub mod external_credentials;
@@ -81,6 +82,10 @@ pub struct SourceCounters {
     pub disk_cache_misses: u64,
     /// Bytes served by the disk cache.
     pub disk_cache_bytes_saved: u64,
+    /// Parallel streams in use now: XRootD connections, HTTP requests in flight (see `adaptive`).
+    pub streams: u64,
+    /// Most streams used at once since the file was opened.
+    pub streams_peak: u64,
 }
 
 impl std::ops::Add for SourceCounters {
@@ -94,6 +99,8 @@ impl std::ops::Add for SourceCounters {
             disk_cache_hits: self.disk_cache_hits + other.disk_cache_hits,
             disk_cache_misses: self.disk_cache_misses + other.disk_cache_misses,
             disk_cache_bytes_saved: self.disk_cache_bytes_saved + other.disk_cache_bytes_saved,
+            streams: self.streams + other.streams,
+            streams_peak: self.streams_peak + other.streams_peak,
         }
     }
 }
@@ -140,6 +147,10 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// Per-replica reports, for sources that combine several (see `multi::MultiSource`).
     fn replicas(&self) -> Option<Vec<multi::ReplicaReport>> {
         None
+    }
+    /// The throughput steps that set the stream count (see `adaptive`), for sources that adapt it.
+    fn stream_steps(&self) -> Vec<adaptive::StreamStep> {
+        Vec::new()
     }
     /// What tells this version of the file from a replaced one (a modification time, an ETag),
     /// where the source knows it without a request; the disk cache keys its entries on it.
@@ -216,6 +227,8 @@ pub struct SourceOptions {
     pub cache: Option<cache::CacheOptions>,
     /// A bearer token (default: found where WLCG says, see `credentials::BearerToken`).
     pub token: Option<redact::Secret>,
+    /// Adapt `connections` to the link (see `adaptive`); `Some(false)` keeps it fixed. Default on.
+    pub adaptive_streams: Option<bool>,
     /// XRootD `sss`: the keytab (default: `$XrdSecSSSKT`, `~/.xrd/sss.keytab`, ... as XrdCl).
     pub sss_keytab: Option<std::path::PathBuf>,
     /// What a server's TLS certificate is checked against (`ca=`, the test-only opt-out).
@@ -367,6 +380,7 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
                 retries: options.retries.unwrap_or(defaults.retries),
                 retry_window: options.retry_window.unwrap_or(defaults.retry_window),
                 min_rate: options.min_rate.unwrap_or(defaults.min_rate),
+                adaptive: options.adaptive_streams.unwrap_or(defaults.adaptive),
                 opening: options.opening,
                 token: options.token.clone(),
                 tls: options.tls.clone(),
@@ -383,6 +397,7 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
                 retry_window: options.retry_window.unwrap_or(defaults.retry_window),
                 min_rate: options.min_rate.unwrap_or(defaults.min_rate),
                 discover: options.discover.unwrap_or(defaults.discover),
+                adaptive: options.adaptive_streams.unwrap_or(defaults.adaptive),
                 verify_checksums: options.verify_checksums,
                 token: options.token.clone(),
                 sss_keytab: options.sss_keytab.clone(),

@@ -93,6 +93,9 @@ impl ByteSource for TracingSource {
     fn replicas(&self) -> Option<Vec<super::multi::ReplicaReport>> {
         self.inner.replicas()
     }
+    fn stream_steps(&self) -> Vec<super::adaptive::StreamStep> {
+        self.inner.stream_steps()
+    }
     async fn checksum(&self) -> Result<Option<String>> {
         self.inner.checksum().await
     }

@@ -415,6 +415,9 @@ impl ByteSource for CachedSource {
     fn replicas(&self) -> Option<Vec<super::multi::ReplicaReport>> {
         self.inner.replicas()
     }
+    fn stream_steps(&self) -> Vec<super::adaptive::StreamStep> {
+        self.inner.stream_steps()
+    }
     fn version(&self) -> Option<String> {
         self.inner.version()
     }

@@ -48,7 +48,8 @@ pub fn status_failure(status: StatusCode, ranges_asked: usize) -> Failure {
     match status.as_u16() {
         // 494 is nginx's "Request Header Or Cookie Too Large".
         400 | 413 | 414 | 431 | 494 if ranges_asked > 1 => Failure::HeaderTooLarge(message),
-        500..=599 => Failure::ServerError(message),
+        // 429 Too Many Requests: the server pushes back; asked again later, as a 5xx.
+        429 | 500..=599 => Failure::ServerError(message),
         _ => Failure::Fatal(message),
     }
 }

@@ -19,10 +19,12 @@ use self::multipart::{boundary_from_content_type, parse_byteranges, MultipartErr
 use self::probe::probe;
 use self::range_header::{plan_requests, range_header_value, ContentRange};
 use self::response::{content_range, header_str, read_body, reject_encoded, send, Version};
+use super::adaptive::{StreamStep, Streams};
 use super::retry::RetryPolicy;
 use super::{
-    coalesce_ranges, describe_ranges, file_changed, slice_from_fetched, time_allowed, ByteRange,
-    ByteSource, OpeningHint, SourceCounters, SourceLimits, DEFAULT_MIN_RATE,
+    coalesce_ranges, describe_ranges, file_changed, slice_from_fetched, split_for_limits,
+    time_allowed, ByteRange, ByteSource, OpeningHint, SourceCounters, SourceLimits,
+    DEFAULT_MIN_RATE,
 };
 use crate::error::{Error, Result};
 use crate::source::credentials::TlsOptions;
@@ -31,6 +33,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::future::try_join_all;
 use reqwest::header::{CONTENT_TYPE, RANGE};
+use reqwest::Method;
 use reqwest::{Response, StatusCode, Url};
 use std::future::Future;
 use std::pin::Pin;
@@ -48,8 +51,17 @@ pub struct HttpOptions {
     /// buffer and Apache's 8190-byte `LimitRequestFieldSize`. Lowered by itself if a server
     /// rejects a header as too large.
     pub max_header_bytes: usize,
-    /// Requests in flight at once for this file, and idle connections kept for reuse. Default 8.
+    /// Requests in flight at once for this file, and idle connections kept for reuse. Default 8:
+    /// where reading starts; see `adaptive`. This many connections are opened while the file is
+    /// (with the first request): the first parallel reads find them ready (over HTTPS/1.1 each
+    /// would otherwise pay its TLS handshake).
     pub connections: usize,
+    /// Adapt the requests in flight to the link (see `source::adaptive`): more while they bring
+    /// more throughput, up to `max_connections`; fewer after 503 or 429 answers. False keeps
+    /// `connections`. Default true.
+    pub adaptive: bool,
+    /// Most requests in flight with `adaptive`. Default 16.
+    pub max_connections: usize,
     /// Longest wait for the server: to connect, for an answer's headers, or between two pieces of
     /// its body. Default 30 s.
     pub request_timeout: Duration,
@@ -82,6 +94,8 @@ impl Default for HttpOptions {
             max_ranges_per_request: 200,
             max_header_bytes: 6000,
             connections: 8,
+            adaptive: true,
+            max_connections: super::adaptive::DEFAULT_MAX_STREAMS,
             request_timeout: Duration::from_secs(30),
             retries: RetryPolicy::default().retries,
             retry_window: RetryPolicy::default().window,
@@ -138,8 +152,13 @@ pub struct HttpSource {
     opening: Vec<(ByteRange, Bytes)>,
     /// The version of the file the first answer came from: every later answer must be of it.
     version: Version,
-    /// Bounds the requests in flight to `options.connections`.
+    /// Bounds the requests in flight to `streams.current()`.
     in_flight: Semaphore,
+    /// Permits to take out of `in_flight` as they come back (the count went down).
+    permits_owed: AtomicUsize,
+    /// Permits `in_flight` is meant to have: the stream count last applied.
+    permits: AtomicUsize,
+    streams: Streams,
     /// Cleared once the server answers a multi-range request with something else than multipart.
     multirange_works: AtomicBool,
     /// Current `Range:` header budget (starts at `options.max_header_bytes`).
@@ -172,7 +191,7 @@ impl HttpSource {
         let builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(options.max_redirects))
             .connect_timeout(options.request_timeout)
-            .pool_max_idle_per_host(options.connections)
+            .pool_max_idle_per_host(options.connections.max(options.max_connections))
             .tcp_nodelay(true);
         let client = trusting(builder, &options.tls)
             .map_err(|e| e.in_file(&name))?
@@ -184,14 +203,21 @@ impl HttpSource {
                 )
             })?;
 
+        let started = std::time::Instant::now();
+        let warming = warm_up(&client, &auth, &target, options.connections - 1);
         let probe = retrying(
             options.retry_policy(),
             |_| true,
             || {},
             || probe(&client, &auth, &target, &options),
         )
-        .await
-        .map_err(|f| {
+        .await;
+        // The warm-up went out with the probe and takes about as long (the same handshakes, a
+        // shorter answer): wait for it, but never longer than the probe took (a connection still
+        // opening then is used when ready, by a later request).
+        let grace = started.elapsed();
+        let _ = tokio::time::timeout(grace, warming).await;
+        let probe = probe.map_err(|f| {
             Error::io(
                 &name,
                 format!("cannot learn the file size: {}", f.message()),
@@ -207,6 +233,13 @@ impl HttpSource {
             opening: probe.opening.clone(),
             version: probe.version.clone(),
             in_flight: Semaphore::new(options.connections),
+            permits_owed: AtomicUsize::new(0),
+            permits: AtomicUsize::new(options.connections),
+            streams: Streams::new(
+                options.connections,
+                options.max_connections,
+                options.adaptive,
+            ),
             multirange_works: AtomicBool::new(probe.multirange_works),
             header_budget: AtomicUsize::new(options.max_header_bytes),
             options,
@@ -243,7 +276,7 @@ impl HttpSource {
 
     /// Requests sent together count as one round trip per `connections` of them; a retry as one.
     fn count_round_trips(&self, requests: usize) {
-        let waves = requests.div_ceil(self.options.connections) as u64;
+        let waves = requests.div_ceil(self.streams.current()) as u64;
         self.round_trips.fetch_add(waves, Ordering::Relaxed);
     }
 
@@ -254,9 +287,90 @@ impl HttpSource {
         }
         let budget = self.header_budget.load(Ordering::Relaxed);
         let requests = plan_requests(ranges, self.options.max_ranges_per_request, budget);
+        let total = ranges.iter().map(|r| r.len).sum();
+        if let Some(each) = self.streams.spread(total, requests.len()) {
+            return self.fetch_spread(ranges, each).await;
+        }
         self.count_round_trips(requests.len());
         let answers = try_join_all(requests.iter().map(|group| self.fetch_group(group))).await?;
         Ok(answers.into_iter().flatten().collect())
+    }
+
+    /// Fewer requests than streams in use: cut the ranges into requests of about `each` bytes so
+    /// that every stream carries a part, and join the pieces of each range again.
+    async fn fetch_spread(&self, ranges: &[ByteRange], each: u64) -> Result<Vec<Bytes>> {
+        let limits = SourceLimits {
+            max_ranges_per_request: self.options.max_ranges_per_request,
+            max_range_len: each,
+            max_request_bytes: each,
+        };
+        let budget = self.header_budget.load(Ordering::Relaxed);
+        let requests: Vec<Vec<ByteRange>> = split_for_limits(ranges, &limits)
+            .iter()
+            .flat_map(|group| plan_requests(group, self.options.max_ranges_per_request, budget))
+            .collect();
+        self.count_round_trips(requests.len());
+        let answers = try_join_all(requests.iter().map(|group| self.fetch_group(group))).await?;
+        // Pieces come back in the order split_for_limits cut them: range by range.
+        let mut pieces = answers.into_iter().flatten();
+        let mut out = Vec::with_capacity(ranges.len());
+        for r in ranges {
+            let mut joined = bytes::BytesMut::new();
+            while (joined.len() as u64) < r.len {
+                let piece = pieces
+                    .next()
+                    .ok_or_else(|| self.error(ranges, "internal error: fewer pieces than asked"))?;
+                if joined.is_empty() && piece.len() as u64 == r.len {
+                    out.push(piece);
+                    break;
+                }
+                joined.extend_from_slice(&piece);
+            }
+            if !joined.is_empty() {
+                out.push(joined.freeze());
+            }
+        }
+        Ok(out)
+    }
+
+    /// A permit for one request, minus those owed since the count went down.
+    async fn permit(&self) -> Result<tokio::sync::SemaphorePermit<'_>, Failure> {
+        loop {
+            let permit = self
+                .in_flight
+                .acquire()
+                .await
+                .map_err(|_| Failure::Fatal("the source is closed".into()))?;
+            let owed = self.permits_owed.load(Ordering::Relaxed);
+            if owed == 0
+                || self
+                    .permits_owed
+                    .compare_exchange(owed, owed - 1, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_err()
+            {
+                return Ok(permit);
+            }
+            permit.forget();
+        }
+    }
+
+    /// Hand out or take back permits to match the stream count.
+    fn resize(&self) {
+        let now = self.streams.current();
+        let before = self.permits.swap(now, Ordering::Relaxed);
+        if now == before {
+            return;
+        }
+        // New permits serve at once (connections open on demand).
+        self.streams.set_ready(now);
+        if now > before {
+            self.in_flight.add_permits(now - before);
+        } else {
+            let fewer = before - now;
+            let taken = self.in_flight.forget_permits(fewer);
+            self.permits_owed
+                .fetch_add(fewer - taken, Ordering::Relaxed);
+        }
     }
 
     /// [`Self::fetch`] behind a box, to re-plan a request from within [`Self::fetch_group`].
@@ -360,20 +474,29 @@ impl HttpSource {
 
     /// Send one request for `ranges` and check its answer. Retries are the caller's business.
     async fn fetch_once(&self, ranges: &[ByteRange]) -> Result<Vec<Part>, Failure> {
-        let _permit = self
-            .in_flight
-            .acquire()
-            .await
-            .map_err(|_| Failure::Fatal("the source is closed".into()))?;
+        let _permit = self.permit().await?;
         self.requests.fetch_add(1, Ordering::Relaxed);
         self.ranges
             .fetch_add(ranges.len() as u64, Ordering::Relaxed);
         let allowed = self
             .options
             .time_allowed(ranges.iter().map(|r| r.len).sum());
-        tokio::time::timeout(allowed, self.exchange(ranges))
+        self.streams.started();
+        let sent = std::time::Instant::now();
+        let answer = tokio::time::timeout(allowed, self.exchange(ranges))
             .await
-            .unwrap_or_else(|_| Err(too_slow(allowed, self.options.min_rate)))
+            .unwrap_or_else(|_| Err(too_slow(allowed, self.options.min_rate)));
+        let received = match &answer {
+            Ok(parts) => parts.iter().map(|p| p.data.len() as u64).sum(),
+            Err(_) => 0,
+        };
+        self.streams.finished(sent, received);
+        if matches!(&answer, Err(Failure::ServerError(m)) if m.contains(" 503") || m.contains(" 429"))
+        {
+            self.streams.pushback();
+        }
+        self.resize();
+        answer
     }
 
     /// The request and its answer, checked (see [`Self::fetch_once`]).
@@ -601,7 +724,37 @@ impl ByteSource for HttpSource {
             round_trips: self.round_trips.load(Ordering::Relaxed),
             ranges: self.ranges.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            streams: self.streams.current() as u64,
+            streams_peak: self.streams.peak() as u64,
             ..SourceCounters::default()
+        }
+    }
+
+    fn stream_steps(&self) -> Vec<StreamStep> {
+        self.streams.steps()
+    }
+}
+
+/// Open `extra` more connections to the file's server (HEAD requests, sent with the first one):
+/// the first parallel reads then find them in the pool instead of each opening its own (a TCP
+/// and, over HTTPS with HTTP/1.1, a TLS handshake: one or two round trips). Failures are left to
+/// the reads.
+fn warm_up(
+    client: &reqwest::Client,
+    auth: &HttpAuth,
+    target: &Url,
+    extra: usize,
+) -> impl Future<Output = ()> {
+    let requests: Vec<_> = (0..extra)
+        .filter_map(|_| {
+            auth.apply(client.request(Method::HEAD, target.clone()))
+                .ok()
+        })
+        .map(|request| tokio::spawn(request.send()))
+        .collect();
+    async move {
+        for request in requests {
+            let _ = request.await;
         }
     }
 }

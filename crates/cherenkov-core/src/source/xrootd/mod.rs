@@ -37,6 +37,7 @@ use self::connection::{ConnError, Connection, Reply, Waiting, SMALL_BODY_MAX};
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::session::*;
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
+use super::adaptive::{StreamStep, Streams};
 use super::credentials::TlsOptions;
 use super::redact::Secret;
 use super::retry::{Retries, RetryPolicy};
@@ -47,8 +48,8 @@ use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::future::join_all;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::task::JoinSet;
 
@@ -56,8 +57,15 @@ use tokio::task::JoinSet;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct XrootdOptions {
     /// TCP connections to the data server, each logged in with the file open; requests are spread
-    /// over them (each connection runs its requests one after another on the server). Default 2.
+    /// over them (each connection runs its requests one after another on the server). Default 2:
+    /// where reading starts; see `adaptive`.
     pub connections: usize,
+    /// Adapt the number of connections to the link (see `source::adaptive`): more while they bring
+    /// more throughput, up to `max_connections`; fewer when the server asks to wait or refuses a
+    /// connection. False keeps `connections`. Default true.
+    pub adaptive: bool,
+    /// Most connections with `adaptive`. Default 16.
+    pub max_connections: usize,
     /// Longest wait for connecting and logging in, and for an answer while the server sends
     /// nothing at all on the connection (a large answer arriving slowly is not cut short). A
     /// request without an answer in time closes its connection. Default 60 s.
@@ -98,6 +106,8 @@ impl Default for XrootdOptions {
     fn default() -> Self {
         Self {
             connections: 2,
+            adaptive: true,
+            max_connections: super::adaptive::DEFAULT_MAX_STREAMS,
             request_timeout: Duration::from_secs(60),
             retries: RetryPolicy::default().retries,
             retry_window: RetryPolicy::default().window,
@@ -161,7 +171,10 @@ struct Inner {
     /// The modification time the open gave (seconds), see `ByteSource::version`.
     modified: Option<u64>,
     limits: SourceLimits,
+    /// One per connection this file may use (`max_connections` with `adaptive`); the first
+    /// `streams.current()` ready ones take the requests.
     slots: Vec<Slot>,
+    streams: Streams,
     /// Other data servers holding the file, as `root://` URLs (see `XrootdOptions::discover`).
     other_replicas: Vec<String>,
     /// The server the file was opened on, after the redirects of the open.
@@ -178,6 +191,21 @@ struct Inner {
 struct Slot {
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     in_flight: AtomicUsize,
+    /// Logged in with the file open (or was, and is opened again on use): may take requests.
+    ready: AtomicBool,
+    /// A connection for it is being opened in the background.
+    opening: AtomicBool,
+}
+
+impl Slot {
+    fn new(session: Option<Arc<Session>>) -> Slot {
+        Slot {
+            ready: AtomicBool::new(session.is_some()),
+            session: tokio::sync::Mutex::new(session),
+            in_flight: AtomicUsize::new(0),
+            opening: AtomicBool::new(false),
+        }
+    }
 }
 
 /// Why an attempt failed, which decides whether to try again.
@@ -252,14 +280,21 @@ impl XrootdSource {
                 .saturating_sub((iov_max as u64).saturating_mul(proto::READV_ELEMENT_LEN as u64))
                 .max(ior_max),
         };
-        let slots = opened
+        let streams = Streams::new(
+            options.connections,
+            options.max_connections,
+            options.adaptive,
+        );
+        let mut slots: Vec<Slot> = opened
             .into_iter()
-            .map(|s| Slot {
+            .map(|s| {
                 // A connection that failed to open, or saw another size, is opened again on use.
-                session: tokio::sync::Mutex::new(s.ok().filter(|s| s.size == first.size)),
-                in_flight: AtomicUsize::new(0),
+                let slot = Slot::new(s.ok().filter(|s| s.size == first.size));
+                slot.ready.store(true, Ordering::Relaxed);
+                slot
             })
             .collect();
+        slots.extend((options.connections..streams.max()).map(|_| Slot::new(None)));
         let in_use = first.endpoint.address();
         // A server that opened the file itself is a data server: its kXR_locate answer names
         // itself (by address, so `root://localhost` would list `127.0.0.1` as another replica).
@@ -270,7 +305,7 @@ impl XrootdSource {
             .filter(|address| redirected && **address != in_use)
             .map(|address| origin.url_on(address))
             .collect();
-        Ok(XrootdSource {
+        let source = XrootdSource {
             inner: Arc::new(Inner {
                 url: name,
                 origin,
@@ -279,6 +314,7 @@ impl XrootdSource {
                 modified: first.modified,
                 limits,
                 slots,
+                streams,
                 other_replicas,
                 server: first.endpoint.clone(),
                 located: first.located.clone(),
@@ -287,7 +323,10 @@ impl XrootdSource {
                 ranges: AtomicU64::new(0),
                 bytes: AtomicU64::new(0),
             }),
-        })
+        };
+        // The next count's connections log in while reading starts: ready when a step asks.
+        source.inner.open_ahead();
+        Ok(source)
     }
 
     /// Data servers other than this source's that hold the file, as `root://` URLs: what a
@@ -373,9 +412,12 @@ impl Drop for InFlight {
 }
 
 impl Inner {
-    /// The slot with the fewest requests in flight, counted as one more.
+    /// Of the first `streams.current()` ready slots, the one with the fewest requests in flight,
+    /// counted as one more.
     fn pick_slot(self: &Arc<Self>) -> InFlight {
         let slot = (0..self.slots.len())
+            .filter(|&i| self.slots[i].ready.load(Ordering::Relaxed))
+            .take(self.streams.current())
             .min_by_key(|&i| self.slots[i].in_flight.load(Ordering::Relaxed))
             .unwrap_or(0);
         self.slots[slot].in_flight.fetch_add(1, Ordering::Relaxed);
@@ -399,6 +441,49 @@ impl Inner {
         Ok(session)
     }
 
+    /// Slots ready among those in use: what a throughput step measures.
+    fn note_ready(&self) {
+        let ready = self
+            .slots
+            .iter()
+            .filter(|s| s.ready.load(Ordering::Relaxed))
+            .count();
+        self.streams.set_ready(ready.min(self.streams.current()));
+    }
+
+    /// With `adaptive`: open, in the background, the connections up to twice the count in use,
+    /// so that growing finds them logged in. A connection refused is the server pushing back.
+    fn open_ahead(self: &Arc<Self>) {
+        if !self.streams.adaptive() {
+            return;
+        }
+        let wanted = (2 * self.streams.current()).min(self.slots.len());
+        for index in 0..wanted {
+            let slot = &self.slots[index];
+            if slot.ready.load(Ordering::Relaxed) || slot.opening.swap(true, Ordering::Relaxed) {
+                continue;
+            }
+            let inner: Weak<Inner> = Arc::downgrade(self);
+            let (origin, options) = (self.origin.clone(), self.options.clone());
+            tokio::spawn(async move {
+                let opened = open_session(origin, &options).await;
+                let Some(inner) = inner.upgrade() else { return };
+                let slot = &inner.slots[index];
+                match opened {
+                    Ok(session) if inner.check_size(&session).is_ok() => {
+                        *slot.session.lock().await = Some(Arc::new(session));
+                        slot.ready.store(true, Ordering::Relaxed);
+                        inner.note_ready();
+                    }
+                    _ => {
+                        inner.streams.pushback();
+                    }
+                }
+                slot.opening.store(false, Ordering::Relaxed);
+            });
+        }
+    }
+
     fn check_size(&self, session: &Session) -> Result<(), Failure> {
         if session.size != self.size {
             return Err(Failure::Fatal(format!(
@@ -410,7 +495,11 @@ impl Inner {
     }
 
     /// Read `pieces` (one request's worth) on `slot`, trying again after transport failures.
-    async fn read_request(&self, slot: usize, pieces: &[ByteRange]) -> Result<Vec<Bytes>> {
+    async fn read_request(
+        self: &Arc<Self>,
+        slot: usize,
+        pieces: &[ByteRange],
+    ) -> Result<Vec<Bytes>> {
         let mut retries = Retries::new(self.options.retry_policy());
         let mut first_failure = None;
         let mut redirects = 0;
@@ -452,7 +541,7 @@ impl Inner {
 
     /// One attempt: send the read, and follow waits and redirects.
     async fn try_read(
-        &self,
+        self: &Arc<Self>,
         slot: usize,
         pieces: &[ByteRange],
         redirects: &mut usize,
@@ -468,8 +557,18 @@ impl Inner {
                 ),
             };
             self.requests.fetch_add(1, Ordering::Relaxed);
-            let reply = session.conn.send(&request, max_len as usize).await?;
-            match reply {
+            self.streams.started();
+            let sent = std::time::Instant::now();
+            let reply = session.conn.send(&request, max_len as usize).await;
+            let received = match &reply {
+                Ok(Reply::Ok(body)) => body.len() as u64,
+                _ => 0,
+            };
+            if self.streams.finished(sent, received).is_some() {
+                self.note_ready();
+                self.open_ahead();
+            }
+            match reply? {
                 Reply::Ok(body) => {
                     let buffers = decode_read(body, session.handle, pieces).inspect_err(|_| {
                         // Whatever confused the answer may confuse the next one too.
@@ -483,6 +582,7 @@ impl Inner {
                 }
                 Reply::Error { code, message } => return Err(Failure::Server { code, message }),
                 Reply::Wait { seconds, message } => {
+                    self.streams.pushback();
                     wait_as_asked(waited, seconds, &message, self.options.request_timeout).await?;
                 }
                 Reply::Redirect(r) => {
@@ -572,7 +672,17 @@ impl ByteSource for XrootdSource {
                 ));
             }
         }
-        let requests = split_for_limits(ranges, &inner.limits);
+        let mut requests = split_for_limits(ranges, &inner.limits);
+        let total = ranges.iter().map(|r| r.len).sum();
+        if let Some(each) = inner.streams.spread(total, requests.len()) {
+            // Fewer requests than streams in use: cut the read so that every stream carries a part.
+            let limits = SourceLimits {
+                max_range_len: inner.limits.max_range_len.min(each),
+                max_request_bytes: inner.limits.max_request_bytes.min(each),
+                ..inner.limits
+            };
+            requests = split_for_limits(ranges, &limits);
+        }
         if requests.is_empty() {
             return Ok(vec![Bytes::new(); ranges.len()]);
         }
@@ -623,8 +733,14 @@ impl ByteSource for XrootdSource {
             round_trips: inner.round_trips.load(Ordering::Relaxed),
             ranges: inner.ranges.load(Ordering::Relaxed),
             bytes: inner.bytes.load(Ordering::Relaxed),
+            streams: inner.streams.current() as u64,
+            streams_peak: inner.streams.peak() as u64,
             ..SourceCounters::default()
         }
+    }
+
+    fn stream_steps(&self) -> Vec<StreamStep> {
+        self.inner.streams.steps()
     }
 }
 

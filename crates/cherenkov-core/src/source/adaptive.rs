@@ -1,0 +1,447 @@
+//! How many connections (XRootD) or requests in flight (HTTP) a file uses, adapted to the link.
+//!
+//! One TCP connection carries at most its window per round trip, and servers and links often cap
+//! each connection: far away, more parallel streams are the only way to fill the link. But on a link
+//! whose capacity is shared (or a server that is the bottleneck) more streams only add load. So the
+//! count is found by trying, as one finds a bandwidth-delay product: the source measures its
+//! throughput over steps of busy time (bytes received while requests were in flight); after a step at
+//! `n` streams it tries `2n` (up to `max`); when the doubling brought less than
+//! [`GROWTH_THAT_HELPS`] more throughput, it goes back to the count that did as well and stays
+//! there. A server that pushes back (XRootD `kXR_wait`, HTTP 503/429, a refused connection) halves
+//! the count and caps it there.
+//!
+//! `adaptive = false` keeps the configured count (what every source did before).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Most streams by default.
+pub const DEFAULT_MAX_STREAMS: usize = 16;
+/// A doubling must bring this much more throughput to be kept (a perfect one brings 2x).
+pub const GROWTH_THAT_HELPS: f64 = 1.3;
+/// A doubling that brought this much more throughput (of 2x) was limited by the streams alone.
+const LINEAR_GROWTH: f64 = 1.8;
+/// A step measures throughput once it holds this many bytes ...
+const STEP_BYTES: u64 = 2 << 20;
+/// ... and at least this much busy time (shorter ones, on fast links, are mostly noise) ...
+const STEP_MIN_BUSY: Duration = Duration::from_millis(50);
+/// ... and this many round trips of busy time (so that the wait for the first answer of a busy
+/// period does not dominate).
+const STEP_ROUND_TRIPS: f64 = 2.0;
+/// Pushbacks closer together than this count as one.
+const PUSHBACK_QUIET: Duration = Duration::from_millis(200);
+/// Before any measurement, reads at least this large are spread over the streams.
+pub const SPREAD_UNMEASURED: u64 = 16 << 20;
+/// Requests are cut no smaller than this to spread a read over the streams.
+pub const MIN_PIECE: u64 = 512 << 10;
+
+/// One measurement step: `streams` in use, bytes received over `seconds` of busy time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(module = "cherenkov._core", get_all, frozen)
+)]
+pub struct StreamStep {
+    pub streams: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Bytes per second.
+    pub throughput: f64,
+    /// What the step decided: "grow", "keep", "back" (the doubling did not help), "pushback".
+    pub decision: &'static str,
+}
+
+#[cfg(feature = "python")]
+#[pyo3::pymethods]
+impl StreamStep {
+    fn __repr__(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+/// The stream count of one source and what it measured.
+#[derive(Debug)]
+pub struct Streams {
+    adaptive: bool,
+    max: usize,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    current: usize,
+    peak: usize,
+    /// Streams that can serve now (an XRootD connection still logging in cannot): the step's
+    /// measure is of these.
+    ready: usize,
+    /// No growth beyond this any more (the doubling did not help, or the server pushed back).
+    ceiling: usize,
+    /// Throughput measured at each count tried (bytes/s), by count.
+    measured: Vec<(usize, f64)>,
+    /// The shortest request seen: an upper bound on the round trip.
+    round_trip: Option<Duration>,
+    /// Throughput per stream in the last step (bytes/s).
+    last_rate: Option<f64>,
+    /// When the count was last halved for a pushback.
+    pushed_back: Option<Instant>,
+    in_flight: usize,
+    busy_since: Option<Instant>,
+    step: Step,
+    steps: Vec<StreamStep>,
+}
+
+#[derive(Debug, Default)]
+struct Step {
+    /// Set when the count changed: requests sent before went to the old streams (and delay the
+    /// new ones queued behind them), so the step starts once they are all done.
+    since: Option<Instant>,
+    /// Requests sent before `since` still in flight.
+    settling: usize,
+    bytes: u64,
+    busy: Duration,
+}
+
+impl Step {
+    /// The step after a change of the count, with `in_flight` requests sent before it.
+    fn after_change(in_flight: usize) -> Step {
+        Step {
+            since: Some(Instant::now()),
+            settling: in_flight,
+            ..Step::default()
+        }
+    }
+}
+
+/// Steps kept for the statistics (the first ones tell the story; later ones repeat it).
+const STEPS_KEPT: usize = 64;
+
+impl Streams {
+    /// Start at `initial` streams; with `adaptive`, between 1 and `max` (at least `initial`).
+    pub fn new(initial: usize, max: usize, adaptive: bool) -> Streams {
+        let initial = initial.max(1);
+        let max = if adaptive { max.max(initial) } else { initial };
+        Streams {
+            adaptive,
+            max,
+            state: Mutex::new(State {
+                current: initial,
+                peak: initial,
+                ready: initial,
+                ceiling: max,
+                measured: Vec::new(),
+                round_trip: None,
+                last_rate: None,
+                pushed_back: None,
+                in_flight: 0,
+                busy_since: None,
+                step: Step::default(),
+                steps: Vec::new(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn adaptive(&self) -> bool {
+        self.adaptive
+    }
+
+    /// Streams to use now.
+    pub fn current(&self) -> usize {
+        self.lock().current
+    }
+
+    /// Most streams ever used.
+    pub fn peak(&self) -> usize {
+        self.lock().peak
+    }
+
+    /// Most streams this source may ever use (what to size pools for).
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// The steps measured so far.
+    pub fn steps(&self) -> Vec<StreamStep> {
+        self.lock().steps.clone()
+    }
+
+    /// How many streams are ready to serve (the step in progress is dropped when this changes:
+    /// it would mix two counts).
+    pub fn set_ready(&self, ready: usize) {
+        let mut s = self.lock();
+        if s.ready != ready {
+            s.ready = ready;
+            s.step = Step::after_change(s.in_flight);
+            if let Some(since) = s.busy_since.as_mut() {
+                *since = Instant::now();
+            }
+        }
+    }
+
+    /// A request goes out.
+    pub fn started(&self) {
+        let mut s = self.lock();
+        if s.in_flight == 0 {
+            s.busy_since = Some(Instant::now());
+        }
+        s.in_flight += 1;
+    }
+
+    /// A request that went out at `sent` is over, with `bytes` received (0 if it failed). Returns
+    /// the new stream count when this closed a step that changed it.
+    pub fn finished(&self, sent: Instant, bytes: u64) -> Option<usize> {
+        let now = Instant::now();
+        let mut s = self.lock();
+        s.in_flight = s.in_flight.saturating_sub(1);
+        let took = now - sent;
+        s.round_trip = Some(s.round_trip.map_or(took, |r| r.min(took)));
+        if s.in_flight == 0 {
+            if let Some(since) = s.busy_since.take() {
+                s.step.busy += now - since;
+            }
+        }
+        if s.step.settling > 0 {
+            if s.step.since.is_some_and(|since| sent < since) {
+                s.step.settling -= 1;
+            }
+            if s.step.settling == 0 {
+                // The old requests are done: the step at the new count starts now.
+                s.step = Step::default();
+                if s.busy_since.is_some() {
+                    s.busy_since = Some(now);
+                }
+            }
+            return None;
+        }
+        s.step.bytes += bytes;
+        let busy = s.step.busy + s.busy_since.map_or(Duration::ZERO, |t| now - t);
+        let enough_time = s.round_trip.unwrap_or_default().as_secs_f64() * STEP_ROUND_TRIPS;
+        if s.step.bytes < STEP_BYTES || busy.as_secs_f64() < enough_time || busy < STEP_MIN_BUSY {
+            return None;
+        }
+        let streams = s.ready;
+        let throughput = s.step.bytes as f64 / busy.as_secs_f64();
+        let bytes = s.step.bytes;
+        s.step = Step::default();
+        let before = s.current;
+        if s.busy_since.is_some() {
+            s.busy_since = Some(now);
+        }
+        s.last_rate = Some(throughput / streams.max(1) as f64);
+        let decision = match self.adaptive {
+            true => decide(&mut s, streams, throughput, self.max),
+            false => "fixed",
+        };
+        if s.steps.len() < STEPS_KEPT {
+            s.steps.push(StreamStep {
+                streams: streams as u64,
+                bytes,
+                seconds: busy.as_secs_f64(),
+                throughput,
+                decision,
+            });
+        }
+        if s.current != before {
+            s.step = Step::after_change(s.in_flight);
+            return Some(s.current);
+        }
+        None
+    }
+
+    /// The server pushed back: halve the count, and never grow past it again. Returns the new count.
+    /// The refusals of one burst (every request in flight may get one) halve it once: a pushback
+    /// within [`PUSHBACK_QUIET`] (or a round trip, if longer) of the last one is the same.
+    pub fn pushback(&self) -> usize {
+        let mut s = self.lock();
+        let quiet = s.round_trip.unwrap_or_default().max(PUSHBACK_QUIET);
+        if !self.adaptive || s.pushed_back.is_some_and(|t| t.elapsed() < quiet) {
+            return s.current;
+        }
+        s.pushed_back = Some(Instant::now());
+        let halved = (s.current / 2).max(1);
+        if halved < s.current {
+            s.current = halved;
+            s.ceiling = halved;
+            s.step = Step::default();
+            let streams = s.ready as u64;
+            if s.steps.len() < STEPS_KEPT {
+                s.steps.push(StreamStep {
+                    streams,
+                    bytes: 0,
+                    seconds: 0.0,
+                    throughput: 0.0,
+                    decision: "pushback",
+                });
+            }
+        }
+        s.current
+    }
+}
+
+/// After a step at `streams` measured `throughput`: grow, keep, or go back.
+fn decide(s: &mut State, streams: usize, throughput: f64, max: usize) -> &'static str {
+    match s.measured.iter_mut().find(|(n, _)| *n == streams) {
+        Some((_, t)) => *t = t.max(throughput),
+        None => s.measured.push((streams, throughput)),
+    }
+    if streams < s.current {
+        // Still waiting for the streams asked for: measured, nothing to decide.
+        return "keep";
+    }
+    // The best smaller count measured, to compare the growth against.
+    let below = s
+        .measured
+        .iter()
+        .filter(|(n, _)| *n < streams)
+        .max_by_key(|(n, _)| *n)
+        .copied();
+    if let Some((fewer, before)) = below {
+        if throughput < before * GROWTH_THAT_HELPS {
+            // More streams did not help: the link or the server is the limit, not the streams.
+            // After a jump of two doublings, the one between is tried next.
+            let back = (streams / 2).max(fewer);
+            s.ceiling = s.ceiling.min(back);
+            if s.current > back {
+                s.current = back;
+                return "back";
+            }
+            return "keep";
+        }
+    }
+    // Throughput that grew with the streams (each stream is capped, not the link): jump two
+    // doublings at once, the measure after it tells whether that was too far.
+    let linear = below.is_some_and(|(fewer, before)| {
+        throughput >= before * LINEAR_GROWTH * (streams as f64 / fewer as f64) / 2.0
+    });
+    let factor = if linear { 4 } else { 2 };
+    let next = (streams * factor).min(max).min(s.ceiling);
+    if next > s.current {
+        s.current = next;
+        s.peak = s.peak.max(next);
+        return "grow";
+    }
+    "keep"
+}
+
+impl Streams {
+    /// The byte budget per request to cut a read of `total` bytes, planned as `requests`
+    /// requests, into about as many as there are streams, or None to keep it as planned. Only
+    /// where the link is measured to be bandwidth-bound: one stream would take longer than a
+    /// round trip to carry the read; before any measurement, for reads of [`SPREAD_UNMEASURED`]
+    /// bytes or more.
+    pub fn spread(&self, total: u64, requests: usize) -> Option<u64> {
+        let s = self.lock();
+        let bandwidth_bound = match (s.last_rate, s.round_trip) {
+            (Some(rate), Some(round_trip)) => total as f64 / rate >= round_trip.as_secs_f64(),
+            _ => total >= SPREAD_UNMEASURED,
+        };
+        if !bandwidth_bound {
+            return None;
+        }
+        spread_bytes(total, requests, s.current)
+    }
+}
+
+/// Pieces of at least [`MIN_PIECE`] bytes, about `streams` of them, if more than `requests`.
+fn spread_bytes(total: u64, requests: usize, streams: usize) -> Option<u64> {
+    if streams <= 1 || requests >= streams || total < 2 * MIN_PIECE {
+        return None;
+    }
+    let pieces = streams.min((total / MIN_PIECE) as usize).max(1) as u64;
+    (pieces > requests as u64).then(|| total.div_ceil(pieces))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(streams: &Streams, n: usize, throughput: f64) -> usize {
+        let mut s = streams.lock();
+        decide(&mut s, n, throughput, streams.max);
+        s.current
+    }
+
+    #[test]
+    fn grows_while_throughput_grows_and_goes_back_when_it_stops() {
+        // Each connection capped at 10 MB/s, the link at 45 MB/s.
+        let streams = Streams::new(2, 16, true);
+        assert_eq!(step(&streams, 2, 20e6), 4);
+        assert_eq!(step(&streams, 4, 30e6), 8, "1.5x: one doubling more");
+        assert_eq!(step(&streams, 8, 45e6), 16);
+        assert_eq!(step(&streams, 16, 47e6), 8);
+        // and stays there
+        assert_eq!(step(&streams, 8, 44e6), 8);
+        assert_eq!(streams.peak(), 16);
+        // growth that keeps pace with the streams jumps two doublings
+        let streams = Streams::new(2, 16, true);
+        assert_eq!(step(&streams, 2, 20e6), 4);
+        assert_eq!(step(&streams, 4, 40e6), 16);
+        assert_eq!(step(&streams, 16, 45e6), 8, "too far: the count between");
+        assert_eq!(step(&streams, 8, 44e6), 4, "no better than 4");
+        assert_eq!(step(&streams, 4, 41e6), 4);
+    }
+
+    #[test]
+    fn a_shared_cap_keeps_the_count_and_pushback_halves_it() {
+        let streams = Streams::new(2, 16, true);
+        assert_eq!(step(&streams, 2, 20e6), 4);
+        assert_eq!(step(&streams, 4, 21e6), 2);
+        assert_eq!(step(&streams, 2, 20e6), 2);
+        let streams = Streams::new(8, 16, true);
+        assert_eq!(streams.pushback(), 4);
+        assert_eq!(streams.pushback(), 4, "one burst of refusals halves once");
+        assert_eq!(step(&streams, 4, 40e6), 4, "no growth past a pushback");
+        assert_eq!(streams.steps()[0].decision, "pushback");
+    }
+
+    #[test]
+    fn fixed_counts_do_not_move() {
+        let streams = Streams::new(2, 16, false);
+        assert_eq!(streams.max(), 2);
+        assert_eq!(streams.pushback(), 2);
+        let t = Instant::now();
+        for _ in 0..10 {
+            streams.started();
+            std::thread::sleep(Duration::from_millis(1));
+            assert_eq!(streams.finished(t, 10 << 20), None);
+        }
+        assert_eq!(streams.current(), 2);
+        assert!(streams.steps().iter().all(|s| s.decision == "fixed"));
+    }
+
+    #[test]
+    fn steps_are_measured_from_requests() {
+        let streams = Streams::new(2, 16, true);
+        streams.started();
+        streams.started();
+        // Busy for 60 ms, the shortest request took 10: the step has its two round trips.
+        std::thread::sleep(Duration::from_millis(60));
+        let sent = Instant::now() - Duration::from_millis(10);
+        assert_eq!(streams.finished(sent, 1 << 20), None);
+        // 4 MiB in the busy time: a step, and a first one grows.
+        assert_eq!(streams.finished(sent, 3 << 20), Some(4));
+        let steps = streams.steps();
+        assert_eq!((steps[0].streams, steps[0].bytes), (2, 4 << 20));
+        assert!(steps[0].throughput > 0.0);
+        // Measured at about 100 MB/s per stream with 10 ms round trips: a read that one stream
+        // carries within a round trip stays whole, a larger one is spread.
+        assert_eq!(streams.spread(512 << 10, 1), None);
+        assert_eq!(streams.spread(100 << 20, 1), Some(25 << 20));
+    }
+
+    #[test]
+    fn reads_are_spread_only_when_large_and_too_few() {
+        assert_eq!(spread_bytes(100 << 20, 1, 4), Some(25 << 20));
+        assert_eq!(spread_bytes(100 << 20, 4, 4), None);
+        assert_eq!(
+            spread_bytes(600 << 10, 1, 8),
+            None,
+            "pieces would be too small"
+        );
+        assert_eq!(spread_bytes(2 << 20, 1, 8), Some(512 << 10));
+        assert_eq!(spread_bytes(100 << 20, 1, 1), None);
+    }
+}
