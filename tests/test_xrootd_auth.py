@@ -163,7 +163,8 @@ def test_wrong_expired_loose_and_missing_keytabs_are_each_one_clear_error(sss_se
     loose.write_text(sss_server["keytab"].read_text())
     os.chmod(loose, 0o644)
     cases = {
-        other: r"refused the sss key 'test' \(number \d+\) of .*other\.keytab \(sss\): Unable to decrypt",
+        # Key numbers are the creation second and a counter: the other key's may equal the server's.
+        other: r"refused the sss key 'test' \(number \d+\) of .*other\.keytab \(sss\): (Unable to decrypt|Decryption key not found)",
         expired: r"expired\.keytab: every key in it has expired",
         loose: r"loose\.keytab: its permissions 644 .*chmod 600",
         tmp_path / "missing.keytab": r"cannot use the sss keytab .*missing\.keytab",

@@ -1,7 +1,8 @@
 //! XRootD over TLS (`roots://`), against real xrootd servers on
 //! 127.0.0.1 started by the test: a CA and host certificate made with `openssl` (`xrd.tls`),
 //! and a server that requires it. Every read equals the file on disk; each way of getting it
-//! wrong has its own clear error. (`ztn` tokens need the SciTokens plugin and its key cache in the
+//! wrong has its own clear error; a server asking for `unix` (first open: learnt from the login's
+//! answer; later ones: sent with the login). (`ztn` tokens need the SciTokens plugin and its key cache in the
 //! server's environment: tests/test_xrootd_auth.py.)
 
 mod support;
@@ -201,6 +202,34 @@ async fn root_to_a_server_requiring_tls_switches_to_tls() {
             message.contains("certificate was not accepted"),
             "{message}"
         );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_server_asking_for_unix_is_answered_first_after_its_login_then_with_it() {
+    bounded(async {
+        let data = TempDir::new("xrootd-unix");
+        let file = Random::new(3).bytes(FILE_LEN as usize);
+        data.write("file.bin", &file);
+        let config = "xrootd.seclib libXrdSec.so\nsec.protocol unix\nsec.protbind * only unix\n";
+        let Some(server) = XrootdServer::start(data.path(), config) else {
+            return;
+        };
+        let url = format!("root://127.0.0.1:{}//file.bin", server.port());
+        // No retries: neither the first open (whose login learns what the server wants, the
+        // server closing that connection) nor the later ones may lose a connection.
+        let options = XrootdOptions {
+            retries: 0,
+            request_timeout: Duration::from_secs(10),
+            ..XrootdOptions::default()
+        };
+        for _ in 0..2 {
+            let source = XrootdSource::open(&url, options.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_reads_match(&source, &file).await;
+        }
     })
     .await;
 }

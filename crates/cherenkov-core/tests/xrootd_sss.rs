@@ -60,6 +60,11 @@ struct Setup {
 }
 
 fn start(key_name: &str) -> Option<Setup> {
+    start_with(key_name, "")
+}
+
+/// The server's sss options end with `sss_options` (`-c <keytab>` names the client's keytab).
+fn start_with(key_name: &str, sss_options: &str) -> Option<Setup> {
     let dir = TempDir::new("xrootd-sss");
     let server_keytab = dir.path().join("server.keytab");
     let text = make_keytab(&server_keytab, key_name)?;
@@ -73,8 +78,9 @@ fn start(key_name: &str) -> Option<Setup> {
     let data = dir.write("data/file.bin", &Random::new(31).bytes(FILE_LEN as usize));
     let file = std::fs::read(&data).unwrap();
     let config = format!(
-        "xrootd.seclib libXrdSec.so\nsec.protocol sss -s {}\nsec.protbind * only sss\n",
-        server_keytab.display()
+        "xrootd.seclib libXrdSec.so\nsec.protocol sss -s {} {}\nsec.protbind * only sss\n",
+        server_keytab.display(),
+        sss_options.replace("{client}", &keytab.display().to_string())
     );
     let server = XrootdServer::start(&dir.path().join("data"), &config)?;
     Some(Setup {
@@ -209,6 +215,36 @@ async fn through_a_proxy_only_a_key_without_address_check_works() {
                     assert!(!message.contains(&setup.key), "{message}");
                 }
             }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_keytab_the_server_names_is_used_after_its_login_answer() {
+    bounded(async {
+        // No keytab named by the user: the first login learns that the server wants sss (and
+        // closes, having refused the open); the second authenticates once the login's answer
+        // named the client keytab (`-c`), the open right behind the kXR_auth.
+        let named = ["XrdSecSSSKT", "XrdSecsssKT"].map(std::env::var_os);
+        let home = std::env::var_os("HOME").map(|h| Path::new(&h).join(".xrd/sss.keytab"));
+        if named.iter().any(Option::is_some) || home.is_some_and(|h| h.exists()) {
+            eprintln!("SKIPPED: a keytab is named by the environment or in ~/.xrd");
+            return;
+        }
+        let Some(setup) = start_with("test", "-c {client}") else {
+            return;
+        };
+        let options = XrootdOptions {
+            retries: 0,
+            request_timeout: Duration::from_secs(10),
+            ..XrootdOptions::default()
+        };
+        for _ in 0..2 {
+            let source = XrootdSource::open(&setup.url(), options.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_reads_match(&source, &setup.file).await;
         }
     })
     .await;

@@ -158,6 +158,12 @@ fn check(status: &Bound<'_, PyAny>) -> Result<(), String> {
 }
 
 fn client(py: Python<'_>) -> Result<Bound<'_, PyModule>, String> {
+    // Processes forked after XrdCl started (multiprocessing, Dask) need its fork handler, read
+    // when XrdCl starts (uproot sets it too); a value the user chose is kept.
+    let environ = py.import("os").and_then(|os| os.getattr("environ"));
+    environ
+        .and_then(|env| env.call_method1("setdefault", ("XRD_RUNFORKHANDLER", "1")))
+        .map_err(said)?;
     py.import("XRootD.client").map_err(|e| {
         format!(
             "XrdCl's Python bindings cannot be imported ({e}); install them with `pip install \

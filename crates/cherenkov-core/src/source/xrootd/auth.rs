@@ -59,13 +59,18 @@ impl Security {
         keytab::discover(self.sss_keytab.as_deref(), server_hint)
     }
 
-    /// The keytab for an `sss` `kXR_auth` sent with the login, to a server known to want `sss`
-    /// (a keytab that cannot be used is left for the error after the login's answer).
+    /// The keytab for an `sss` `kXR_auth` sent with the login: to a server known to want `sss`,
+    /// and to a server not seen yet when the user named the keytab (`sss_keytab=`,
+    /// `$XrdSecSSSKT`): a server wanting no authentication answers it harmlessly. A keytab that
+    /// cannot be used is left for the error after the login's answer.
     pub fn sss_keytab_ahead(&self, known: Option<&[String]>) -> Option<Keytab> {
-        let wants_sss = known.is_some_and(|offered| offered.iter().any(|p| p == "sss"));
-        wants_sss
-            .then(|| self.sss_keytab(None).ok().flatten())
-            .flatten()
+        match known {
+            Some(offered) if offered.iter().any(|p| p == "sss") => {
+                self.sss_keytab(None).ok().flatten()
+            }
+            Some(_) => None,
+            None => keytab::named(self.sss_keytab.as_deref()).and_then(Result::ok),
+        }
     }
 
     /// The refusal of our `sss` credential, said once with what most likely went wrong.
@@ -214,5 +219,30 @@ mod tests {
         assert_eq!(plain.ztn_token_ahead(None).unwrap(), None);
         remember_protocols("h:2", &["gsi".to_string()]);
         assert_eq!(known_protocols("h:2"), Some(vec!["gsi".to_string()]));
+    }
+
+    #[test]
+    fn a_named_keytab_goes_ahead_to_new_servers_and_to_those_wanting_sss_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let path =
+            std::env::temp_dir().join(format!("cherenkov-ahead-{}.keytab", std::process::id()));
+        std::fs::write(&path, "0 n:k N:9 k:00112233445566778899aabbccddeeff\n").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let security = Security {
+            sss_keytab: Some(path.clone()),
+            ..Security::default()
+        };
+        let ahead = |known: Option<&[&str]>| {
+            let known: Option<Vec<String>> =
+                known.map(|k| k.iter().map(|p| p.to_string()).collect());
+            security
+                .sss_keytab_ahead(known.as_deref())
+                .map(|k| k.key.id)
+        };
+        assert_eq!(ahead(None), Some(9));
+        assert_eq!(ahead(Some(&["unix", "sss"])), Some(9));
+        assert_eq!(ahead(Some(&[])), None);
+        assert_eq!(ahead(Some(&["gsi"])), None);
+        std::fs::remove_file(path).unwrap();
     }
 }

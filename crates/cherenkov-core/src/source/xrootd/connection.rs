@@ -114,8 +114,10 @@ impl Connection {
     /// connection (a large answer arriving slowly, or one queued behind others, is not cut short).
     ///
     /// `early` requests (an open, for example) go out in the same write as the login, saving a
-    /// round trip; their answers are awaited with [`Connection::wait`]. `None` instead of them
-    /// when the server wanted authentication first: send them again then.
+    /// round trip, or right behind the `kXR_auth` a server asks for; their answers are awaited
+    /// with [`Connection::wait`]. A server seen for the first time that wants authentication
+    /// closes the connection after refusing them: it is made again at once, knowing what the
+    /// server wants (`sss` with a keytab the user named goes with the first login).
     ///
     /// Every request must also be answered within `source::time_allowed(timeout, min_rate, b)`,
     /// `b` being the bytes it and the requests before it on the connection may receive: a server
@@ -127,7 +129,20 @@ impl Connection {
         early: &[Request],
         security: &Security,
     ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
-        let connecting = Self::connect_and_login(address, timeout, min_rate, early, security);
+        let connecting = async {
+            // A server that wanted authentication before the requests sent with the login closes
+            // the connection: the second login knows what it wants (bounded, should it change).
+            for _ in 0..3 {
+                let logged_in =
+                    Self::connect_and_login(address, timeout, min_rate, early, security).await?;
+                if let Some(done) = logged_in {
+                    return Ok(done);
+                }
+            }
+            Err(ConnError::Protocol(format!(
+                "{address} kept asking for authentication before requests"
+            )))
+        };
         match tokio::time::timeout(timeout, connecting).await {
             Ok(result) => result,
             Err(_) => Err(ConnError::Timeout(format!(
@@ -143,7 +158,7 @@ impl Connection {
         min_rate: u64,
         early: &[Request],
         security: &Security,
-    ) -> Result<(Connection, Option<Vec<Waiting>>), ConnError> {
+    ) -> Result<Option<(Connection, Option<Vec<Waiting>>)>, ConnError> {
         let lost =
             |e: std::io::Error| ConnError::Lost(format!("connection to {address} failed: {e}"));
         let mut tcp = TcpStream::connect(address).await.map_err(lost)?;
@@ -159,8 +174,14 @@ impl Connection {
             Some(_) => None,
         };
         let local = tcp.local_addr().map_err(lost)?;
+        // A server known to accept `unix` (when nothing above goes) gets it with the login too.
+        let unix = ztn.is_none()
+            && sss.is_none()
+            && known
+                .as_ref()
+                .is_some_and(|offered| offered.iter().any(|p| p == "unix"));
         let sent_early = match &known {
-            Some(offered) if !offered.is_empty() && ztn.is_none() && sss.is_none() => &[],
+            Some(offered) if !offered.is_empty() && ztn.is_none() && sss.is_none() && !unix => &[],
             _ => early,
         };
         let user = user_name();
@@ -174,6 +195,9 @@ impl Connection {
             let credential = sss::credential(keytab, true, local, unix_time());
             login.extend(proto::sss_auth_request(credential).encode(AUTH_AHEAD_STREAM));
         }
+        if unix {
+            login.extend(proto::unix_auth_request(&user, &user).encode(AUTH_AHEAD_STREAM));
+        }
         let waiting = queue_early(&shared, sent_early, &mut login)?;
         let mut hello = proto::CLIENT_HANDSHAKE.to_vec();
         hello.extend(proto::protocol_request(security.tls.is_some()).encode(PROTOCOL_STREAM));
@@ -183,6 +207,7 @@ impl Connection {
             ahead: match (&ztn, sss) {
                 (Some(_), _) => Ahead::Ztn,
                 (None, Some(keytab)) => Ahead::Sss(keytab),
+                (None, None) if unix => Ahead::Unix,
                 (None, None) => Ahead::Nothing,
             },
             security,
@@ -210,11 +235,13 @@ impl Connection {
                         "{address} requires TLS for logging in (roots://)"
                     )));
                 }
-                let early_answers = step.finish(&mut tcp, waiting, &shared).await?;
+                let Some(early_answers) = step.finish(&mut tcp, waiting, &shared).await? else {
+                    return Ok(None);
+                };
                 let (read_half, write_half) = tcp.into_split();
                 let conn =
                     Connection::start(address, timeout, min_rate, shared, read_half, write_half);
-                Ok((conn, early_answers))
+                Ok(Some((conn, Some(early_answers))))
             }
             Some((config, name)) => {
                 // Handshake and kXR_protocol go with TLS's ClientHello (see `tls`); the login and
@@ -228,11 +255,13 @@ impl Connection {
                     .map_err(|e| tls_failure(address, e, &answers))?;
                 stream.write_all(&login).await.map_err(lost)?;
                 stream.flush().await.map_err(lost)?;
-                let early_answers = step.finish(&mut stream, waiting, &shared).await?;
+                let Some(early_answers) = step.finish(&mut stream, waiting, &shared).await? else {
+                    return Ok(None);
+                };
                 let (read_half, write_half) = tokio::io::split(stream);
                 let conn =
                     Connection::start(address, timeout, min_rate, shared, read_half, write_half);
-                Ok((conn, early_answers))
+                Ok(Some((conn, Some(early_answers))))
             }
         }
     }
@@ -400,6 +429,7 @@ enum Ahead {
     Nothing,
     Ztn,
     Sss(Keytab),
+    Unix,
 }
 
 /// The login sent (with a `kXR_auth` or not): what is left is reading its answers and
@@ -418,8 +448,9 @@ struct Login<'a> {
 impl Login<'_> {
     /// Read the login's answer and authenticate. The early requests' answers to wait for: those
     /// sent with the login, or, when the server wanted an authentication that had to wait for
-    /// its answer, those sent again right behind that `kXR_auth` (no round trip more than the
-    /// authentication's own).
+    /// its answer, those sent right behind that `kXR_auth` (no round trip more than the
+    /// authentication's own). `None` when requests went with the login to a server wanting
+    /// authentication first: it closes the connection, which must be made again.
     async fn finish<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         stream: &mut S,
@@ -437,6 +468,7 @@ impl Login<'_> {
             Ahead::Nothing => None,
             Ahead::Ztn => Some("ztn"),
             Ahead::Sss(_) => Some("sss"),
+            Ahead::Unix => Some("unix"),
         };
         if let Some(protocol) = protocol {
             // Its answer comes right after the login's; it only counts if the server asked.
@@ -455,6 +487,9 @@ impl Login<'_> {
                         let (_, message) = proto::parse_error(&body);
                         Err(match &self.ahead {
                             Ahead::Sss(keytab) => Security::sss_refused(address, keytab, &message),
+                            Ahead::Unix => ConnError::Refused(format!(
+                                "{address} refused kXR_auth (unix): {message}"
+                            )),
                             _ => self.security.token_refused(address, &message),
                         })
                     }
@@ -469,6 +504,12 @@ impl Login<'_> {
         }
         let security_text = proto::text(&body[16..]);
         let (auth, keytab) = self.choose(&offered, &security_text)?;
+        if !waiting.is_empty() {
+            // XRootD answers the first request sent before authentication with an error and
+            // closes the connection: log in again, now knowing what the server wants (a server
+            // asking for nothing we can answer got its error above, without a second login).
+            return Ok(None);
+        }
         let mut out = auth.encode(AUTH_STREAM);
         for w in &waiting {
             shared.lock().pending.remove(&w.stream_id);

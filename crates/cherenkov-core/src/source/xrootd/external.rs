@@ -4,7 +4,9 @@
 //!
 //! The decision rests on what the URL's server asked for at its last login (`auth`'s memory of
 //! it): after a native open fails there, or at once for a server already known to ask only for
-//! such protocols (no native attempt: it would cost a connection and a login for nothing).
+//! such protocols (no native attempt: it would cost a connection and a login for nothing). A
+//! redirector that lets us in with `unix` and sends the open to data servers asking for `gsi` is
+//! not recognised (sites ask the same of both).
 
 use super::auth::{known_protocols, Security};
 use super::url::parse_url;

@@ -52,14 +52,8 @@ pub struct Keytab {
 /// path the server names in its login answer (`server_hint`), `~/.xrd/sss.keytab`,
 /// `/etc/xrootd/sss.keytab`. `None` when there is none; an error when a named one cannot be used.
 pub fn discover(given: Option<&Path>, server_hint: Option<&str>) -> Result<Option<Keytab>, String> {
-    if let Some(path) = given {
-        return read(path).map(Some);
-    }
-    for variable in ["XrdSecSSSKT", "XrdSecsssKT"] {
-        if let Some(path) = std::env::var_os(variable).filter(|v| !v.is_empty()) {
-            // Named on purpose: a missing file is an error, not a reason to try elsewhere.
-            return read(Path::new(&path)).map(Some);
-        }
+    if let Some(named) = named(given) {
+        return named.map(Some);
     }
     let home = std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
@@ -76,6 +70,18 @@ pub fn discover(given: Option<&Path>, server_hint: Option<&str>) -> Result<Optio
         }
     }
     Ok(None)
+}
+
+/// The keytab the user named: `given`, else `$XrdSecSSSKT`, else `$XrdSecsssKT` (a missing file
+/// is then an error, not a reason to look elsewhere).
+pub fn named(given: Option<&Path>) -> Option<Result<Keytab, String>> {
+    if let Some(path) = given {
+        return Some(read(path));
+    }
+    ["XrdSecSSSKT", "XrdSecsssKT"].iter().find_map(|variable| {
+        let path = std::env::var_os(variable).filter(|v| !v.is_empty())?;
+        Some(read(Path::new(&path)))
+    })
 }
 
 /// Read the keytab at `path` (owner-only, as XrdSecsssKT requires: `*.grp` files may be
