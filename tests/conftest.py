@@ -1,6 +1,8 @@
 """Shared fixtures. Tests that need ../shared/testdata skip with a clear reason when it is absent."""
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import awkward as ak
@@ -22,6 +24,16 @@ def testdata() -> Path:
     if not TESTDATA.is_dir():
         pytest.skip(f"{TESTDATA} is absent: set CHERENKOV_SHARED to the shared folder to run these tests")
     return TESTDATA
+
+
+@pytest.fixture(scope="module")
+def folder():
+    """A folder for a module's servers that xrootd (run as nobody) can reach, unlike pytest's
+    private temporary folders."""
+    path = Path(tempfile.mkdtemp(prefix="cherenkov-served-"))
+    os.chmod(path, 0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def plain(x):

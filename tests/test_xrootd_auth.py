@@ -8,7 +8,6 @@ repr, path, stats dump and trace is searched for the token and the key."""
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import cherenkov
@@ -22,15 +21,6 @@ FILE = "uproot-HZZ.root"
 pytestmark = pytest.mark.skipif(
     not (shutil.which("xrootd") and shutil.which("openssl")), reason="xrootd and openssl are needed: run `make setup`"
 )
-
-
-@pytest.fixture(scope="module")
-def folder():
-    """A folder xrootd (run as nobody) can reach, unlike pytest's private temporary folders."""
-    path = Path(tempfile.mkdtemp(prefix="cherenkov-xrootd-auth-"))
-    os.chmod(path, 0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -39,15 +38,6 @@ pytestmark = [
         reason="XrdCl's Python bindings are needed (pip package `xrootd`): run `make setup`",
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def folder():
-    """A folder xrootd (run as nobody) can reach, unlike pytest's private temporary folders."""
-    path = Path(tempfile.mkdtemp(prefix="cherenkov-xrootd-gsi-"))
-    os.chmod(path, 0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
