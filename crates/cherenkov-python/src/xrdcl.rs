@@ -157,6 +157,21 @@ fn check(status: &Bound<'_, PyAny>) -> Result<(), String> {
     Err(message.trim().to_string())
 }
 
+/// Call XrdCl's `method` (which answers `(status, value)`): its value when the status is OK.
+fn xrdcl_call<'py>(
+    object: &Bound<'py, PyAny>,
+    method: &str,
+    args: impl pyo3::call::PyCallArgs<'py>,
+    kwargs: &Bound<'py, PyDict>,
+) -> Result<Bound<'py, PyAny>, String> {
+    let (status, value): (Bound<PyAny>, Bound<PyAny>) = object
+        .call_method(method, args, Some(kwargs))
+        .and_then(|answer| answer.extract())
+        .map_err(said)?;
+    check(&status)?;
+    Ok(value)
+}
+
 fn client(py: Python<'_>) -> Result<Bound<'_, PyModule>, String> {
     // Processes forked after XrdCl started (multiprocessing, Dask) need its fork handler, read
     // when XrdCl starts (uproot sets it too); a value the user chose is kept.
@@ -186,17 +201,9 @@ fn open_file(py: Python<'_>, url: &str, timeout: u16) -> Result<(Py<PyAny>, u64)
         .map_err(said)?;
     let kwargs = PyDict::new(py);
     kwargs.set_item("timeout", timeout).map_err(said)?;
-    let (status, _): (Bound<PyAny>, Bound<PyAny>) = file
-        .call_method("open", (url, read), Some(&kwargs))
-        .and_then(|answer| answer.extract())
-        .map_err(said)?;
-    check(&status)?;
+    xrdcl_call(&file, "open", (url, read), &kwargs)?;
     // The open asked for the file's status: XrdCl answers this from what it kept.
-    let (status, info): (Bound<PyAny>, Bound<PyAny>) = file
-        .call_method("stat", (), Some(&kwargs))
-        .and_then(|answer| answer.extract())
-        .map_err(said)?;
-    check(&status)?;
+    let info = xrdcl_call(&file, "stat", (), &kwargs)?;
     let size: u64 = info
         .getattr("size")
         .and_then(|s| s.extract())
@@ -218,15 +225,12 @@ fn readv_limits(py: Python<'_>, url: &str, timeout: u16) -> Result<SourceLimits,
         .map_err(said)?;
     let kwargs = PyDict::new(py);
     kwargs.set_item("timeout", timeout).map_err(said)?;
-    let (status, answer): (Bound<PyAny>, Bound<PyAny>) = fs
-        .call_method(
-            "query",
-            (config, "readv_iov_max readv_ior_max"),
-            Some(&kwargs),
-        )
-        .and_then(|answer| answer.extract())
-        .map_err(said)?;
-    check(&status)?;
+    let answer = xrdcl_call(
+        &fs,
+        "query",
+        (config, "readv_iov_max readv_ior_max"),
+        &kwargs,
+    )?;
     let answer: Vec<u8> = answer.extract().map_err(said)?;
     let text = String::from_utf8_lossy(&answer);
     let mut values = text.lines().map(|l| l.trim().parse::<u64>().ok());
@@ -253,12 +257,7 @@ fn vector_read(
     let kwargs = PyDict::new(py);
     kwargs.set_item("chunks", chunks).map_err(said)?;
     kwargs.set_item("timeout", timeout).map_err(said)?;
-    let (status, info): (Bound<PyAny>, Bound<PyAny>) = file
-        .bind(py)
-        .call_method("vector_read", (), Some(&kwargs))
-        .and_then(|answer| answer.extract())
-        .map_err(said)?;
-    check(&status)?;
+    let info = xrdcl_call(file.bind(py), "vector_read", (), &kwargs)?;
     let chunks = info.getattr("chunks").map_err(said)?;
     let chunks = chunks.cast::<PyList>().map_err(|e| e.to_string())?;
     if chunks.len() != pieces.len() {

@@ -435,6 +435,43 @@ pub fn coalesce_ranges(ranges: &[ByteRange], max_gap: u64) -> Vec<ByteRange> {
     out
 }
 
+/// One buffer from consecutive pieces, copying only when there is more than one.
+pub fn join(mut pieces: Vec<Bytes>) -> Bytes {
+    match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.pop().unwrap_or_default(),
+        _ => {
+            let mut all = Vec::with_capacity(pieces.iter().map(|p| p.len()).sum());
+            for p in &pieces {
+                all.extend_from_slice(p);
+            }
+            Bytes::from(all)
+        }
+    }
+}
+
+/// The buffer of each of `ranges` from the pieces [`split_for_limits`] cut them into, in its order
+/// (range by range); `None` when there are fewer pieces than the ranges need.
+pub fn join_split_pieces(
+    ranges: &[ByteRange],
+    pieces: impl IntoIterator<Item = Bytes>,
+) -> Option<Vec<Bytes>> {
+    let mut pieces = pieces.into_iter();
+    ranges
+        .iter()
+        .map(|r| {
+            let mut parts = Vec::new();
+            let mut have = 0u64;
+            while have < r.len {
+                let part = pieces.next()?;
+                have += part.len() as u64;
+                parts.push(part);
+            }
+            Some(join(parts))
+        })
+        .collect()
+}
+
 /// Split ranges so that each request respects `limits`: ranges longer than `max_range_len` are cut,
 /// and the list is grouped into requests of at most `max_ranges_per_request` ranges and
 /// `max_request_bytes` bytes.

@@ -23,8 +23,8 @@ use self::range_header::{plan_requests, range_header_value, ContentRange};
 use self::response::{content_range, header_str, read_body, reject_encoded, send, Version};
 use super::adaptive::{StreamStep, Streams};
 use super::{
-    coalesce_ranges, describe_ranges, file_changed, slice_from_fetched, split_for_limits,
-    ByteRange, ByteSource, SourceCounters, SourceLimits,
+    coalesce_ranges, describe_ranges, file_changed, join_split_pieces, slice_from_fetched,
+    split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits,
 };
 use crate::error::{Error, Result};
 use crate::source::redact::redact;
@@ -227,26 +227,8 @@ impl HttpSource {
             .collect();
         self.count_round_trips(requests.len());
         let answers = try_join_all(requests.iter().map(|group| self.fetch_group(group))).await?;
-        // Pieces come back in the order split_for_limits cut them: range by range.
-        let mut pieces = answers.into_iter().flatten();
-        let mut out = Vec::with_capacity(ranges.len());
-        for r in ranges {
-            let mut joined = bytes::BytesMut::new();
-            while (joined.len() as u64) < r.len {
-                let piece = pieces
-                    .next()
-                    .ok_or_else(|| self.error(ranges, "internal error: fewer pieces than asked"))?;
-                if joined.is_empty() && piece.len() as u64 == r.len {
-                    out.push(piece);
-                    break;
-                }
-                joined.extend_from_slice(&piece);
-            }
-            if !joined.is_empty() {
-                out.push(joined.freeze());
-            }
-        }
-        Ok(out)
+        join_split_pieces(ranges, answers.into_iter().flatten())
+            .ok_or_else(|| self.error(ranges, "internal error: fewer pieces than asked"))
     }
 
     /// A permit for one request, minus those owed since the count went down.

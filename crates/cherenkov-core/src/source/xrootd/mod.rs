@@ -42,7 +42,8 @@ use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
 use super::adaptive::{StreamStep, Streams};
 use super::retry::Retries;
 use super::{
-    describe_ranges, split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits,
+    describe_ranges, join_split_pieces, split_for_limits, ByteRange, ByteSource, SourceCounters,
+    SourceLimits,
 };
 use crate::error::{Error, Result};
 use async_trait::async_trait;
@@ -623,22 +624,8 @@ impl ByteSource for XrootdSource {
                 joined.map_err(|e| Error::io_caused(&inner.url, "read task failed", e))?;
             answers[index] = answer?;
         }
-        // Pieces come back in the order split_for_limits cut them: range by range.
-        let mut pieces = answers.into_iter().flatten();
-        let mut out = Vec::with_capacity(ranges.len());
-        for r in ranges {
-            let mut parts = Vec::new();
-            let mut have = 0u64;
-            while have < r.len {
-                let part = pieces.next().ok_or_else(|| {
-                    Error::io(&inner.url, "internal error: fewer pieces than asked")
-                })?;
-                have += part.len() as u64;
-                parts.push(part);
-            }
-            out.push(proto::join(parts));
-        }
-        Ok(out)
+        join_split_pieces(ranges, answers.into_iter().flatten())
+            .ok_or_else(|| Error::io(&inner.url, "internal error: fewer pieces than asked"))
     }
 
     fn limits(&self) -> SourceLimits {

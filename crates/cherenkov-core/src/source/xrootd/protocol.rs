@@ -3,7 +3,7 @@
 //! and no decoder trusts a length read off the wire: each checks it against the bytes it was given
 //! or the ranges that were asked for.
 
-use crate::source::ByteRange;
+use crate::source::{join, ByteRange};
 use bytes::Bytes;
 
 /// Every request starts with a 24-byte header: stream id, request code, 16 parameter bytes, body
@@ -551,21 +551,6 @@ pub fn parse_readv(
         ));
     }
     Ok(out)
-}
-
-/// One buffer from consecutive pieces, copying only when there is more than one.
-pub fn join(mut pieces: Vec<Bytes>) -> Bytes {
-    match pieces.len() {
-        0 => Bytes::new(),
-        1 => pieces.pop().unwrap_or_default(),
-        _ => {
-            let mut all = Vec::with_capacity(pieces.iter().map(|p| p.len()).sum());
-            for p in &pieces {
-                all.extend_from_slice(p);
-            }
-            Bytes::from(all)
-        }
-    }
 }
 
 #[cfg(test)]
