@@ -135,6 +135,21 @@ struct Pipeline<T: Table> {
     end: Option<usize>,
 }
 
+impl<T: Table> Pipeline<T> {
+    /// Put the arrays of this read-ahead's next chunk in `cache`.
+    async fn take_into(&mut self, cache: &mut HashMap<usize, T::Item>) -> Result<()> {
+        let step = self
+            .reader
+            .next()
+            .await
+            .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
+        for (&b, array) in self.set.iter().zip(step.arrays) {
+            cache.insert(b, array);
+        }
+        Ok(())
+    }
+}
+
 impl<T: Table> LazyReader<T> {
     pub fn new(
         table: Arc<T>,
@@ -234,9 +249,7 @@ impl<T: Table> LazyReader<T> {
         if learned.is_empty() {
             return Ok(());
         }
-        while (self.pipelines.front()).is_some_and(|p| p.end.is_some_and(|end| end <= next)) {
-            self.pipelines.pop_front();
-        }
+        self.drop_finished_pipelines(next);
         let from = match self.pipelines.back_mut() {
             Some(p) if p.set == set => None,
             Some(p) => {
@@ -283,36 +296,27 @@ impl<T: Table> LazyReader<T> {
                 end: None,
             });
         }
-        while (self.pipelines.front()).is_some_and(|p| p.end.is_some_and(|end| end <= next)) {
-            self.pipelines.pop_front();
-        }
+        self.drop_finished_pipelines(next);
         let Some(p) = self.pipelines.front_mut() else {
             return Ok(());
         };
-        let step = p
-            .reader
-            .next()
-            .await
-            .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
+        p.take_into(&mut self.cache).await?;
         let mut speculated = p.speculated.clone();
-        for (&b, array) in p.set.iter().zip(step.arrays) {
-            self.cache.insert(b, array);
-        }
         if let Some(s) = self.supplement.as_mut().filter(|s| s.first <= next) {
-            let step = s
-                .reader
-                .next()
-                .await
-                .ok_or_else(|| Error::Cancelled("prefetch ended early".into()))??;
-            for (&b, array) in s.set.iter().zip(step.arrays) {
-                self.cache.insert(b, array);
-            }
+            s.take_into(&mut self.cache).await?;
             speculated.extend(&s.set);
             if s.end.is_some_and(|end| next + 1 >= end) {
                 self.supplement = None;
             }
         }
         self.count_speculated(&speculated).await
+    }
+
+    /// Forget the halted read-aheads whose chunks all come before `next`.
+    fn drop_finished_pipelines(&mut self, next: usize) {
+        while (self.pipelines.front()).is_some_and(|p| p.end.is_some_and(|end| end <= next)) {
+            self.pipelines.pop_front();
+        }
     }
 
     /// Branches of the speculated set this reader can read, outside the learned set.
