@@ -120,18 +120,20 @@ def test_a_rare_set_is_tried_once_then_stays_on_demand(url, data_dir):
     assert_values_equal(data_dir, seen)
 
 
-def test_a_set_that_starts_firing_is_fetched_ahead_after_its_first_chunk(url, data_dir):
+def test_a_set_that_starts_firing_is_fetched_ahead_from_its_first_chunk(url, data_dir):
     """A trigger: the extra set is used in every chunk from the middle on. Its first chunk is a
-    miss (one read of every branch not read yet), and so is the next (in use when the set is
-    chosen); the later chunks have it already."""
+    miss: one read of every branch not read yet, with a read of those branches of the next chunk
+    beside it (they fit the budget); the next chunks have it already. Only the rare branch of
+    that guess is wasted."""
     f, _, seen, profile = run(url, lambda i: i >= CLUSTERS // 2)
     off, _, seen_off, _ = run(url, lambda i: i >= CLUSTERS // 2, speculate=False)
     s = f.stats()
     assert profile.speculated == EXTRA
-    assert s.miss_fetches == 2 and off.stats().miss_fetches == CLUSTERS // 2
-    assert [start for start, _ in seen] == [start for start, _ in seen_off]
-    assert s.speculative_used_bytes > 0 and s.speculative_wasted_bytes == 0
+    assert s.miss_fetches == 1 and off.stats().miss_fetches == CLUSTERS // 2
+    assert s.speculative_used_bytes > 0
+    assert 0 < s.speculative_wasted_bytes < s.speculative_used_bytes / 5
     assert_values_equal(data_dir, seen)
+    assert [start for start, _ in seen] == [start for start, _ in seen_off]
 
 
 def test_a_miss_does_not_fetch_again_what_the_chunk_already_used(url):

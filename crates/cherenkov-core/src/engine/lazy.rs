@@ -247,6 +247,7 @@ impl<T: Table> LazyReader<T> {
         } else if self.options.read_ahead.steps > 0 {
             self.next_from_pipeline(&state, next).await?;
         }
+        self.take_ahead(next).await?;
         Ok(Some(self.steps[next]))
     }
 
@@ -295,7 +296,13 @@ impl<T: Table> LazyReader<T> {
             return Ok(());
         };
         p.take_into(&mut self.cache).await?;
-        let mut fetched_ahead = p.speculated.clone();
+        let speculated = p.speculated.clone();
+        self.count_speculated(&speculated).await
+    }
+
+    /// Put chunk `next` of the speculated branches read ahead on their own in the cache.
+    async fn take_ahead(&mut self, next: usize) -> Result<()> {
+        let mut fetched_ahead = Vec::new();
         for a in self.ahead.iter_mut().filter(|a| a.read.first <= next) {
             a.read.take_into(&mut self.cache).await?;
             a.bytes.pop_front();
@@ -306,40 +313,62 @@ impl<T: Table> LazyReader<T> {
     }
 
     /// Speculated branches that the read-aheads of chunks after `next` do not carry (the branches
-    /// joined after those started): read them ahead for the first such chunks, in one read-ahead,
-    /// as many chunks as the budget allows were they all unused. Chunk `next` is not guessed: it
-    /// is in use, a miss fetches it if needed.
+    /// joined after those started): read them ahead for the first such chunks, in one read-ahead.
+    /// Chunk `next` is not guessed: it is in use, a miss fetches it if needed.
     async fn read_ahead_joined(&mut self, speculated: &[usize], next: usize) -> Result<()> {
-        let missing_at = |c: usize| -> Vec<usize> {
-            let carried = self
-                .pipelines
-                .iter()
-                .find(|p| p.first <= c && p.end.is_none_or(|end| c < end))
-                .map_or(&[][..], |p| &p.set[..]);
-            speculated
-                .iter()
-                .copied()
-                .filter(|b| !carried.contains(b))
-                .filter(|b| self.ahead_end.get(b).is_none_or(|&end| end <= c))
-                .collect()
-        };
         let Some((first, branches)) = (next + 1..self.steps.len())
-            .map(|c| (c, missing_at(c)))
+            .map(|c| (c, self.uncovered_at(c, speculated)))
             .find(|(_, m)| !m.is_empty())
         else {
             return Ok(());
         };
+        let mut until = first + 1;
+        while until < self.steps.len() && self.uncovered_at(until, speculated) == branches {
+            until += 1;
+        }
+        self.start_ahead(branches, first, until).await
+    }
+
+    /// Whether `more` bytes may be fetched on a guess: were they, the guesses in flight and those
+    /// not settled yet all unused, the wasted bytes would stay within the budget of the bytes
+    /// asked for so far (reads in flight included: they will be read).
+    fn may_guess(&self, more: u64) -> bool {
         let file = self.table.file();
-        let bytes_read = file.stats.snapshot().compressed_bytes;
         let in_flight: u64 = self.ahead.iter().flat_map(|a| &a.bytes).sum();
+        let bytes_read = file.stats.snapshot().requested_bytes;
+        (self.ledger).fits(&file.speculation, bytes_read, in_flight + more)
+    }
+
+    /// Of `branches`, those that no read-ahead carries for chunk `c`.
+    fn uncovered_at(&self, c: usize, branches: &[usize]) -> Vec<usize> {
+        let carried = self
+            .pipelines
+            .iter()
+            .find(|p| p.first <= c && p.end.is_none_or(|end| c < end))
+            .map_or(&[][..], |p| &p.set[..]);
+        branches
+            .iter()
+            .copied()
+            .filter(|b| !carried.contains(b))
+            .filter(|b| self.ahead_end.get(b).is_none_or(|&end| end <= c))
+            .collect()
+    }
+
+    /// Read `branches` ahead over chunks `first..until`, or over as many of them as the budget
+    /// allows were they all unused (none if the first does not fit).
+    async fn start_ahead(
+        &mut self,
+        branches: Vec<usize>,
+        first: usize,
+        until: usize,
+    ) -> Result<()> {
         let mut bytes = VecDeque::new();
         let mut end = first;
-        while end < self.steps.len() && missing_at(end) == branches {
+        while end < until {
             let (start, stop) = self.steps[end];
             let plan = self.table.plan(&branches, start, stop).await?;
             let more = stored_bytes(&*self.table, &plan);
-            let guessed = in_flight + bytes.iter().sum::<u64>() + more;
-            if !self.ledger.fits(&file.speculation, bytes_read, guessed) {
+            if !self.may_guess(bytes.iter().sum::<u64>() + more) {
                 break;
             }
             bytes.push_back(more);
@@ -428,8 +457,7 @@ impl<T: Table> LazyReader<T> {
         }
         let used: BTreeSet<String> = self.used.iter().map(|&b| self.table.path(b)).collect();
         let options = file.speculation;
-        let bytes_read = file.stats.snapshot().compressed_bytes;
-        let first_use = self.first_use_fitting(&used, bytes_read).await?;
+        let first_use = self.first_use_fitting(&used).await?;
         let mut state = self.profile.state.lock().unwrap();
         let ProfileState {
             learned,
@@ -448,6 +476,7 @@ impl<T: Table> LazyReader<T> {
         }
         // The next chunk is already read with this set: stop a set if two more chunks wasting
         // as this one did would take the unused bytes over the budget.
+        let bytes_read = file.stats.snapshot().compressed_bytes;
         if wasting_bytes > 0
             && self
                 .ledger
@@ -461,11 +490,7 @@ impl<T: Table> LazyReader<T> {
 
     /// The branches of the miss set that this chunk used for the first time (no rate yet), if
     /// their bytes in this chunk could be fetched on a guess within the budget; else none.
-    async fn first_use_fitting(
-        &self,
-        used: &BTreeSet<String>,
-        bytes_read: u64,
-    ) -> Result<BTreeSet<String>> {
+    async fn first_use_fitting(&self, used: &BTreeSet<String>) -> Result<BTreeSet<String>> {
         let speculation = self.table.file().speculation;
         let new: BTreeSet<String> = {
             let state = self.profile.state.lock().unwrap();
@@ -484,7 +509,7 @@ impl<T: Table> LazyReader<T> {
         let (start, stop) = self.steps[k];
         let plan = self.table.plan(&self.indices(&new), start, stop).await?;
         let bytes = stored_bytes(&*self.table, &plan);
-        match self.ledger.fits(&speculation, bytes_read, bytes) {
+        match self.may_guess(bytes) {
             true => Ok(new),
             false => Ok(BTreeSet::new()),
         }
@@ -571,7 +596,19 @@ impl<T: Table> LazyReader<T> {
                 // A branch never missed before: the analysis has started on a new set (a trigger
                 // fired). Read every branch of this chunk not read yet, in one request, rather
                 // than one round trip per branch; what it then uses is learned as the miss set.
+                // A set that appears is likely used again next chunk: those branches of the next
+                // chunk are read alongside if they fit the budget (else its first use decides).
                 self.triggered = true;
+                let speculation = self.table.file().speculation.enabled;
+                if speculation && self.options.read_ahead.steps > 0 && k + 1 < self.steps.len() {
+                    let guess: Vec<usize> = (unread.iter().copied())
+                        .filter(|o| !state.learned.contains(&self.table.path(*o)))
+                        .collect();
+                    let guess = self.uncovered_at(k + 1, &guess);
+                    if !guess.is_empty() {
+                        self.start_ahead(guess, k + 1, k + 2).await?;
+                    }
+                }
                 self.hold(&unread, start, stop).await?;
                 return self.decode_held(b, start, stop).await;
             }
