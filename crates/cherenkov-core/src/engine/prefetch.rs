@@ -454,3 +454,40 @@ async fn read_in_parts<T: Table>(
     }
     Ok((arrays, stats))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_earliest_waiting_step_decodes_next_and_a_cancelled_wait_leaves_no_trace() {
+        let turn = Arc::new(DecodeTurn::default());
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let first = turn.take(5).await;
+        let waiter = |step: usize| {
+            let (turn, order) = (turn.clone(), order.clone());
+            tokio::spawn(async move {
+                let _t = turn.take(step).await;
+                order.lock().unwrap().push(step);
+            })
+        };
+        // steps 7, 3 and 1 wait, in that order, while 5 decodes; 3 gives up
+        let seven = waiter(7);
+        let three = waiter(3);
+        let one = waiter(1);
+        tokio::task::yield_now().await;
+        while turn.state.lock().unwrap().1.len() < 3 {
+            tokio::task::yield_now().await;
+        }
+        three.abort();
+        let _ = three.await;
+        drop(first);
+        // bounded: a turn never handed on would hang the waiters
+        let both = async { (seven.await.unwrap(), one.await.unwrap()) };
+        tokio::time::timeout(Duration::from_secs(10), both)
+            .await
+            .expect("the waiters got their turns");
+        assert_eq!(*order.lock().unwrap(), vec![1, 7]);
+        assert_eq!(*turn.state.lock().unwrap(), (false, BTreeSet::new()));
+    }
+}
