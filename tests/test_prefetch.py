@@ -1,10 +1,19 @@
 """Prefetched iteration: same values as a plain read, straddling baskets read once, bounded memory,
-early exit cancels."""
+early exit cancels, and the read-ahead deepens while the consumer waits for the network (real
+nginx and xrootd behind toxiproxy on 127.0.0.1)."""
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
 
 import awkward as ak
 import cherenkov
+import numpy as np
 import pytest
+import uproot
 from cherenkov.arrays import to_awkward_layout
+from cherenkov.lab import Lab
 
 
 @pytest.fixture()
@@ -60,3 +69,52 @@ def test_progress_callback_sees_every_step(nanolike):
     assert [u.entries for u in updates] == [500, 1000, 1500, 2000]
     assert updates[-1].total_entries == 2000 and updates[-1].bytes > 0
     assert updates[-1].eta_seconds == 0 and updates[-1].entries_per_second > 0
+
+
+STEPS, STEP = 16, 40_000
+
+
+@pytest.fixture(scope="module")
+def remote_steps():
+    """A 10 MB file of 16 clusters (two branches) on nginx and xrootd, 60 ms away."""
+    if not (shutil.which("xrootd") and shutil.which("nginx")):
+        pytest.skip("xrootd and nginx are not installed: run `make setup`")
+    folder = Path(tempfile.mkdtemp(prefix="cherenkov-deepen-"))
+    folder.chmod(0o755)
+    rng = np.random.default_rng(3)
+    with uproot.recreate(folder / "steps.root", compression=uproot.ZLIB(1)) as f:
+        f.mktree("Events", {"a": "f8", "b": "f8"})
+        for _ in range(STEPS):
+            f["Events"].extend({"a": rng.normal(size=STEP), "b": rng.normal(size=STEP)})
+    (folder / "steps.root").chmod(0o644)
+    with Lab(folder) as lab:
+        lab.set_rtt(60)
+        yield lab, folder / "steps.root"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def most_requests_in_flight(trace) -> int:
+    spans = {int(r): (float(s), float(a)) for r, s, a in zip(trace["request"], trace["sent"], trace["answered"])}
+    # answers sort before sends at the same instant: a request sent as another ends is not overlap
+    events = sorted([(s, 1) for s, _ in spans.values()] + [(a, -1) for _, a in spans.values()])
+    in_flight = most = 0
+    for _, change in events:
+        in_flight += change
+        most = max(most, in_flight)
+    return most
+
+
+@pytest.mark.parametrize("protocol", ["http", "root"])
+def test_read_ahead_deepens_only_while_the_consumer_waits_for_the_network(remote_steps, protocol):
+    lab, local = remote_steps
+    expected = uproot.open(local)["Events"].arrays(["a", "b"], library="np")
+    for pause, most in ((0.0, range(4, STEPS + 1)), (0.25, range(1, 3))):
+        with cherenkov.open(lab.url(protocol, local.name), trace=True) as f:
+            steps = []
+            for arrays in f["Events"].iterate(["a", "b"], step_size=STEP, steps_ahead=1, library="np", progress=False):
+                steps.append(arrays)
+                time.sleep(pause)  # a consumer slower than the link: one step ahead covers the round trip
+            in_flight = most_requests_in_flight(f.trace())
+        assert in_flight in most, (protocol, pause, in_flight)
+        for name in ("a", "b"):
+            np.testing.assert_array_equal(np.concatenate([s[name] for s in steps]), expected[name])

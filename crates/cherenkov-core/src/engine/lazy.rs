@@ -314,16 +314,19 @@ impl<T: Table> LazyReader<T> {
 
     /// Speculated branches that the read-aheads of chunks after `next` do not carry (the branches
     /// joined after those started): read them ahead for the first such chunks, in one read-ahead.
-    /// Chunk `next` is not guessed: it is in use, a miss fetches it if needed.
+    /// Chunk `next` is not guessed: it is in use, a miss fetches it if needed. Nor are chunks
+    /// beyond the depth asked for (the learned set's read-ahead may have grown far past it): a set
+    /// whose rate falls stops being guessed before far chunks are fetched for it.
     async fn read_ahead_joined(&mut self, speculated: &[usize], next: usize) -> Result<()> {
-        let Some((first, branches)) = (next + 1..self.steps.len())
+        let window = (next + 1 + self.options.read_ahead.steps.max(1)).min(self.steps.len());
+        let Some((first, branches)) = (next + 1..window)
             .map(|c| (c, self.uncovered_at(c, speculated)))
             .find(|(_, m)| !m.is_empty())
         else {
             return Ok(());
         };
         let mut until = first + 1;
-        while until < self.steps.len() && self.uncovered_at(until, speculated) == branches {
+        while until < window && self.uncovered_at(until, speculated) == branches {
             until += 1;
         }
         self.start_ahead(branches, first, until).await

@@ -3,12 +3,16 @@
 //! A unit (basket, cluster of a column) that straddles steps is fetched and decoded once.
 //! A step whose units alone exceed the budget is read in parts of whole items (branches, fields),
 //! each fetched, decoded and assembled before the next: what it holds beyond its arrays stays
-//! within the budget. Dropping the reader cancels everything in flight. Works on any `Table`.
+//! within the budget. When the consumer still waits for bytes of a step read ahead (the link's
+//! round trip is longer than the steps ahead take to use), the depth doubles, up to every step,
+//! within the budget: a depth asked for is where it starts, as a TCP window starts small.
+//! Dropping the reader cancels everything in flight. Works on any `Table`.
 
 use super::output::ReadStats;
-use super::table::{check_entry_range, fetch_and_decode, stored_bytes, Held, Table};
+use super::table::{check_entry_range, fetch, fetch_and_decode, stored_bytes, Held, Table};
 use crate::error::{Error, Result};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, OnceCell, OwnedSemaphorePermit, Semaphore};
@@ -21,7 +25,8 @@ pub struct ReadAhead {
     /// besides the arrays of the steps handed out or being assembled. A step needing more is read
     /// alone, in parts of whole items within the budget.
     pub memory_budget: u64,
-    /// Steps read ahead of the one in use; 0 reads each step only when it is asked for.
+    /// Steps read ahead of the one in use, to start with (more while the consumer waits for the
+    /// network); 0 reads each step only when it is asked for.
     pub steps: usize,
 }
 
@@ -67,6 +72,10 @@ struct Shared<T: Table> {
     /// Per step: the units it fetches (those no earlier step needs), decoded once.
     owned: Vec<Vec<T::Unit>>,
     owner: HashMap<T::Unit, usize>,
+    /// Per step: the steps owning the units it needs.
+    owners: Vec<Vec<usize>>,
+    /// Per step: the units it owns are fetched (decoding may still run).
+    fetched: Vec<AtomicBool>,
     /// Per owning step: its decoded units, while some step still needs them.
     decoded: Mutex<Vec<Slot<T>>>,
     steps: Vec<(u64, u64)>,
@@ -85,9 +94,13 @@ struct Gate {
 
 /// Yields the steps in order; see the module documentation.
 pub struct StepReader<T: Table> {
-    table: Arc<T>,
+    shared: Arc<Shared<T>>,
     results: mpsc::Receiver<Result<StepResult<T::Item>>>,
     gate: Arc<Mutex<Gate>>,
+    /// One place per step in flight (the one in use included); places are added to deepen.
+    depth: Arc<Semaphore>,
+    places: usize,
+    handed_out: usize,
     _driver: AbortOnDrop,
     /// Time `next` spent waiting for data the consumer needed now.
     pub blocked: Duration,
@@ -130,13 +143,16 @@ impl<T: Table> StepReader<T> {
         let mut owner = HashMap::new();
         let mut owned = vec![Vec::new(); steps.len()];
         let mut users = vec![HashSet::new(); steps.len()];
+        let mut owners = vec![Vec::new(); steps.len()];
         for (k, plan) in plans.iter().enumerate().filter(|(k, _)| !in_parts[*k]) {
             for u in plan {
                 let o = *owner.entry(*u).or_insert(k);
                 if o == k {
                     owned[k].push(*u);
                 }
-                users[o].insert(k);
+                if users[o].insert(k) {
+                    owners[k].push(o);
+                }
             }
         }
         let slots = users
@@ -153,17 +169,30 @@ impl<T: Table> StepReader<T> {
             plans,
             owned,
             owner,
+            owners,
+            fetched: (0..steps.len()).map(|_| AtomicBool::new(false)).collect(),
             steps,
             in_parts,
             memory_budget: options.memory_budget,
         });
-        let (tx, rx) = mpsc::channel(options.in_flight());
+        // The places bound the steps in flight; the channel never holds more.
+        let (tx, rx) = mpsc::channel(shared.steps.len().max(1));
         let gate = Arc::new(Mutex::new(Gate::default()));
-        let driver = tokio::spawn(drive(shared, options, tx, gate.clone()));
+        let depth = Arc::new(Semaphore::new(options.in_flight()));
+        let driver = tokio::spawn(drive(
+            shared.clone(),
+            options,
+            tx,
+            gate.clone(),
+            depth.clone(),
+        ));
         Ok(StepReader {
-            table,
+            shared,
             results: rx,
             gate,
+            depth,
+            places: options.in_flight(),
+            handed_out: 0,
             _driver: AbortOnDrop(driver),
             blocked: Duration::ZERO,
         })
@@ -171,11 +200,39 @@ impl<T: Table> StepReader<T> {
 
     /// The next step, or `None` after the last.
     pub async fn next(&mut self) -> Option<Result<StepResult<T::Item>>> {
+        let k = self.handed_out;
+        self.handed_out += 1;
+        if let Ok(ready) = self.results.try_recv() {
+            return Some(ready);
+        }
+        // The first step waits for the network whatever the depth; a later one only when too
+        // few steps were read ahead to cover the round trip.
+        if k > 0 && k < self.shared.steps.len() && self.waits_for_bytes(k) {
+            self.deepen();
+        }
         let t = Instant::now();
         let out = self.results.recv().await;
         self.blocked += t.elapsed();
-        self.table.file().stats.record_blocked(t.elapsed());
+        self.shared.table.file().stats.record_blocked(t.elapsed());
         out
+    }
+
+    /// Whether step `k` still waits for bytes (not only for decoding).
+    fn waits_for_bytes(&self, k: usize) -> bool {
+        let shared = &self.shared;
+        !shared.in_parts[k]
+            && (shared.owners[k].iter()).any(|&o| !shared.fetched[o].load(Ordering::Acquire))
+    }
+
+    /// Double the steps in flight (a reader with no read-ahead stays so), up to every step.
+    fn deepen(&mut self) {
+        let all = self.shared.steps.len();
+        if self.places < 2 || self.places >= all {
+            return;
+        }
+        let more = self.places.min(all - self.places);
+        self.places += more;
+        self.depth.add_permits(more);
     }
 
     /// Start no more steps; returns how many started (those are still read and yielded, in
@@ -207,22 +264,20 @@ async fn drive<T: Table>(
     options: ReadAhead,
     tx: mpsc::Sender<Result<StepResult<T::Item>>>,
     gate: Arc<Mutex<Gate>>,
+    depth: Arc<Semaphore>,
 ) {
     // One permit per byte (acquire_many takes a u32, so budgets above 4 GiB are capped there).
     let budget_permits = options.memory_budget.min(u32::MAX as u64) as u32;
     let budget = Arc::new(Semaphore::new(budget_permits as usize));
     // A step larger than the whole budget still runs, alone.
     let permits_for = |cost: u64| -> u32 { cost.min(budget_permits as u64).max(1) as u32 };
-    // A step holds one place from its start until the consumer drops it.
-    let depth = Arc::new(Semaphore::new(options.in_flight()));
+    // A step holds one place (of `depth`) from its start until the consumer drops it.
     let mut in_flight: VecDeque<AbortOnDrop> = VecDeque::new();
     let mut results: VecDeque<tokio::sync::oneshot::Receiver<Result<StepResult<T::Item>>>> =
         VecDeque::new();
     let mut next = 0;
     loop {
-        let can_start = next < shared.steps.len()
-            && results.len() < options.in_flight()
-            && !gate.lock().unwrap().halted;
+        let can_start = next < shared.steps.len() && !gate.lock().unwrap().halted;
         tokio::select! {
             biased;
             done = async { results.front_mut().unwrap().await }, if !results.is_empty() => {
@@ -273,7 +328,10 @@ async fn owned_units<T: Table>(shared: &Shared<T>, k: usize) -> Result<DecodedUn
         .ok_or_else(|| Error::Cancelled(format!("units of step {k} were freed early")))?;
     cell.get_or_try_init(|| async {
         let plan = &shared.owned[k];
-        let (decoded, _) = fetch_and_decode(&*shared.table, plan, &Held::new()).await?;
+        let mut held = Held::new();
+        fetch(&*shared.table, plan, &mut held).await?;
+        shared.fetched[k].store(true, Ordering::Release);
+        let (decoded, _) = fetch_and_decode(&*shared.table, plan, &held).await?;
         Ok::<_, Error>(Arc::new(plan.iter().copied().zip(decoded).collect()))
     })
     .await
