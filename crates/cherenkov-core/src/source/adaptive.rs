@@ -34,6 +34,15 @@ const PUSHBACK_QUIET: Duration = Duration::from_millis(200);
 pub const SPREAD_UNMEASURED: u64 = 16 << 20;
 /// Requests are cut no smaller than this to spread a read over the streams.
 pub const MIN_PIECE: u64 = 512 << 10;
+/// With a queue in front of the streams (see [`Streams::pieces`]), before any measurement: reads
+/// at least this large are cut ...
+const QUEUED_UNMEASURED: u64 = 4 << 20;
+/// ... in pieces of this size.
+const QUEUED_PIECE_UNMEASURED: u64 = 1 << 20;
+/// A stream is kept busy with this many of its bandwidth-delay products in flight ...
+const WINDOW_PRODUCTS: f64 = 2.0;
+/// ... and at least this many bytes (also before any measurement).
+const WINDOW_MIN: u64 = 2 << 20;
 
 /// One measurement step: `streams` in use, bytes received over `seconds` of busy time.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -169,12 +178,16 @@ impl Streams {
     }
 
     /// How many streams are ready to serve (the step in progress is dropped when this changes:
-    /// it would mix two counts).
+    /// it would mix two counts). A step still waiting for the requests sent before a change of the
+    /// count keeps waiting; otherwise the new step starts now (a stream that just became ready has
+    /// nothing in flight to wait for).
     pub fn set_ready(&self, ready: usize) {
         let mut s = self.lock();
         if s.ready != ready {
             s.ready = ready;
-            s.step = Step::after_change(s.in_flight);
+            if s.step.settling == 0 {
+                s.step = Step::default();
+            }
             if let Some(since) = s.busy_since.as_mut() {
                 *since = Instant::now();
             }
@@ -283,13 +296,14 @@ impl Streams {
 
 /// After a step at `streams` measured `throughput`: grow, keep, or go back.
 fn decide(s: &mut State, streams: usize, throughput: f64, max: usize) -> &'static str {
+    if streams < s.current {
+        // Still waiting for the streams asked for: nothing to decide, nor to compare with later
+        // (a count between two tried ones would make the next doubling look useless).
+        return "keep";
+    }
     match s.measured.iter_mut().find(|(n, _)| *n == streams) {
         Some((_, t)) => *t = t.max(throughput),
         None => s.measured.push((streams, throughput)),
-    }
-    if streams < s.current {
-        // Still waiting for the streams asked for: measured, nothing to decide.
-        return "keep";
     }
     // The best smaller count measured, to compare the growth against.
     let below = s
@@ -342,6 +356,57 @@ impl Streams {
             return None;
         }
         spread_bytes(total, requests, s.current)
+    }
+}
+
+impl Streams {
+    /// With a queue in front of the streams (XRootD: a connection takes a request only while it
+    /// has room, see `xrootd::dispatch`), the byte budget per request to cut a read of `total`
+    /// bytes planned as `requests`: pieces of about one stream's bandwidth-delay product (at
+    /// least [`MIN_PIECE`]), and at least as many as there are streams, so that every stream —
+    /// and every stream added while the read is under way — takes a part. Only for reads one
+    /// stream would need more than a round trip to carry; before any measurement, reads of
+    /// [`QUEUED_UNMEASURED`] or more, in pieces of [`QUEUED_PIECE_UNMEASURED`]. Fixed counts cut
+    /// as [`Streams::spread`] does.
+    pub fn pieces(&self, total: u64, requests: usize) -> Option<u64> {
+        if !self.adaptive {
+            return self.spread(total, requests);
+        }
+        let s = self.lock();
+        let piece = match (s.last_rate, s.round_trip) {
+            (Some(rate), Some(round_trip)) => {
+                if (total as f64 / rate) < round_trip.as_secs_f64() {
+                    return None;
+                }
+                (rate * round_trip.as_secs_f64()) as u64
+            }
+            _ if total >= QUEUED_UNMEASURED => QUEUED_PIECE_UNMEASURED,
+            _ => return None,
+        };
+        let by_size = total / piece.max(MIN_PIECE);
+        let pieces = by_size.max(s.current as u64).min(total / MIN_PIECE);
+        (pieces > requests as u64).then(|| total.div_ceil(pieces.max(1)))
+    }
+
+    /// Most bytes one stream should have in flight with a queue in front of the streams: about
+    /// [`WINDOW_PRODUCTS`] of its bandwidth-delay products, at least [`WINDOW_MIN`]. None (no
+    /// limit: everything goes out at once) for fixed counts.
+    pub fn window(&self) -> Option<u64> {
+        if !self.adaptive {
+            return None;
+        }
+        let s = self.lock();
+        let product = match (s.last_rate, s.round_trip) {
+            (Some(rate), Some(round_trip)) => rate * round_trip.as_secs_f64() * WINDOW_PRODUCTS,
+            _ => 0.0,
+        };
+        Some((product as u64).max(WINDOW_MIN))
+    }
+
+    /// Streams to have ready ahead of need: the next doubling's (never past the ceiling).
+    pub fn ahead(&self) -> usize {
+        let s = self.lock();
+        (2 * s.current).min(s.ceiling).max(s.current)
     }
 }
 
