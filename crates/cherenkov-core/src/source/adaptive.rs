@@ -294,6 +294,13 @@ impl Streams {
     }
 }
 
+impl State {
+    /// No growth left (the ceiling is reached) and every stream asked for is ready.
+    fn settled(&self) -> bool {
+        self.current >= self.ceiling && self.ready >= self.current
+    }
+}
+
 /// After a step at `streams` measured `throughput`: grow, keep, or go back.
 fn decide(s: &mut State, streams: usize, throughput: f64, max: usize) -> &'static str {
     if streams < s.current {
@@ -369,7 +376,7 @@ impl Streams {
     /// [`QUEUED_UNMEASURED`] or more, in pieces of [`QUEUED_PIECE_UNMEASURED`]. Fixed counts cut
     /// as [`Streams::spread`] does.
     pub fn pieces(&self, total: u64, requests: usize) -> Option<u64> {
-        if !self.adaptive {
+        if !self.adaptive || self.lock().settled() {
             return self.spread(total, requests);
         }
         let s = self.lock();
@@ -390,12 +397,14 @@ impl Streams {
 
     /// Most bytes one stream should have in flight with a queue in front of the streams: about
     /// [`WINDOW_PRODUCTS`] of its bandwidth-delay products, at least [`WINDOW_MIN`]. None (no
-    /// limit: everything goes out at once) for fixed counts.
+    /// limit: everything goes out at once) for fixed counts, and once the count has settled: no
+    /// stream will join to take queued work, and a window measured through a queueing link would
+    /// only hold it back.
     pub fn window(&self) -> Option<u64> {
-        if !self.adaptive {
+        let s = self.lock();
+        if !self.adaptive || s.settled() {
             return None;
         }
-        let s = self.lock();
         let product = match (s.last_rate, s.round_trip) {
             (Some(rate), Some(round_trip)) => rate * round_trip.as_secs_f64() * WINDOW_PRODUCTS,
             _ => 0.0,
