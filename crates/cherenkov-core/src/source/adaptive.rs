@@ -28,6 +28,9 @@ const STEP_MIN_BUSY: Duration = Duration::from_millis(50);
 /// ... and this many round trips of busy time (so that the wait for the first answer of a busy
 /// period does not dominate).
 const STEP_ROUND_TRIPS: f64 = 2.0;
+/// ... and this many answers per stream (bytes are counted when an answer is complete: with fewer
+/// answers, one more or less in the step moves its measure by a lot).
+const STEP_ANSWERS_PER_STREAM: usize = 1;
 /// Pushbacks closer together than this count as one.
 const PUSHBACK_QUIET: Duration = Duration::from_millis(200);
 /// Before any measurement, reads at least this large are spread over the streams.
@@ -107,6 +110,7 @@ struct Step {
     /// Requests sent before `since` still in flight.
     settling: usize,
     bytes: u64,
+    answers: usize,
     busy: Duration,
 }
 
@@ -230,9 +234,14 @@ impl Streams {
             return None;
         }
         s.step.bytes += bytes;
+        s.step.answers += 1;
         let busy = s.step.busy + s.busy_since.map_or(Duration::ZERO, |t| now - t);
         let enough_time = s.round_trip.unwrap_or_default().as_secs_f64() * STEP_ROUND_TRIPS;
-        if s.step.bytes < STEP_BYTES || busy.as_secs_f64() < enough_time || busy < STEP_MIN_BUSY {
+        if s.step.bytes < STEP_BYTES
+            || busy.as_secs_f64() < enough_time
+            || busy < STEP_MIN_BUSY
+            || s.step.answers < STEP_ANSWERS_PER_STREAM * s.ready
+        {
             return None;
         }
         let streams = s.ready;
@@ -489,14 +498,17 @@ mod tests {
     #[test]
     fn steps_are_measured_from_requests() {
         let streams = Streams::new(2, 16, true);
-        streams.started();
-        streams.started();
+        for _ in 0..4 {
+            streams.started();
+        }
         // Busy for 60 ms, the shortest request took 10: the step has its two round trips.
         std::thread::sleep(Duration::from_millis(60));
         let sent = Instant::now() - Duration::from_millis(10);
-        assert_eq!(streams.finished(sent, 1 << 20), None);
-        // 4 MiB in the busy time: a step, and a first one grows.
-        assert_eq!(streams.finished(sent, 3 << 20), Some(4));
+        for _ in 0..3 {
+            assert_eq!(streams.finished(sent, 1 << 20), None);
+        }
+        // 4 MiB and two answers per stream in the busy time: a step, and a first one grows.
+        assert_eq!(streams.finished(sent, 1 << 20), Some(4));
         let steps = streams.steps();
         assert_eq!((steps[0].streams, steps[0].bytes), (2, 4 << 20));
         assert!(steps[0].throughput > 0.0);
@@ -504,6 +516,21 @@ mod tests {
         // carries within a round trip stays whole, a larger one is spread.
         assert_eq!(streams.spread(512 << 10, 1), None);
         assert_eq!(streams.spread(100 << 20, 1), Some(25 << 20));
+        // Growing (4 asked, 2 ready): a queue in front of the streams gets pieces of about one
+        // stream's bandwidth-delay product (here the smallest piece), and a window.
+        assert_eq!(streams.pieces(100 << 20, 1), Some(MIN_PIECE));
+        assert_eq!(streams.pieces(512 << 10, 1), None);
+        assert_eq!(streams.window(), Some(WINDOW_MIN));
+        assert_eq!(streams.ahead(), 8);
+        // Settled (4 did no better: back to 2, which is ready): cut as for a fixed count, no window.
+        streams.set_ready(4);
+        assert_eq!(step(&streams, 4, 1.0), 2);
+        streams.set_ready(2);
+        assert_eq!(streams.window(), None);
+        assert_eq!(streams.pieces(100 << 20, 1), Some(50 << 20));
+        assert_eq!(streams.ahead(), 2);
+        // A fixed count never queues.
+        assert_eq!(Streams::new(2, 16, false).window(), None);
     }
 
     #[test]
