@@ -269,6 +269,28 @@ def floor_table(rows: list[dict], rtt: float) -> list[str]:
     return out if len(out) > 5 else []
 
 
+def speculation_table(rows: list[dict], rtt: float) -> list[str]:
+    """What cherenkov fetched on a guess at `rtt` (issue 20's budget: wasted bytes within 20 % of the
+    basket bytes read), from the first repetition's counters."""
+    out = [
+        f"### Speculation at {rtt:g} ms\n",
+        "| scenario | tool | protocol | basket MB | fetched on a guess (MB) | used (MB) | wasted (MB) | wasted / basket bytes |",
+        "|---|---|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        extra = r.get("extra") or {}
+        basket = extra.get("compressed_bytes")
+        if r["rtt_ms"] != rtt or r["status"] != "ok" or "speculative_bytes" not in extra or not basket:
+            continue
+        guessed, wasted = extra["speculative_bytes"], extra["speculative_wasted_bytes"]
+        used = extra.get("speculative_used_bytes", guessed - wasted)
+        out.append(
+            f"| {r['scenario']} | {r['tool']} | {PROTOCOL_NAMES[r['protocol']]} | {mb(basket)} | {mb(guessed)} | {mb(used)} | "
+            f"{mb(wasted)} | {100 * wasted / basket:.1f} % |"
+        )
+    return out + [""] if len(out) > 3 else []
+
+
 def write_outputs(
     rows,
     notes,
@@ -301,6 +323,7 @@ def write_outputs(
     lines += cost_table(rows, cost_rtt)
     lines += latency_cost_table(rows, cost_rtt)
     lines += floor_table(rows, cost_rtt)
+    lines += speculation_table(rows, cost_rtt)
     lines += lazy_table(rows)
     lines += checks_text(rows)
     lines += replay_markdown(replay_table)

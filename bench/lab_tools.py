@@ -263,6 +263,7 @@ def counters_cherenkov(run: Run) -> dict:
             "startup_fetches": sum(s.startup_fetches for s in stats),
             "blocked_seconds": round(sum(s.blocked_seconds for s in stats), 4),
             "speculative_bytes": sum(s.speculative_bytes for s in stats),
+            "speculative_used_bytes": sum(s.speculative_used_bytes for s in stats),
             "speculative_wasted_bytes": sum(s.speculative_wasted_bytes for s in stats),
             "compressed_bytes": sum(s.compressed_bytes for s in stats),
         },

@@ -13,8 +13,12 @@
 //!   instead of hundreds;
 //! - *speculation*: per branch of the miss set, how often the chunks use it; branches used in
 //!   more than the threshold of chunks are fetched with the learned set, ahead of use, so a
-//!   conditional set used every other chunk costs no round trip of its own; the bytes fetched so
-//!   and not used stay within a budget (see `speculation.rs`, the file's `speculation` options);
+//!   conditional set used every other chunk costs no round trip of its own. A set starts at the
+//!   threshold after its first chunk if a chunk of it fits the budget (a trigger that fired
+//!   usually fires again). Chunks already in flight when a set joins get its branches by a
+//!   read-ahead of their own, as many as the budget allows were they all unused. The bytes
+//!   fetched so and not used stay within a budget (see `speculation.rs`, the file's
+//!   `speculation` options);
 //! - the learned sets live in an [`AccessProfile`] that the next file of a dataset reuses, so it
 //!   needs no training.
 
@@ -118,9 +122,10 @@ pub struct LazyReader<T: Table> {
     /// Units counted as speculative in the previous chunk and in this one (a basket may span
     /// chunks): counted once.
     counted: (HashSet<T::Unit>, HashSet<T::Unit>),
-    /// When a set joined the learned set: its branches read ahead for the chunks that the halted
-    /// read-ahead had already started without them.
-    supplement: Option<Pipeline<T>>,
+    /// Speculated branches read ahead for chunks whose read-ahead started without them (they
+    /// joined later), as far as the budget allows; and per branch, the chunk where that ends.
+    ahead: Vec<Ahead<T>>,
+    ahead_end: HashMap<usize, usize>,
     ledger: Ledger,
     pub stats: LazyStats,
 }
@@ -133,6 +138,13 @@ struct Pipeline<T: Table> {
     reader: StepReader<T>,
     first: usize,
     end: Option<usize>,
+}
+
+/// A read-ahead of speculated branches over chunks `read.first..read.end`, and the bytes of each
+/// chunk not taken yet (they count against the budget until settled).
+struct Ahead<T: Table> {
+    read: Pipeline<T>,
+    bytes: VecDeque<u64>,
 }
 
 impl<T: Table> Pipeline<T> {
@@ -180,7 +192,8 @@ impl<T: Table> LazyReader<T> {
             pipelines: VecDeque::new(),
             speculated_now: Vec::new(),
             counted: Default::default(),
-            supplement: None,
+            ahead: Vec::new(),
+            ahead_end: HashMap::new(),
             ledger: Ledger::default(),
             stats: LazyStats::default(),
         }
@@ -197,7 +210,7 @@ impl<T: Table> LazyReader<T> {
     pub async fn advance(&mut self) -> Result<Option<(u64, u64)>> {
         let next = self.current.map_or(0, |c| c + 1);
         if self.current.is_some_and(|k| k < self.steps.len()) {
-            self.settle_chunk(!self.training);
+            self.settle_chunk(!self.training).await?;
         }
         if self.training {
             let learned: BTreeSet<String> = self.used.iter().map(|&b| self.table.path(b)).collect();
@@ -224,7 +237,7 @@ impl<T: Table> LazyReader<T> {
         if next >= self.steps.len() {
             self.current = Some(self.steps.len());
             self.pipelines.clear();
-            self.supplement = None;
+            self.ahead.clear();
             return Ok(None);
         }
         self.current = Some(next);
@@ -234,12 +247,14 @@ impl<T: Table> LazyReader<T> {
         } else if self.options.read_ahead.steps > 0 {
             self.next_from_pipeline(&state, next).await?;
         }
+        self.take_ahead(next).await?;
         Ok(Some(self.steps[next]))
     }
 
     /// Take chunk `next` of the learned (and speculated) set from the read-ahead. When the set
     /// changed, the read-ahead of the old set is halted (the chunks it started still come from
-    /// it: nothing is asked for twice) and one of the new set starts after them.
+    /// it: nothing is asked for twice) and one of the new set starts after them; branches that
+    /// joined are read ahead for those started chunks too, within the budget.
     async fn next_from_pipeline(&mut self, state: &ProfileState, next: usize) -> Result<()> {
         let learned = self.indices(&state.learned);
         let speculated = self.speculated_extras(state);
@@ -255,27 +270,6 @@ impl<T: Table> LazyReader<T> {
             Some(p) => {
                 let end = p.first + p.reader.halt();
                 p.end = Some(end);
-                let added: Vec<usize> = speculated
-                    .iter()
-                    .copied()
-                    .filter(|b| !p.set.contains(b))
-                    .collect();
-                if !added.is_empty() && next + 1 < end {
-                    let reader = StepReader::start(
-                        self.table.clone(),
-                        added.clone(),
-                        self.steps[next + 1..end].to_vec(),
-                        self.options.read_ahead,
-                    )
-                    .await?;
-                    self.supplement = Some(Pipeline {
-                        set: added.clone(),
-                        speculated: added,
-                        reader,
-                        first: next + 1,
-                        end: Some(end),
-                    });
-                }
                 Some(end.max(next))
             }
             None => Some(next),
@@ -290,26 +284,120 @@ impl<T: Table> LazyReader<T> {
             .await?;
             self.pipelines.push_back(Pipeline {
                 set,
-                speculated,
+                speculated: speculated.clone(),
                 reader,
                 first: from,
                 end: None,
             });
         }
         self.drop_finished_pipelines(next);
+        self.read_ahead_joined(&speculated, next).await?;
         let Some(p) = self.pipelines.front_mut() else {
             return Ok(());
         };
         p.take_into(&mut self.cache).await?;
-        let mut speculated = p.speculated.clone();
-        if let Some(s) = self.supplement.as_mut().filter(|s| s.first <= next) {
-            s.take_into(&mut self.cache).await?;
-            speculated.extend(&s.set);
-            if s.end.is_some_and(|end| next + 1 >= end) {
-                self.supplement = None;
-            }
-        }
+        let speculated = p.speculated.clone();
         self.count_speculated(&speculated).await
+    }
+
+    /// Put chunk `next` of the speculated branches read ahead on their own in the cache.
+    async fn take_ahead(&mut self, next: usize) -> Result<()> {
+        let mut fetched_ahead = Vec::new();
+        for a in self.ahead.iter_mut().filter(|a| a.read.first <= next) {
+            a.read.take_into(&mut self.cache).await?;
+            a.bytes.pop_front();
+            fetched_ahead.extend(&a.read.set);
+        }
+        self.ahead.retain(|a| !a.bytes.is_empty());
+        self.count_speculated(&fetched_ahead).await
+    }
+
+    /// Speculated branches that the read-aheads of chunks after `next` do not carry (the branches
+    /// joined after those started): read them ahead for the first such chunks, in one read-ahead.
+    /// Chunk `next` is not guessed: it is in use, a miss fetches it if needed.
+    async fn read_ahead_joined(&mut self, speculated: &[usize], next: usize) -> Result<()> {
+        let Some((first, branches)) = (next + 1..self.steps.len())
+            .map(|c| (c, self.uncovered_at(c, speculated)))
+            .find(|(_, m)| !m.is_empty())
+        else {
+            return Ok(());
+        };
+        let mut until = first + 1;
+        while until < self.steps.len() && self.uncovered_at(until, speculated) == branches {
+            until += 1;
+        }
+        self.start_ahead(branches, first, until).await
+    }
+
+    /// Whether `more` bytes may be fetched on a guess: were they, the guesses in flight and those
+    /// not settled yet all unused, the wasted bytes would stay within the budget of the bytes
+    /// asked for so far (reads in flight included: they will be read).
+    fn may_guess(&self, more: u64) -> bool {
+        let file = self.table.file();
+        let in_flight: u64 = self.ahead.iter().flat_map(|a| &a.bytes).sum();
+        let bytes_read = file.stats.snapshot().requested_bytes;
+        (self.ledger).fits(&file.speculation, bytes_read, in_flight + more)
+    }
+
+    /// Of `branches`, those that no read-ahead carries for chunk `c`.
+    fn uncovered_at(&self, c: usize, branches: &[usize]) -> Vec<usize> {
+        let carried = self
+            .pipelines
+            .iter()
+            .find(|p| p.first <= c && p.end.is_none_or(|end| c < end))
+            .map_or(&[][..], |p| &p.set[..]);
+        branches
+            .iter()
+            .copied()
+            .filter(|b| !carried.contains(b))
+            .filter(|b| self.ahead_end.get(b).is_none_or(|&end| end <= c))
+            .collect()
+    }
+
+    /// Read `branches` ahead over chunks `first..until`, or over as many of them as the budget
+    /// allows were they all unused (none if the first does not fit).
+    async fn start_ahead(
+        &mut self,
+        branches: Vec<usize>,
+        first: usize,
+        until: usize,
+    ) -> Result<()> {
+        let mut bytes = VecDeque::new();
+        let mut end = first;
+        while end < until {
+            let (start, stop) = self.steps[end];
+            let plan = self.table.plan(&branches, start, stop).await?;
+            let more = stored_bytes(&*self.table, &plan);
+            if !self.may_guess(bytes.iter().sum::<u64>() + more) {
+                break;
+            }
+            bytes.push_back(more);
+            end += 1;
+        }
+        if end == first {
+            return Ok(());
+        }
+        let reader = StepReader::start(
+            self.table.clone(),
+            branches.clone(),
+            self.steps[first..end].to_vec(),
+            self.options.read_ahead,
+        )
+        .await?;
+        for &b in &branches {
+            self.ahead_end.insert(b, end);
+        }
+        self.ahead.push(Ahead {
+            read: Pipeline {
+                set: branches.clone(),
+                speculated: branches,
+                reader,
+                first,
+                end: Some(end),
+            },
+            bytes,
+        });
+        Ok(())
     }
 
     /// Forget the halted read-aheads whose chunks all come before `next`.
@@ -349,8 +437,10 @@ impl<T: Table> LazyReader<T> {
 
     /// At the end of a chunk: settle what was speculated (used or wasted); after training, update
     /// the usage rates of the miss set and choose the speculated set for the next chunks, stopping
-    /// the worst set if unused bytes went over the budget.
-    fn settle_chunk(&mut self, trained: bool) {
+    /// the worst set if unused bytes went over the budget. A set used for the first time starts
+    /// at the threshold (fetched ahead at once) if a chunk of it fits the budget: waiting for its
+    /// rate to climb would cost a round trip per chunk meanwhile.
+    async fn settle_chunk(&mut self, trained: bool) -> Result<()> {
         self.counted.0 = std::mem::take(&mut self.counted.1);
         let file = self.table.file();
         let (mut wasting, mut wasting_bytes) = (BTreeSet::new(), 0);
@@ -363,10 +453,11 @@ impl<T: Table> LazyReader<T> {
             }
         }
         if !trained || !self.options.learning {
-            return;
+            return Ok(());
         }
         let used: BTreeSet<String> = self.used.iter().map(|&b| self.table.path(b)).collect();
         let options = file.speculation;
+        let first_use = self.first_use_fitting(&used).await?;
         let mut state = self.profile.state.lock().unwrap();
         let ProfileState {
             learned,
@@ -377,7 +468,10 @@ impl<T: Table> LazyReader<T> {
             ..
         } = &mut *state;
         for path in missed.iter().filter(|p| !learned.contains(*p)) {
-            let rate = speculation::updated_rate(rates.get(path).copied(), used.contains(path));
+            let rate = match first_use.contains(path) {
+                true => options.threshold,
+                false => speculation::updated_rate(rates.get(path).copied(), used.contains(path)),
+            };
             rates.insert(path.clone(), rate);
         }
         // The next chunk is already read with this set: stop a set if two more chunks wasting
@@ -391,6 +485,34 @@ impl<T: Table> LazyReader<T> {
             stopped.extend(speculation::worst(rates, &wasting));
         }
         *speculated = speculation::chosen(&options, rates, speculated, stopped);
+        Ok(())
+    }
+
+    /// The branches of the miss set that this chunk used for the first time (no rate yet), if
+    /// their bytes in this chunk could be fetched on a guess within the budget; else none.
+    async fn first_use_fitting(&self, used: &BTreeSet<String>) -> Result<BTreeSet<String>> {
+        let speculation = self.table.file().speculation;
+        let new: BTreeSet<String> = {
+            let state = self.profile.state.lock().unwrap();
+            (state.missed.iter())
+                .filter(|p| used.contains(*p) && !state.learned.contains(*p))
+                .filter(|p| !state.rates.contains_key(*p) && !state.stopped.contains(*p))
+                .cloned()
+                .collect()
+        };
+        let Some(k) = self
+            .current
+            .filter(|_| speculation.enabled && !new.is_empty())
+        else {
+            return Ok(BTreeSet::new());
+        };
+        let (start, stop) = self.steps[k];
+        let plan = self.table.plan(&self.indices(&new), start, stop).await?;
+        let bytes = stored_bytes(&*self.table, &plan);
+        match self.may_guess(bytes) {
+            true => Ok(new),
+            false => Ok(BTreeSet::new()),
+        }
     }
 
     /// The arrays of branch `b` in the current chunk (each branch once per chunk: callers keep it).
@@ -463,25 +585,36 @@ impl<T: Table> LazyReader<T> {
                 let mut state = self.profile.state.lock().unwrap();
                 (!state.missed.insert(path), state.missed.clone())
             };
+            // Branches this chunk already used were handed out (no longer in memory): not again.
             let unread: Vec<usize> = self
                 .readable
                 .iter()
                 .copied()
-                .filter(|o| !self.has(*o))
+                .filter(|&o| o == b || !(self.has(o) || self.used.contains(&o)))
                 .collect();
             if !known && !self.triggered && self.fits_budget(&unread, start, stop).await? {
                 // A branch never missed before: the analysis has started on a new set (a trigger
                 // fired). Read every branch of this chunk not read yet, in one request, rather
                 // than one round trip per branch; what it then uses is learned as the miss set.
+                // A set that appears is likely used again next chunk: those branches of the next
+                // chunk are read alongside if they fit the budget (else its first use decides).
                 self.triggered = true;
+                let speculation = self.table.file().speculation.enabled;
+                if speculation && self.options.read_ahead.steps > 0 && k + 1 < self.steps.len() {
+                    let guess: Vec<usize> = (unread.iter().copied())
+                        .filter(|o| !state.learned.contains(&self.table.path(*o)))
+                        .collect();
+                    let guess = self.uncovered_at(k + 1, &guess);
+                    if !guess.is_empty() {
+                        self.start_ahead(guess, k + 1, k + 2).await?;
+                    }
+                }
                 self.hold(&unread, start, stop).await?;
                 return self.decode_held(b, start, stop).await;
             }
-            wanted.extend(
-                self.indices(&others)
-                    .into_iter()
-                    .filter(|o| *o != b && !self.has(*o) && self.readable.contains(o)),
-            );
+            wanted.extend(self.indices(&others).into_iter().filter(|o| {
+                *o != b && !(self.has(*o) || self.used.contains(o)) && self.readable.contains(o)
+            }));
         }
         let (arrays, _) = read(&*self.table, &wanted, start, stop, &Held::new()).await?;
         let mut arrays = wanted.into_iter().zip(arrays);

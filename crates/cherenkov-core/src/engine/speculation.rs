@@ -3,7 +3,8 @@
 //!
 //! - lazy chunks (`lazy.rs`): per branch outside the learned set, how often the chunks use it (a
 //!   moving rate). Branches used in more than `threshold` of the chunks are fetched with the
-//!   learned set, in the same vectored read, ahead of use; the others stay on demand. Branches of
+//!   learned set, in the same vectored read, ahead of use; the others stay on demand. A set seen
+//!   for the first time starts at the threshold when a chunk of it fits the budget. Branches of
 //!   one conditional set (a trigger's extras) share their history and so their rate, and enter or
 //!   leave together;
 //! - raw byte access (`raw_ahead.rs`): sequential or strided reads are read further ahead.
@@ -126,6 +127,14 @@ impl Ledger {
     pub fn would_exceed(&self, options: &Speculation, bytes_read: u64, more: u64) -> bool {
         (self.wasted + more) as f64 > options.budget * (bytes_read + more) as f64
     }
+
+    /// Whether `more` bytes may still be fetched on a guess: were they, and everything fetched
+    /// ahead and not settled yet, all unused, the wasted bytes would stay within the budget.
+    pub fn fits(&self, options: &Speculation, bytes_read: u64, more: u64) -> bool {
+        let unsettled = self.fetched - self.used - self.wasted;
+        let wasted = self.wasted + unsettled + more;
+        wasted as f64 <= options.budget * (bytes_read + more) as f64
+    }
 }
 
 #[cfg(test)]
@@ -202,5 +211,10 @@ mod tests {
         let options = Speculation::default();
         assert!(ledger.over_budget(&options, 999));
         assert!(!ledger.over_budget(&options, 1000));
+        // 200 wasted: 100 more on a guess fit 20 % of 1400 + 100 read, not of 1300 + 100
+        assert!(ledger.fits(&options, 1400, 100));
+        assert!(!ledger.fits(&options, 1300, 100));
+        ledger.fetched(&stats, 50); // not settled yet: counted as if wasted
+        assert!(!ledger.fits(&options, 1400, 100));
     }
 }

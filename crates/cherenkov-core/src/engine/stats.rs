@@ -64,6 +64,9 @@ engine_counters! {
         baskets,
         /// Basket bytes fetched (as stored, usually compressed).
         compressed_bytes,
+        /// Basket bytes asked for, counted when the request is sent (reads in flight included):
+        /// what speculation weighs a guess against.
+        requested_bytes,
         /// Basket bytes after decompression.
         uncompressed_bytes,
         prefetched_steps,
@@ -130,6 +133,9 @@ impl EngineStats {
         add_time(&self.fetch_seconds, fetch);
         add_time(&self.decompress_wall_seconds, wall);
         add_time(&self.decompress_cpu_seconds, cpu);
+    }
+    pub fn record_request(&self, bytes: u64) {
+        self.requested_bytes.fetch_add(bytes, Relaxed);
     }
     pub fn record_read_call(&self) {
         self.read_calls.fetch_add(1, Relaxed);

@@ -94,6 +94,8 @@ pub async fn fetch<T: Table + ?Sized>(table: &T, units: &[T::Unit], held: &mut H
         return Ok(());
     }
     let file = table.file();
+    file.stats
+        .record_request(missing.iter().map(|r| r.len).sum());
     let got = file.source.read_ranges(&missing).await?;
     file.stats.record_fetch(
         0,
@@ -130,6 +132,8 @@ pub async fn fetch_and_decode<T: Table + ?Sized>(
     let mut fetched = if missing.is_empty() {
         Vec::new()
     } else {
+        file.stats
+            .record_request(missing.iter().map(|r| r.len).sum());
         file.source.read_ranges(&missing).await?
     }
     .into_iter();
