@@ -38,9 +38,7 @@ pub const SPREAD_UNMEASURED: u64 = 16 << 20;
 /// Requests are cut no smaller than this to spread a read over the streams.
 pub const MIN_PIECE: u64 = 512 << 10;
 /// With a queue in front of the streams (see [`Streams::pieces`]), before any measurement: reads
-/// at least this large are cut ...
-const QUEUED_UNMEASURED: u64 = 4 << 20;
-/// ... in pieces of this size.
+/// are cut in pieces of this size.
 const QUEUED_PIECE_UNMEASURED: u64 = 1 << 20;
 /// A stream is kept busy with this many of its bandwidth-delay products in flight ...
 const WINDOW_PRODUCTS: f64 = 2.0;
@@ -378,17 +376,20 @@ impl Streams {
 impl Streams {
     /// With a queue in front of the streams (XRootD: a connection takes a request only while it
     /// has room, see `xrootd::dispatch`), the byte budget per request to cut a read of `total`
-    /// bytes planned as `requests`: pieces of about one stream's bandwidth-delay product (at
-    /// least [`MIN_PIECE`]), and at least as many as there are streams, so that every stream —
-    /// and every stream added while the read is under way — takes a part. Only for reads one
-    /// stream would need more than a round trip to carry; before any measurement, reads of
-    /// [`QUEUED_UNMEASURED`] or more, in pieces of [`QUEUED_PIECE_UNMEASURED`]. Fixed counts cut
-    /// as [`Streams::spread`] does.
+    /// bytes planned as `requests` (fewer than there are streams): pieces of about one stream's
+    /// bandwidth-delay product (at least [`MIN_PIECE`]), and at least as many as there are
+    /// streams, so that every stream — and every stream added while the read is under way —
+    /// takes a part. Only for reads one stream would need more than a round trip to carry; before
+    /// any measurement, reads of [`SPREAD_UNMEASURED`] or more, in pieces of
+    /// [`QUEUED_PIECE_UNMEASURED`]. Fixed or settled counts cut as [`Streams::spread`] does.
     pub fn pieces(&self, total: u64, requests: usize) -> Option<u64> {
         if !self.adaptive || self.lock().settled() {
             return self.spread(total, requests);
         }
         let s = self.lock();
+        if requests >= s.current {
+            return None;
+        }
         let piece = match (s.last_rate, s.round_trip) {
             (Some(rate), Some(round_trip)) => {
                 if (total as f64 / rate) < round_trip.as_secs_f64() {
@@ -396,7 +397,7 @@ impl Streams {
                 }
                 (rate * round_trip.as_secs_f64()) as u64
             }
-            _ if total >= QUEUED_UNMEASURED => QUEUED_PIECE_UNMEASURED,
+            _ if total >= SPREAD_UNMEASURED => QUEUED_PIECE_UNMEASURED,
             _ => return None,
         };
         let by_size = total / piece.max(MIN_PIECE);
@@ -498,16 +499,15 @@ mod tests {
     #[test]
     fn steps_are_measured_from_requests() {
         let streams = Streams::new(2, 16, true);
-        for _ in 0..4 {
+        for _ in 0..3 {
             streams.started();
         }
         // Busy for 60 ms, the shortest request took 10: the step has its two round trips.
         std::thread::sleep(Duration::from_millis(60));
         let sent = Instant::now() - Duration::from_millis(10);
-        for _ in 0..3 {
-            assert_eq!(streams.finished(sent, 1 << 20), None);
-        }
-        // 4 MiB and two answers per stream in the busy time: a step, and a first one grows.
+        // 3 MiB but one answer for two streams: not yet.
+        assert_eq!(streams.finished(sent, 3 << 20), None);
+        // 4 MiB and an answer per stream in the busy time: a step, and a first one grows.
         assert_eq!(streams.finished(sent, 1 << 20), Some(4));
         let steps = streams.steps();
         assert_eq!((steps[0].streams, steps[0].bytes), (2, 4 << 20));
