@@ -28,9 +28,6 @@ const STEP_MIN_BUSY: Duration = Duration::from_millis(50);
 /// ... and this many round trips of busy time (so that the wait for the first answer of a busy
 /// period does not dominate).
 const STEP_ROUND_TRIPS: f64 = 2.0;
-/// ... and this many answers per stream (bytes are counted when an answer is complete: with fewer
-/// answers, one more or less in the step moves its measure by a lot).
-const STEP_ANSWERS_PER_STREAM: usize = 1;
 /// Pushbacks closer together than this count as one.
 const PUSHBACK_QUIET: Duration = Duration::from_millis(200);
 /// Before any measurement, reads at least this large are spread over the streams.
@@ -73,6 +70,8 @@ impl StreamStep {
 #[derive(Debug)]
 pub struct Streams {
     adaptive: bool,
+    /// The source tells when requests wait for a stream (see [`Streams::with_queue`]).
+    queued: bool,
     max: usize,
     state: Mutex<State>,
 }
@@ -92,6 +91,9 @@ struct State {
     round_trip: Option<Duration>,
     /// Throughput per stream in the last step (bytes/s).
     last_rate: Option<f64>,
+    /// A count whose step brought too little once: one more step there decides (one step alone
+    /// may have measured the ramp of new connections, or a pause of the reader).
+    doubted: Option<usize>,
     /// When the count was last halved for a pushback.
     pushed_back: Option<Instant>,
     in_flight: usize,
@@ -108,8 +110,9 @@ struct Step {
     /// Requests sent before `since` still in flight.
     settling: usize,
     bytes: u64,
-    answers: usize,
     busy: Duration,
+    /// Requests waited for a stream during the step: the streams, not the reader, set the pace.
+    backlog: bool,
 }
 
 impl Step {
@@ -133,6 +136,7 @@ impl Streams {
         let max = if adaptive { max.max(initial) } else { initial };
         Streams {
             adaptive,
+            queued: false,
             max,
             state: Mutex::new(State {
                 current: initial,
@@ -143,12 +147,27 @@ impl Streams {
                 round_trip: None,
                 last_rate: None,
                 pushed_back: None,
+                doubted: None,
                 in_flight: 0,
                 busy_since: None,
                 step: Step::default(),
                 steps: Vec::new(),
             }),
         }
+    }
+
+    /// For a source with a queue in front of its streams, which reports through
+    /// [`Streams::backlog`] when requests wait: a step without a backlog measured what the reader
+    /// asked for, not what the streams can carry, and decides nothing (more streams would not be
+    /// used; fewer might not carry a later burst).
+    pub fn with_queue(mut self) -> Streams {
+        self.queued = true;
+        self
+    }
+
+    /// Requests are waiting for a stream now.
+    pub fn backlog(&self) {
+        self.lock().step.backlog = true;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -232,28 +251,25 @@ impl Streams {
             return None;
         }
         s.step.bytes += bytes;
-        s.step.answers += 1;
         let busy = s.step.busy + s.busy_since.map_or(Duration::ZERO, |t| now - t);
         let enough_time = s.round_trip.unwrap_or_default().as_secs_f64() * STEP_ROUND_TRIPS;
-        if s.step.bytes < STEP_BYTES
-            || busy.as_secs_f64() < enough_time
-            || busy < STEP_MIN_BUSY
-            || s.step.answers < STEP_ANSWERS_PER_STREAM * s.ready
-        {
+        if s.step.bytes < STEP_BYTES || busy.as_secs_f64() < enough_time || busy < STEP_MIN_BUSY {
             return None;
         }
         let streams = s.ready;
         let throughput = s.step.bytes as f64 / busy.as_secs_f64();
         let bytes = s.step.bytes;
+        let paced_by_streams = !self.queued || s.step.backlog;
         s.step = Step::default();
         let before = s.current;
         if s.busy_since.is_some() {
             s.busy_since = Some(now);
         }
         s.last_rate = Some(throughput / streams.max(1) as f64);
-        let decision = match self.adaptive {
-            true => decide(&mut s, streams, throughput, self.max),
-            false => "fixed",
+        let decision = match (self.adaptive, paced_by_streams) {
+            (true, true) => decide(&mut s, streams, throughput, self.max),
+            (true, false) => "keep",
+            (false, _) => "fixed",
         };
         if s.steps.len() < STEPS_KEPT {
             s.steps.push(StreamStep {
@@ -315,10 +331,16 @@ fn decide(s: &mut State, streams: usize, throughput: f64, max: usize) -> &'stati
         // (a count between two tried ones would make the next doubling look useless).
         return "keep";
     }
-    match s.measured.iter_mut().find(|(n, _)| *n == streams) {
-        Some((_, t)) => *t = t.max(throughput),
-        None => s.measured.push((streams, throughput)),
-    }
+    let best = match s.measured.iter_mut().find(|(n, _)| *n == streams) {
+        Some((_, t)) => {
+            *t = t.max(throughput);
+            *t
+        }
+        None => {
+            s.measured.push((streams, throughput));
+            throughput
+        }
+    };
     // The best smaller count measured, to compare the growth against.
     let below = s
         .measured
@@ -327,9 +349,13 @@ fn decide(s: &mut State, streams: usize, throughput: f64, max: usize) -> &'stati
         .max_by_key(|(n, _)| *n)
         .copied();
     if let Some((fewer, before)) = below {
-        if throughput < before * GROWTH_THAT_HELPS {
-            // More streams did not help: the link or the server is the limit, not the streams.
-            // After a jump of two doublings, the one between is tried next.
+        if best < before * GROWTH_THAT_HELPS {
+            if s.doubted != Some(streams) && s.current == streams {
+                s.doubted = Some(streams);
+                return "keep";
+            }
+            // More streams did not help, twice: the link or the server is the limit, not the
+            // streams. After a jump of two doublings, the one between is tried next.
             let back = (streams / 2).max(fewer);
             s.ceiling = s.ceiling.min(back);
             if s.current > back {
@@ -455,7 +481,12 @@ mod tests {
         assert_eq!(step(&streams, 2, 20e6), 4);
         assert_eq!(step(&streams, 4, 30e6), 8, "1.5x: one doubling more");
         assert_eq!(step(&streams, 8, 45e6), 16);
-        assert_eq!(step(&streams, 16, 47e6), 8);
+        assert_eq!(
+            step(&streams, 16, 47e6),
+            16,
+            "one step alone does not go back"
+        );
+        assert_eq!(step(&streams, 16, 46e6), 8);
         // and stays there
         assert_eq!(step(&streams, 8, 44e6), 8);
         assert_eq!(streams.peak(), 16);
@@ -463,7 +494,9 @@ mod tests {
         let streams = Streams::new(2, 16, true);
         assert_eq!(step(&streams, 2, 20e6), 4);
         assert_eq!(step(&streams, 4, 40e6), 16);
+        assert_eq!(step(&streams, 16, 45e6), 16);
         assert_eq!(step(&streams, 16, 45e6), 8, "too far: the count between");
+        assert_eq!(step(&streams, 8, 44e6), 8);
         assert_eq!(step(&streams, 8, 44e6), 4, "no better than 4");
         assert_eq!(step(&streams, 4, 41e6), 4);
     }
@@ -472,6 +505,7 @@ mod tests {
     fn a_shared_cap_keeps_the_count_and_pushback_halves_it() {
         let streams = Streams::new(2, 16, true);
         assert_eq!(step(&streams, 2, 20e6), 4);
+        assert_eq!(step(&streams, 4, 14e6), 4, "noise, maybe: measured again");
         assert_eq!(step(&streams, 4, 21e6), 2);
         assert_eq!(step(&streams, 2, 20e6), 2);
         let streams = Streams::new(8, 16, true);
@@ -499,16 +533,14 @@ mod tests {
     #[test]
     fn steps_are_measured_from_requests() {
         let streams = Streams::new(2, 16, true);
-        for _ in 0..3 {
-            streams.started();
-        }
+        streams.started();
+        streams.started();
         // Busy for 60 ms, the shortest request took 10: the step has its two round trips.
         std::thread::sleep(Duration::from_millis(60));
         let sent = Instant::now() - Duration::from_millis(10);
-        // 3 MiB but one answer for two streams: not yet.
-        assert_eq!(streams.finished(sent, 3 << 20), None);
-        // 4 MiB and an answer per stream in the busy time: a step, and a first one grows.
-        assert_eq!(streams.finished(sent, 1 << 20), Some(4));
+        assert_eq!(streams.finished(sent, 1 << 20), None);
+        // 4 MiB in the busy time: a step, and a first one grows.
+        assert_eq!(streams.finished(sent, 3 << 20), Some(4));
         let steps = streams.steps();
         assert_eq!((steps[0].streams, steps[0].bytes), (2, 4 << 20));
         assert!(steps[0].throughput > 0.0);
@@ -524,6 +556,7 @@ mod tests {
         assert_eq!(streams.ahead(), 8);
         // Settled (4 did no better: back to 2, which is ready): cut as for a fixed count, no window.
         streams.set_ready(4);
+        assert_eq!(step(&streams, 4, 1.0), 4);
         assert_eq!(step(&streams, 4, 1.0), 2);
         streams.set_ready(2);
         assert_eq!(streams.window(), None);
@@ -531,6 +564,30 @@ mod tests {
         assert_eq!(streams.ahead(), 2);
         // A fixed count never queues.
         assert_eq!(Streams::new(2, 16, false).window(), None);
+    }
+
+    #[test]
+    fn with_a_queue_only_steps_with_a_backlog_decide() {
+        let streams = Streams::new(2, 16, true).with_queue();
+        let busy_step = |backlog: bool| {
+            streams.started();
+            std::thread::sleep(Duration::from_millis(60));
+            if backlog {
+                streams.backlog();
+            }
+            streams.finished(Instant::now() - Duration::from_millis(10), 4 << 20)
+        };
+        assert_eq!(
+            busy_step(false),
+            None,
+            "the reader set the pace: nothing to decide"
+        );
+        assert_eq!(streams.steps()[0].decision, "keep");
+        assert_eq!(
+            busy_step(true),
+            Some(4),
+            "requests waited for the streams: grow"
+        );
     }
 
     #[test]

@@ -94,6 +94,11 @@ impl Dispatch {
         Ticket::Later(rx)
     }
 
+    /// Requests waiting for a connection with room.
+    pub(super) fn waiting(&self) -> usize {
+        self.lock().waiting.len()
+    }
+
     /// Requests in flight on `slot`.
     #[cfg(test)]
     pub(super) fn requests(&self, slot: usize) -> usize {

@@ -206,7 +206,8 @@ impl XrootdSource {
             options.connections,
             options.max_connections,
             options.adaptive,
-        );
+        )
+        .with_queue();
         let mut slots: Vec<Slot> = opened
             .into_iter()
             .map(|s| {
@@ -464,6 +465,9 @@ impl Inner {
                 Ok(Reply::Ok(body)) => body.len() as u64,
                 _ => 0,
             };
+            if self.dispatch.waiting() > 0 {
+                self.streams.backlog();
+            }
             if self.streams.finished(sent, received).is_some() {
                 self.open_ahead();
             }
