@@ -3,15 +3,12 @@
 //! A unit (basket, cluster of a column) that straddles steps is fetched and decoded once.
 //! A step whose units alone exceed the budget is read in parts of whole items (branches, fields),
 //! each fetched, decoded and assembled before the next: what it holds beyond its arrays stays
-//! within the budget. Steps are fetched side by side but decoded one at a time, the earliest
-//! whose bytes are in first (each on every core): the step the consumer needs next is ready as
-//! soon as its own bytes are decoded, not when all the steps in flight are. Dropping the reader
-//! cancels everything in flight. Works on any `Table`.
+//! within the budget. Dropping the reader cancels everything in flight. Works on any `Table`.
 
 use super::output::ReadStats;
-use super::table::{check_entry_range, fetch, fetch_and_decode, stored_bytes, Held, Table};
+use super::table::{check_entry_range, fetch_and_decode, stored_bytes, Held, Table};
 use crate::error::{Error, Result};
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, OnceCell, OwnedSemaphorePermit, Semaphore};
@@ -77,60 +74,6 @@ struct Shared<T: Table> {
     /// shared with no other step).
     in_parts: Vec<bool>,
     memory_budget: u64,
-    decode_turn: DecodeTurn,
-}
-
-/// Whose turn it is to decode: one step at a time, the lowest index among the steps waiting.
-#[derive(Default)]
-struct DecodeTurn {
-    /// Whether a step is decoding, and the steps waiting (their bytes are in).
-    state: Mutex<(bool, BTreeSet<usize>)>,
-    changed: tokio::sync::Notify,
-}
-
-/// A step's place in the decoding order: waiting, then decoding; dropping it (done, or the step
-/// cancelled) lets the next step in.
-struct Turn<'a> {
-    turn: &'a DecodeTurn,
-    step: usize,
-    decoding: bool,
-}
-
-impl DecodeTurn {
-    async fn take(&self, step: usize) -> Turn<'_> {
-        self.state.lock().unwrap().1.insert(step);
-        let mut turn = Turn {
-            turn: self,
-            step,
-            decoding: false,
-        };
-        loop {
-            // Created before the check, so a change between the check and the wait is seen.
-            let changed = self.changed.notified();
-            {
-                let mut state = self.state.lock().unwrap();
-                if !state.0 && state.1.first() == Some(&step) {
-                    state.0 = true;
-                    state.1.remove(&step);
-                    turn.decoding = true;
-                    return turn;
-                }
-            }
-            changed.await;
-        }
-    }
-}
-
-impl Drop for Turn<'_> {
-    fn drop(&mut self) {
-        let mut state = self.turn.state.lock().unwrap();
-        match self.decoding {
-            true => state.0 = false,
-            false => _ = state.1.remove(&self.step),
-        }
-        drop(state);
-        self.turn.changed.notify_waiters();
-    }
 }
 
 /// Whether more steps may start, and how many did.
@@ -213,7 +156,6 @@ impl<T: Table> StepReader<T> {
             steps,
             in_parts,
             memory_budget: options.memory_budget,
-            decode_turn: DecodeTurn::default(),
         });
         let (tx, rx) = mpsc::channel(options.in_flight());
         let gate = Arc::new(Mutex::new(Gate::default()));
@@ -331,10 +273,7 @@ async fn owned_units<T: Table>(shared: &Shared<T>, k: usize) -> Result<DecodedUn
         .ok_or_else(|| Error::Cancelled(format!("units of step {k} were freed early")))?;
     cell.get_or_try_init(|| async {
         let plan = &shared.owned[k];
-        let mut held = Held::new();
-        fetch(&*shared.table, plan, &mut held).await?;
-        let _turn = shared.decode_turn.take(k).await;
-        let (decoded, _) = fetch_and_decode(&*shared.table, plan, &held).await?;
+        let (decoded, _) = fetch_and_decode(&*shared.table, plan, &Held::new()).await?;
         Ok::<_, Error>(Arc::new(plan.iter().copied().zip(decoded).collect()))
     })
     .await
@@ -453,41 +392,4 @@ async fn read_in_parts<T: Table>(
         stats.decompress_cpu_seconds += part.decompress_cpu_seconds;
     }
     Ok((arrays, stats))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn the_earliest_waiting_step_decodes_next_and_a_cancelled_wait_leaves_no_trace() {
-        let turn = Arc::new(DecodeTurn::default());
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let first = turn.take(5).await;
-        let waiter = |step: usize| {
-            let (turn, order) = (turn.clone(), order.clone());
-            tokio::spawn(async move {
-                let _t = turn.take(step).await;
-                order.lock().unwrap().push(step);
-            })
-        };
-        // steps 7, 3 and 1 wait, in that order, while 5 decodes; 3 gives up
-        let seven = waiter(7);
-        let three = waiter(3);
-        let one = waiter(1);
-        tokio::task::yield_now().await;
-        while turn.state.lock().unwrap().1.len() < 3 {
-            tokio::task::yield_now().await;
-        }
-        three.abort();
-        let _ = three.await;
-        drop(first);
-        // bounded: a turn never handed on would hang the waiters
-        let both = async { (seven.await.unwrap(), one.await.unwrap()) };
-        tokio::time::timeout(Duration::from_secs(10), both)
-            .await
-            .expect("the waiters got their turns");
-        assert_eq!(*order.lock().unwrap(), vec![1, 7]);
-        assert_eq!(*turn.state.lock().unwrap(), (false, BTreeSet::new()));
-    }
 }
