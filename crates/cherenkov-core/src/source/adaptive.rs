@@ -34,6 +34,13 @@ const PUSHBACK_QUIET: Duration = Duration::from_millis(200);
 pub const SPREAD_UNMEASURED: u64 = 16 << 20;
 /// Requests are cut no smaller than this to spread a read over the streams.
 pub const MIN_PIECE: u64 = 512 << 10;
+/// With a queue in front of the streams (see [`Streams::pieces`]), before any measurement: reads
+/// are cut in pieces of this size.
+const QUEUED_PIECE_UNMEASURED: u64 = 1 << 20;
+/// A stream is kept busy with this many of its bandwidth-delay products in flight ...
+const WINDOW_PRODUCTS: f64 = 2.0;
+/// ... and at least this many bytes (also before any measurement).
+const WINDOW_MIN: u64 = 2 << 20;
 
 /// One measurement step: `streams` in use, bytes received over `seconds` of busy time.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -63,6 +70,8 @@ impl StreamStep {
 #[derive(Debug)]
 pub struct Streams {
     adaptive: bool,
+    /// The source tells when requests wait for a stream (see [`Streams::with_queue`]).
+    queued: bool,
     max: usize,
     state: Mutex<State>,
 }
@@ -82,6 +91,9 @@ struct State {
     round_trip: Option<Duration>,
     /// Throughput per stream in the last step (bytes/s).
     last_rate: Option<f64>,
+    /// A count whose step brought too little once: one more step there decides (one step alone
+    /// may have measured the ramp of new connections, or a pause of the reader).
+    doubted: Option<usize>,
     /// When the count was last halved for a pushback.
     pushed_back: Option<Instant>,
     in_flight: usize,
@@ -99,6 +111,8 @@ struct Step {
     settling: usize,
     bytes: u64,
     busy: Duration,
+    /// Requests waited for a stream during the step: the streams, not the reader, set the pace.
+    backlog: bool,
 }
 
 impl Step {
@@ -122,6 +136,7 @@ impl Streams {
         let max = if adaptive { max.max(initial) } else { initial };
         Streams {
             adaptive,
+            queued: false,
             max,
             state: Mutex::new(State {
                 current: initial,
@@ -132,12 +147,27 @@ impl Streams {
                 round_trip: None,
                 last_rate: None,
                 pushed_back: None,
+                doubted: None,
                 in_flight: 0,
                 busy_since: None,
                 step: Step::default(),
                 steps: Vec::new(),
             }),
         }
+    }
+
+    /// For a source with a queue in front of its streams, which reports through
+    /// [`Streams::backlog`] when requests wait: a step without a backlog measured what the reader
+    /// asked for, not what the streams can carry, and decides nothing (more streams would not be
+    /// used; fewer might not carry a later burst).
+    pub fn with_queue(mut self) -> Streams {
+        self.queued = true;
+        self
+    }
+
+    /// Requests are waiting for a stream now.
+    pub fn backlog(&self) {
+        self.lock().step.backlog = true;
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -169,12 +199,16 @@ impl Streams {
     }
 
     /// How many streams are ready to serve (the step in progress is dropped when this changes:
-    /// it would mix two counts).
+    /// it would mix two counts). A step still waiting for the requests sent before a change of the
+    /// count keeps waiting; otherwise the new step starts now (a stream that just became ready has
+    /// nothing in flight to wait for).
     pub fn set_ready(&self, ready: usize) {
         let mut s = self.lock();
         if s.ready != ready {
             s.ready = ready;
-            s.step = Step::after_change(s.in_flight);
+            if s.step.settling == 0 {
+                s.step = Step::default();
+            }
             if let Some(since) = s.busy_since.as_mut() {
                 *since = Instant::now();
             }
@@ -225,15 +259,17 @@ impl Streams {
         let streams = s.ready;
         let throughput = s.step.bytes as f64 / busy.as_secs_f64();
         let bytes = s.step.bytes;
+        let paced_by_streams = !self.queued || s.step.backlog;
         s.step = Step::default();
         let before = s.current;
         if s.busy_since.is_some() {
             s.busy_since = Some(now);
         }
         s.last_rate = Some(throughput / streams.max(1) as f64);
-        let decision = match self.adaptive {
-            true => decide(&mut s, streams, throughput, self.max),
-            false => "fixed",
+        let decision = match (self.adaptive, paced_by_streams) {
+            (true, true) => decide(&mut s, streams, throughput, self.max),
+            (true, false) => "keep",
+            (false, _) => "fixed",
         };
         if s.steps.len() < STEPS_KEPT {
             s.steps.push(StreamStep {
@@ -281,16 +317,30 @@ impl Streams {
     }
 }
 
+impl State {
+    /// No growth left (the ceiling is reached) and every stream asked for is ready.
+    fn settled(&self) -> bool {
+        self.current >= self.ceiling && self.ready >= self.current
+    }
+}
+
 /// After a step at `streams` measured `throughput`: grow, keep, or go back.
 fn decide(s: &mut State, streams: usize, throughput: f64, max: usize) -> &'static str {
-    match s.measured.iter_mut().find(|(n, _)| *n == streams) {
-        Some((_, t)) => *t = t.max(throughput),
-        None => s.measured.push((streams, throughput)),
-    }
     if streams < s.current {
-        // Still waiting for the streams asked for: measured, nothing to decide.
+        // Still waiting for the streams asked for: nothing to decide, nor to compare with later
+        // (a count between two tried ones would make the next doubling look useless).
         return "keep";
     }
+    let best = match s.measured.iter_mut().find(|(n, _)| *n == streams) {
+        Some((_, t)) => {
+            *t = t.max(throughput);
+            *t
+        }
+        None => {
+            s.measured.push((streams, throughput));
+            throughput
+        }
+    };
     // The best smaller count measured, to compare the growth against.
     let below = s
         .measured
@@ -299,9 +349,13 @@ fn decide(s: &mut State, streams: usize, throughput: f64, max: usize) -> &'stati
         .max_by_key(|(n, _)| *n)
         .copied();
     if let Some((fewer, before)) = below {
-        if throughput < before * GROWTH_THAT_HELPS {
-            // More streams did not help: the link or the server is the limit, not the streams.
-            // After a jump of two doublings, the one between is tried next.
+        if best < before * GROWTH_THAT_HELPS {
+            if s.doubted != Some(streams) && s.current == streams {
+                s.doubted = Some(streams);
+                return "keep";
+            }
+            // More streams did not help, twice: the link or the server is the limit, not the
+            // streams. After a jump of two doublings, the one between is tried next.
             let back = (streams / 2).max(fewer);
             s.ceiling = s.ceiling.min(back);
             if s.current > back {
@@ -345,6 +399,62 @@ impl Streams {
     }
 }
 
+impl Streams {
+    /// With a queue in front of the streams (XRootD: a connection takes a request only while it
+    /// has room, see `xrootd::dispatch`), the byte budget per request to cut a read of `total`
+    /// bytes planned as `requests` (fewer than there are streams): pieces of about one stream's
+    /// bandwidth-delay product (at least [`MIN_PIECE`]), and at least as many as there are
+    /// streams, so that every stream — and every stream added while the read is under way —
+    /// takes a part. Only for reads one stream would need more than a round trip to carry; before
+    /// any measurement, reads of [`SPREAD_UNMEASURED`] or more, in pieces of
+    /// [`QUEUED_PIECE_UNMEASURED`]. Fixed or settled counts cut as [`Streams::spread`] does.
+    pub fn pieces(&self, total: u64, requests: usize) -> Option<u64> {
+        if !self.adaptive || self.lock().settled() {
+            return self.spread(total, requests);
+        }
+        let s = self.lock();
+        if requests >= s.current {
+            return None;
+        }
+        let piece = match (s.last_rate, s.round_trip) {
+            (Some(rate), Some(round_trip)) => {
+                if (total as f64 / rate) < round_trip.as_secs_f64() {
+                    return None;
+                }
+                (rate * round_trip.as_secs_f64()) as u64
+            }
+            _ if total >= SPREAD_UNMEASURED => QUEUED_PIECE_UNMEASURED,
+            _ => return None,
+        };
+        let by_size = total / piece.max(MIN_PIECE);
+        let pieces = by_size.max(s.current as u64).min(total / MIN_PIECE);
+        (pieces > requests as u64).then(|| total.div_ceil(pieces.max(1)))
+    }
+
+    /// Most bytes one stream should have in flight with a queue in front of the streams: about
+    /// [`WINDOW_PRODUCTS`] of its bandwidth-delay products, at least [`WINDOW_MIN`]. None (no
+    /// limit: everything goes out at once) for fixed counts, and once the count has settled: no
+    /// stream will join to take queued work, and a window measured through a queueing link would
+    /// only hold it back.
+    pub fn window(&self) -> Option<u64> {
+        let s = self.lock();
+        if !self.adaptive || s.settled() {
+            return None;
+        }
+        let product = match (s.last_rate, s.round_trip) {
+            (Some(rate), Some(round_trip)) => rate * round_trip.as_secs_f64() * WINDOW_PRODUCTS,
+            _ => 0.0,
+        };
+        Some((product as u64).max(WINDOW_MIN))
+    }
+
+    /// Streams to have ready ahead of need: the next doubling's (never past the ceiling).
+    pub fn ahead(&self) -> usize {
+        let s = self.lock();
+        (2 * s.current).min(s.ceiling).max(s.current)
+    }
+}
+
 /// Pieces of at least [`MIN_PIECE`] bytes, about `streams` of them, if more than `requests`.
 fn spread_bytes(total: u64, requests: usize, streams: usize) -> Option<u64> {
     if streams <= 1 || requests >= streams || total < 2 * MIN_PIECE {
@@ -371,7 +481,12 @@ mod tests {
         assert_eq!(step(&streams, 2, 20e6), 4);
         assert_eq!(step(&streams, 4, 30e6), 8, "1.5x: one doubling more");
         assert_eq!(step(&streams, 8, 45e6), 16);
-        assert_eq!(step(&streams, 16, 47e6), 8);
+        assert_eq!(
+            step(&streams, 16, 47e6),
+            16,
+            "one step alone does not go back"
+        );
+        assert_eq!(step(&streams, 16, 46e6), 8);
         // and stays there
         assert_eq!(step(&streams, 8, 44e6), 8);
         assert_eq!(streams.peak(), 16);
@@ -379,7 +494,9 @@ mod tests {
         let streams = Streams::new(2, 16, true);
         assert_eq!(step(&streams, 2, 20e6), 4);
         assert_eq!(step(&streams, 4, 40e6), 16);
+        assert_eq!(step(&streams, 16, 45e6), 16);
         assert_eq!(step(&streams, 16, 45e6), 8, "too far: the count between");
+        assert_eq!(step(&streams, 8, 44e6), 8);
         assert_eq!(step(&streams, 8, 44e6), 4, "no better than 4");
         assert_eq!(step(&streams, 4, 41e6), 4);
     }
@@ -388,6 +505,7 @@ mod tests {
     fn a_shared_cap_keeps_the_count_and_pushback_halves_it() {
         let streams = Streams::new(2, 16, true);
         assert_eq!(step(&streams, 2, 20e6), 4);
+        assert_eq!(step(&streams, 4, 14e6), 4, "noise, maybe: measured again");
         assert_eq!(step(&streams, 4, 21e6), 2);
         assert_eq!(step(&streams, 2, 20e6), 2);
         let streams = Streams::new(8, 16, true);
@@ -430,6 +548,46 @@ mod tests {
         // carries within a round trip stays whole, a larger one is spread.
         assert_eq!(streams.spread(512 << 10, 1), None);
         assert_eq!(streams.spread(100 << 20, 1), Some(25 << 20));
+        // Growing (4 asked, 2 ready): a queue in front of the streams gets pieces of about one
+        // stream's bandwidth-delay product (here the smallest piece), and a window.
+        assert_eq!(streams.pieces(100 << 20, 1), Some(MIN_PIECE));
+        assert_eq!(streams.pieces(512 << 10, 1), None);
+        assert_eq!(streams.window(), Some(WINDOW_MIN));
+        assert_eq!(streams.ahead(), 8);
+        // Settled (4 did no better: back to 2, which is ready): cut as for a fixed count, no window.
+        streams.set_ready(4);
+        assert_eq!(step(&streams, 4, 1.0), 4);
+        assert_eq!(step(&streams, 4, 1.0), 2);
+        streams.set_ready(2);
+        assert_eq!(streams.window(), None);
+        assert_eq!(streams.pieces(100 << 20, 1), Some(50 << 20));
+        assert_eq!(streams.ahead(), 2);
+        // A fixed count never queues.
+        assert_eq!(Streams::new(2, 16, false).window(), None);
+    }
+
+    #[test]
+    fn with_a_queue_only_steps_with_a_backlog_decide() {
+        let streams = Streams::new(2, 16, true).with_queue();
+        let busy_step = |backlog: bool| {
+            streams.started();
+            std::thread::sleep(Duration::from_millis(60));
+            if backlog {
+                streams.backlog();
+            }
+            streams.finished(Instant::now() - Duration::from_millis(10), 4 << 20)
+        };
+        assert_eq!(
+            busy_step(false),
+            None,
+            "the reader set the pace: nothing to decide"
+        );
+        assert_eq!(streams.steps()[0].decision, "keep");
+        assert_eq!(
+            busy_step(true),
+            Some(4),
+            "requests waited for the streams: grow"
+        );
     }
 
     #[test]

@@ -20,6 +20,7 @@
 
 mod auth;
 mod connection;
+mod dispatch;
 pub mod external;
 mod keytab;
 mod locate;
@@ -36,6 +37,7 @@ pub use self::options::XrootdOptions;
 
 use self::auth::Security;
 use self::connection::{ConnError, Connection, Reply, Waiting, SMALL_BODY_MAX};
+use self::dispatch::Dispatch;
 use self::protocol::{self as proto, FileHandle, Redirect};
 use self::session::*;
 use self::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
@@ -49,7 +51,7 @@ use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::future::join_all;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -94,6 +96,8 @@ struct Inner {
     /// One per connection this file may use (`max_connections` with `adaptive`); the first
     /// `streams.current()` ready ones take the requests.
     slots: Vec<Slot>,
+    /// Hands the requests to those slots (see `dispatch`).
+    dispatch: Arc<Dispatch>,
     streams: Streams,
     /// Other data servers holding the file, as `root://` URLs (see `XrootdOptions::discover`).
     other_replicas: Vec<String>,
@@ -110,7 +114,6 @@ struct Inner {
 /// One connection's place: its session (replaced when the connection fails) and its load.
 struct Slot {
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
-    in_flight: AtomicUsize,
     /// Logged in with the file open (or was, and is opened again on use): may take requests.
     ready: AtomicBool,
     /// A connection for it is being opened in the background.
@@ -122,7 +125,6 @@ impl Slot {
         Slot {
             ready: AtomicBool::new(session.is_some()),
             session: tokio::sync::Mutex::new(session),
-            in_flight: AtomicUsize::new(0),
             opening: AtomicBool::new(false),
         }
     }
@@ -204,7 +206,8 @@ impl XrootdSource {
             options.connections,
             options.max_connections,
             options.adaptive,
-        );
+        )
+        .with_queue();
         let mut slots: Vec<Slot> = opened
             .into_iter()
             .map(|s| {
@@ -215,6 +218,7 @@ impl XrootdSource {
             })
             .collect();
         slots.extend((options.connections..streams.max()).map(|_| Slot::new(None)));
+        let dispatch = Dispatch::new(slots.len(), (0..options.connections).collect());
         let in_use = first.endpoint.address();
         // A server that opened the file itself is a data server: its kXR_locate answer names
         // itself (by address, so `root://localhost` would list `127.0.0.1` as another replica).
@@ -234,6 +238,7 @@ impl XrootdSource {
                 modified: first.modified,
                 limits,
                 slots,
+                dispatch,
                 streams,
                 other_replicas,
                 server: first.endpoint.clone(),
@@ -246,6 +251,7 @@ impl XrootdSource {
         };
         // The next count's connections log in while reading starts: ready when a step asks.
         source.inner.open_ahead();
+        source.inner.note_ready();
         Ok(source)
     }
 
@@ -316,37 +322,7 @@ impl XrootdSource {
     }
 }
 
-/// One request counted in its slot's load until it finishes, fails or is cancelled (even before
-/// it first runs).
-struct InFlight {
-    inner: Arc<Inner>,
-    slot: usize,
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.inner.slots[self.slot]
-            .in_flight
-            .fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
 impl Inner {
-    /// Of the first `streams.current()` ready slots, the one with the fewest requests in flight,
-    /// counted as one more.
-    fn pick_slot(self: &Arc<Self>) -> InFlight {
-        let slot = (0..self.slots.len())
-            .filter(|&i| self.slots[i].ready.load(Ordering::Relaxed))
-            .take(self.streams.current())
-            .min_by_key(|&i| self.slots[i].in_flight.load(Ordering::Relaxed))
-            .unwrap_or(0);
-        self.slots[slot].in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight {
-            inner: self.clone(),
-            slot,
-        }
-    }
-
     /// The slot's session, opened again if its connection is gone.
     async fn session(&self, slot: usize) -> Result<Arc<Session>, Failure> {
         let mut current = self.slots[slot].session.lock().await;
@@ -361,14 +337,19 @@ impl Inner {
         Ok(session)
     }
 
-    /// Slots ready among those in use: what a throughput step measures.
+    /// Slots ready among those in use: what a throughput step measures, and where requests go.
     fn note_ready(&self) {
-        let ready = self
-            .slots
-            .iter()
-            .filter(|s| s.ready.load(Ordering::Relaxed))
-            .count();
-        self.streams.set_ready(ready.min(self.streams.current()));
+        let usable: Vec<usize> = (0..self.slots.len())
+            .filter(|&i| self.slots[i].ready.load(Ordering::Relaxed))
+            .take(self.streams.current())
+            .collect();
+        self.streams.set_ready(usable.len());
+        let usable = match usable.is_empty() {
+            // The first slot is opened again on use.
+            true => vec![0],
+            false => usable,
+        };
+        self.dispatch.set_usable(usable, self.streams.window());
     }
 
     /// With `adaptive`: open, in the background, the connections up to twice the count in use,
@@ -377,7 +358,7 @@ impl Inner {
         if !self.streams.adaptive() {
             return;
         }
-        let wanted = (2 * self.streams.current()).min(self.slots.len());
+        let wanted = self.streams.ahead().min(self.slots.len());
         for index in 0..wanted {
             let slot = &self.slots[index];
             if slot.ready.load(Ordering::Relaxed) || slot.opening.swap(true, Ordering::Relaxed) {
@@ -484,10 +465,14 @@ impl Inner {
                 Ok(Reply::Ok(body)) => body.len() as u64,
                 _ => 0,
             };
+            if self.dispatch.waiting() > 0 {
+                self.streams.backlog();
+            }
             if self.streams.finished(sent, received).is_some() {
-                self.note_ready();
                 self.open_ahead();
             }
+            // The count, or the window it allows each connection, may have moved.
+            self.note_ready();
             match reply? {
                 Reply::Ok(body) => {
                     let buffers = decode_read(body, session.handle, pieces).inspect_err(|_| {
@@ -594,8 +579,8 @@ impl ByteSource for XrootdSource {
         }
         let mut requests = split_for_limits(ranges, &inner.limits);
         let total = ranges.iter().map(|r| r.len).sum();
-        if let Some(each) = inner.streams.spread(total, requests.len()) {
-            // Fewer requests than streams in use: cut the read so that every stream carries a part.
+        if let Some(each) = inner.streams.pieces(total, requests.len()) {
+            // Too few requests for the streams: cut the read so that every stream carries a part.
             let limits = SourceLimits {
                 max_range_len: inner.limits.max_range_len.min(each),
                 max_request_bytes: inner.limits.max_request_bytes.min(each),
@@ -612,9 +597,15 @@ impl ByteSource for XrootdSource {
         inner.round_trips.fetch_add(1, Ordering::Relaxed);
         let mut tasks = JoinSet::new();
         for (index, request) in requests.into_iter().enumerate() {
-            let load = inner.pick_slot();
+            // In line now, in order: a slot of the first `streams.current()` ready ones, the
+            // least loaded with room, once there is one (see `dispatch`).
+            let ticket = inner.dispatch.assign(request.iter().map(|r| r.len).sum());
+            let inner = inner.clone();
             tasks.spawn(async move {
-                let answer = load.inner.read_request(load.slot, &request).await;
+                let Some(assigned) = ticket.connection().await else {
+                    return (index, Err(Error::io(&inner.url, "the source was closed")));
+                };
+                let answer = inner.read_request(assigned.slot, &request).await;
                 (index, answer)
             });
         }
