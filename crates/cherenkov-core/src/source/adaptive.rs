@@ -102,8 +102,10 @@ struct State {
     steps: Vec<StreamStep>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Step {
+    /// When the step began: a request sent earlier counts with the share of its time since.
+    began: Instant,
     /// Set when the count changed: requests sent before went to the old streams (and delay the
     /// new ones queued behind them), so the step starts once they are all done.
     since: Option<Instant>,
@@ -116,12 +118,23 @@ struct Step {
 }
 
 impl Step {
+    fn new() -> Step {
+        Step {
+            began: Instant::now(),
+            since: None,
+            settling: 0,
+            bytes: 0,
+            busy: Duration::ZERO,
+            backlog: false,
+        }
+    }
+
     /// The step after a change of the count, with `in_flight` requests sent before it.
     fn after_change(in_flight: usize) -> Step {
         Step {
             since: Some(Instant::now()),
             settling: in_flight,
-            ..Step::default()
+            ..Step::new()
         }
     }
 }
@@ -150,7 +163,7 @@ impl Streams {
                 doubted: None,
                 in_flight: 0,
                 busy_since: None,
-                step: Step::default(),
+                step: Step::new(),
                 steps: Vec::new(),
             }),
         }
@@ -207,7 +220,7 @@ impl Streams {
         if s.ready != ready {
             s.ready = ready;
             if s.step.settling == 0 {
-                s.step = Step::default();
+                s.step = Step::new();
             }
             if let Some(since) = s.busy_since.as_mut() {
                 *since = Instant::now();
@@ -243,14 +256,21 @@ impl Streams {
             }
             if s.step.settling == 0 {
                 // The old requests are done: the step at the new count starts now.
-                s.step = Step::default();
+                s.step = Step::new();
                 if s.busy_since.is_some() {
                     s.busy_since = Some(now);
                 }
             }
             return None;
         }
-        s.step.bytes += bytes;
+        // A request sent before the step carried part of its bytes before it (a stream that
+        // became ready restarts the step with requests in flight): only its share since counts,
+        // or a burst of answers finishing together would measure more than the link carries.
+        let share = match sent < s.step.began {
+            true => (now - s.step.began).as_secs_f64() / took.as_secs_f64().max(1e-9),
+            false => 1.0,
+        };
+        s.step.bytes += (bytes as f64 * share.min(1.0)) as u64;
         let busy = s.step.busy + s.busy_since.map_or(Duration::ZERO, |t| now - t);
         let enough_time = s.round_trip.unwrap_or_default().as_secs_f64() * STEP_ROUND_TRIPS;
         if s.step.bytes < STEP_BYTES || busy.as_secs_f64() < enough_time || busy < STEP_MIN_BUSY {
@@ -260,7 +280,7 @@ impl Streams {
         let throughput = s.step.bytes as f64 / busy.as_secs_f64();
         let bytes = s.step.bytes;
         let paced_by_streams = !self.queued || s.step.backlog;
-        s.step = Step::default();
+        s.step = Step::new();
         let before = s.current;
         if s.busy_since.is_some() {
             s.busy_since = Some(now);
@@ -301,7 +321,7 @@ impl Streams {
         if halved < s.current {
             s.current = halved;
             s.ceiling = halved;
-            s.step = Step::default();
+            s.step = Step::new();
             let streams = s.ready as u64;
             if s.steps.len() < STEPS_KEPT {
                 s.steps.push(StreamStep {
