@@ -162,8 +162,9 @@ class Tree:
         progress=None,
     ) -> Iterator:
         """Yield arrays for consecutive entry ranges of about `step_size` entries, each made of
-        whole clusters. While one step is in use, the next ones (up to `steps_ahead` steps and
-        `memory_budget` bytes) are fetched and decompressed; `steps_ahead=0` turns that off.
+        whole clusters. While one step is in use, the next ones (`steps_ahead` steps, more while
+        the consumer waits for the network, and at most `memory_budget` bytes) are fetched and
+        decompressed; `steps_ahead=0` turns that off.
         A basket shared by two steps is read once. Leaving the loop early cancels what is in flight.
         `progress`: None shows a bar on terminals, True/False force it, a callable receives a
         `cherenkov.progress.ProgressUpdate` after each step."""
@@ -203,7 +204,8 @@ class Tree:
 
         The engine learns which branches are used: the first branch touched in the first chunk
         fetches every branch of that chunk in one request (up to 64 MB) and the ones used become
-        the learned set, read `steps_ahead` chunks ahead of use (0: when first used). The first
+        the learned set, read `steps_ahead` chunks ahead of use (deeper while the consumer waits
+        for the network; 0: when first used). The first
         branch outside it that a chunk touches fetches every unread branch of that chunk in one
         request (a trigger fired); the ones then used become the miss set, fetched together on
         later misses. Pass one `cherenkov.AccessProfile` to the chunks of every file of a dataset
