@@ -192,7 +192,14 @@ mod tests {
         assert!((one.fetch_seconds - 0.005).abs() < 1e-9);
         let two = one + one;
         assert_eq!(two.uncompressed_bytes, 60);
-        assert_eq!(StatsSnapshot::FIELDS.len(), 18);
-        assert!(StatsSnapshot::FIELDS.contains(&"blocked_seconds"));
+        let names: std::collections::HashSet<_> = StatsSnapshot::FIELDS.iter().collect();
+        assert_eq!(names.len(), StatsSnapshot::FIELDS.len());
+        for name in [
+            "blocked_seconds",
+            "requested_bytes",
+            "speculative_wasted_bytes",
+        ] {
+            assert!(StatsSnapshot::FIELDS.contains(&name), "{name}");
+        }
     }
 }
