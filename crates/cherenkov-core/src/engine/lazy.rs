@@ -275,13 +275,17 @@ impl<T: Table> LazyReader<T> {
             None => Some(next),
         };
         if let Some(from) = from.filter(|&f| f < self.steps.len()) {
-            let reader = StepReader::start(
+            let mut reader = StepReader::start(
                 self.table.clone(),
                 set.clone(),
                 self.steps[from..].to_vec(),
                 self.options.read_ahead,
             )
             .await?;
+            if !speculated.is_empty() {
+                // Guesses go no deeper than asked: the budget is settled chunk by chunk.
+                reader.keep_depth();
+            }
             self.pipelines.push_back(Pipeline {
                 set,
                 speculated: speculated.clone(),

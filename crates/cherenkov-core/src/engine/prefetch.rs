@@ -100,6 +100,7 @@ pub struct StepReader<T: Table> {
     /// One place per step in flight (the one in use included); places are added to deepen.
     depth: Arc<Semaphore>,
     places: usize,
+    deepens: bool,
     handed_out: usize,
     _driver: AbortOnDrop,
     /// Time `next` spent waiting for data the consumer needed now.
@@ -192,6 +193,7 @@ impl<T: Table> StepReader<T> {
             gate,
             depth,
             places: options.in_flight(),
+            deepens: true,
             handed_out: 0,
             _driver: AbortOnDrop(driver),
             blocked: Duration::ZERO,
@@ -224,10 +226,15 @@ impl<T: Table> StepReader<T> {
             && (shared.owners[k].iter()).any(|&o| !shared.fetched[o].load(Ordering::Acquire))
     }
 
+    /// Read no deeper than the depth asked for, whatever the consumer waits for.
+    pub fn keep_depth(&mut self) {
+        self.deepens = false;
+    }
+
     /// Double the steps in flight (a reader with no read-ahead stays so), up to every step.
     fn deepen(&mut self) {
         let all = self.shared.steps.len();
-        if self.places < 2 || self.places >= all {
+        if !self.deepens || self.places < 2 || self.places >= all {
             return;
         }
         let more = self.places.min(all - self.places);
