@@ -209,7 +209,7 @@ impl<T: Table> StepReader<T> {
         }
         // The first step waits for the network whatever the depth; a later one only when too
         // few steps were read ahead to cover the round trip.
-        if k > 0 && k < self.shared.steps.len() && self.waits_for_bytes(k) {
+        if k > 0 && k < self.shared.steps.len() && self.can_deepen() && self.waits_for_bytes(k) {
             self.deepen();
         }
         let t = Instant::now();
@@ -231,13 +231,15 @@ impl<T: Table> StepReader<T> {
         self.deepens = false;
     }
 
-    /// Double the steps in flight (a reader with no read-ahead stays so), up to every step.
+    /// Whether the depth may grow: not kept, not off (a reader with no read-ahead stays so), not
+    /// at every step yet.
+    fn can_deepen(&self) -> bool {
+        self.deepens && self.places >= 2 && self.places < self.shared.steps.len()
+    }
+
+    /// Double the steps in flight, up to every step.
     fn deepen(&mut self) {
-        let all = self.shared.steps.len();
-        if !self.deepens || self.places < 2 || self.places >= all {
-            return;
-        }
-        let more = self.places.min(all - self.places);
+        let more = self.places.min(self.shared.steps.len() - self.places);
         self.places += more;
         self.depth.add_permits(more);
     }
