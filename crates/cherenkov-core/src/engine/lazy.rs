@@ -282,10 +282,9 @@ impl<T: Table> LazyReader<T> {
                 self.options.read_ahead,
             )
             .await?;
-            if !speculated.is_empty() {
-                // Guesses go no deeper than asked: the budget is settled chunk by chunk.
-                reader.keep_depth();
-            }
+            // No deeper than asked: a set's guesses are settled chunk by chunk, and a read-ahead
+            // halted when the set changes would carry the old set far ahead.
+            reader.keep_depth();
             self.pipelines.push_back(Pipeline {
                 set,
                 speculated: speculated.clone(),
