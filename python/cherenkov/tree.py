@@ -204,8 +204,7 @@ class Tree:
 
         The engine learns which branches are used: the first branch touched in the first chunk
         fetches every branch of that chunk in one request (up to 64 MB) and the ones used become
-        the learned set, read `steps_ahead` chunks ahead of use (deeper while the consumer waits
-        for the network; 0: when first used). The first
+        the learned set, read `steps_ahead` chunks ahead of use (0: when first used). The first
         branch outside it that a chunk touches fetches every unread branch of that chunk in one
         request (a trigger fired); the ones then used become the miss set, fetched together on
         later misses. Pass one `cherenkov.AccessProfile` to the chunks of every file of a dataset
