@@ -1,9 +1,9 @@
 """Many files in one process: cherenkov.iterate over N copies of the NanoAOD-like file, against
 uproot.iterate over the same URLs, locally and behind the lab's round-trip delay.
 
-    .venv/bin/python bench/dataset_bench.py [--rtt 137] [--files 8] [--protocol http|root] [--every 3]
+    .venv/bin/python bench/dataset_bench.py [--rtt 137] [--files 8] [--protocol http|root] [--every 3] [--repeat 3]
 
-Prints the time of each reader, the ratio to its local time, and cherenkov's goal from issue 20:
+Prints the median time of each reader over `--repeat` interleaved runs, the ratio to its local time, and cherenkov's goal from issue 20:
 local time plus one round trip (for the first file only) times 1.3. `files_ahead=0` is cherenkov
 with one file after another, to show what opening ahead is worth. Values are checked equal
 (entry count and a checksum of the first branch) between every run."""
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -43,6 +44,20 @@ def run(read) -> tuple[float, tuple]:
     return time.perf_counter() - t0, (entries, round(check, 3))
 
 
+def medians(readers: dict, repeat: int) -> dict:
+    """Each reader's median time over `repeat` rounds (the readers take turns within a round), and
+    its values, which must be the same in every round."""
+    runs = {name: [] for name in readers}
+    for _ in range(repeat):
+        for name, read in readers.items():
+            runs[name].append(run(read))
+    out = {}
+    for name, results in runs.items():
+        assert len({values for _, values in results}) == 1, f"{name} read different values: {results}"
+        out[name] = (statistics.median(t for t, _ in results), results[0][1])
+    return out
+
+
 def readers(urls: list[str], names: list[str], step: int) -> dict:
     import uproot
 
@@ -60,6 +75,7 @@ def main() -> None:
     parser.add_argument("--protocol", choices=["http", "root"], default="http")
     parser.add_argument("--every", type=int, default=3, help="read every Nth readable branch (default 3)")
     parser.add_argument("--step", type=int, default=500, help="step_size in entries (default 500: one cluster)")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved runs of each reader; medians are shown (default 3)")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="cherenkov-dataset-bench-") as tmp:
@@ -68,11 +84,11 @@ def main() -> None:
         tree = cherenkov.open(folder / files[0])["Events"]
         names = [b.path for b in tree.branches if b.readable and b.name == b.path][:: args.every]
         print(f"{args.files} files of {NANO}, {len(names)} branches, step_size {args.step}, {args.protocol}:// at {args.rtt:g} ms")
-        local = {name: run(read) for name, read in readers([str(folder / f) for f in files], names, args.step).items()}
+        local = medians(readers([str(folder / f) for f in files], names, args.step), args.repeat)
         with Lab(folder) as lab:
             lab.set_rtt(args.rtt)
             urls = [lab.url(args.protocol, f) for f in files]
-            remote = {name: run(read) for name, read in readers(urls, names, args.step).items()}
+            remote = medians(readers(urls, names, args.step), args.repeat)
     values = {result for _, result in list(local.values()) + list(remote.values())}
     assert len(values) == 1, f"readers disagree: {local} {remote}"
     print(f"{'reader':28} {'local s':>8} {'remote s':>9} {'remote/local':>13}")

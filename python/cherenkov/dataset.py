@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import glob
 import logging
-import math
 import os
 import re
 import threading
@@ -188,32 +187,32 @@ def find_table(f: File, tree: str) -> Tree:
     return f[names[0]]
 
 
-# Files opened ahead when the caller sets no number: start with this many, then as many as it takes
-# to hide a file's opening behind the reading of the ones before it (opening time over reading time
-# per file, both measured: far servers and XRootD's longer handshake need more), up to the limit.
-FILES_AHEAD_START = 2
-FILES_AHEAD_LIMIT = 6
+# Files opened ahead when the caller sets no number, all at once: each holds a share of the memory
+# budget reserved for this many whatever the pace, so a slower start saves no memory, and a far
+# server's opening round trips (three or four per file) are paid once for the first files, not
+# once per wave. Starting at 2 and growing with the measured opening over reading time cost a fast
+# reader of small remote files later waves (bench/dataset_bench.py, 8 files at 137 ms: 1.15-1.36 s,
+# all at once 0.73-1.03 s on the same machine).
+FILES_AHEAD = 8
 
 
 def ahead_limit(files_ahead: int | None, files: int) -> int:
-    """The most files opened ahead at once: `files_ahead`, or with None the adaptive limit."""
+    """How many files are opened ahead: `files_ahead`, or with None FILES_AHEAD (at most all but one)."""
     if files_ahead is not None and files_ahead < 0:
         raise ValueError("files_ahead must be at least 0")
-    return files_ahead if files_ahead is not None else min(FILES_AHEAD_LIMIT, max(files - 1, 0))
+    return files_ahead if files_ahead is not None else min(FILES_AHEAD, max(files - 1, 0))
 
 
 class _Ahead:
-    """Yields the `prepare`d files in order while later ones are prepared in a thread pool: a fixed
-    `files_ahead`, or with None from FILES_AHEAD_START as many as hide the measured opening time.
-    Leaving early closes what was prepared and drops what was not started."""
+    """Yields the `prepare`d files in order while the next `files_ahead` are prepared in a thread
+    pool. Leaving early closes what was prepared and drops what was not started."""
 
     def __init__(self, specs: list[FileSpec], prepare: Callable[[FileSpec], _Opened], files_ahead: int | None):
         self.specs = iter(specs)
         self.prepare = prepare
-        self.adaptive = files_ahead is None
-        self.limit = ahead_limit(files_ahead, len(specs))
-        self.depth = min(FILES_AHEAD_START, self.limit) if self.adaptive else self.limit
-        self.pool = ThreadPoolExecutor(max_workers=max(self.limit, 1), thread_name_prefix="cherenkov-dataset")
+        self.depth = ahead_limit(files_ahead, len(specs))
+        # The file handed over next may still be opening too: one worker more than files ahead.
+        self.pool = ThreadPoolExecutor(max_workers=self.depth + 1, thread_name_prefix="cherenkov-dataset")
         self.pending: deque[Future] = deque()
 
     def _fill(self, count: int) -> None:
@@ -221,7 +220,6 @@ class _Ahead:
             self.pending.append(self.pool.submit(self.prepare, spec))
 
     def __iter__(self) -> Iterator[_Opened]:
-        previous = None  # when the previous file was handed over
         try:
             while True:
                 if not self.pending:
@@ -230,15 +228,7 @@ class _Ahead:
                     return
                 current = self.pending.popleft()
                 self._fill(self.depth)  # the next files open while this one is read
-                opened = current.result()
-                now = time.perf_counter()
-                if self.adaptive and previous is not None and opened.error is None:
-                    reading = max(now - previous, 1e-3)
-                    opening = opened.opened - opened.open_started
-                    self.depth = max(self.depth, min(self.limit, math.ceil(opening / reading)))
-                    self._fill(self.depth)
-                previous = now
-                yield opened
+                yield current.result()
         finally:
             for future in self.pending:
                 if not future.cancel():  # already running: close its reads when it is done
@@ -322,12 +312,12 @@ def iterate(
     `step_size` entries, like `uproot.iterate`; `report=True` yields (arrays, `Report`) pairs.
 
     While a file is read, the next files are opened in background threads and their first steps
-    fetched: `files_ahead` of them, or by default 2 and then as many as hide a file's measured
-    opening time behind the reading of the files before it, up to 6. `memory_budget` is shared by the files in flight (each gets
-    `memory_budget // (most files ahead + 1)`). `allow_missing=True` skips files that cannot be opened
-    or lack the tree (logged). Other keywords (`connections`, `timeout`, `cache`, ...) go to
-    `cherenkov.open`. One progress bar counts entries over the dataset (`progress` as in
-    `Tree.iterate`); its total grows as files are opened."""
+    fetched: `files_ahead` of them (default 8, fewer for a shorter list), all at once.
+    `memory_budget` is shared by the files in flight (each gets `memory_budget // (files ahead +
+    1)`). `allow_missing=True` skips files that cannot be opened or lack the tree (logged). Other
+    keywords (`connections`, `timeout`, `cache`, ...) go to `cherenkov.open`. One progress bar
+    counts entries over the dataset (`progress` as in `Tree.iterate`); its total grows as files
+    are opened."""
     _check(step_size)
     specs = file_specs(files, tree)
     per_file_budget = max(memory_budget // (ahead_limit(files_ahead, len(specs)) + 1), 1 << 20)
