@@ -7,8 +7,8 @@ Prints the median time of each reader over `--repeat` interleaved runs, the rati
 time, cherenkov's goal from issue 20 (local time plus one round trip, for the first file only, times
 1.3) and the floor: local time plus the round trips the first file cannot avoid (open, keys list,
 first data; XRootD's login). `files_ahead=0` is cherenkov with one file after another, to show what
-opening ahead is worth. Values are checked equal
-(entry count and a checksum of the first branch) between every run."""
+opening ahead is worth. Values are checked equal (entry count and a checksum of the first branch)
+between every run."""
 
 from __future__ import annotations
 
