@@ -5,40 +5,59 @@
 
 use crate::format::array::DType;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ColumnType {
-    Bit,
-    Byte,
-    Char,
-    Int8,
-    UInt8,
-    Int16,
-    UInt16,
-    Int32,
-    UInt32,
-    Int64,
-    UInt64,
-    Real16,
-    Real32,
-    Real64,
-    Index32,
-    Index64,
-    Switch,
-    SplitInt16,
-    SplitUInt16,
-    SplitInt32,
-    SplitUInt32,
-    SplitInt64,
-    SplitUInt64,
-    SplitReal16,
-    SplitReal32,
-    SplitReal64,
-    SplitIndex32,
-    SplitIndex64,
-    Real32Trunc,
-    Real32Quant,
-    /// A type of a later format version: its fields cannot be read.
-    Unknown(u16),
+/// The column types, each once, with its code from the specification's table ("Column
+/// Description"): the enum and `ColumnType::from_code`.
+macro_rules! column_types {
+    ($($name:ident = $code:literal,)*) => {
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum ColumnType {
+            $($name,)*
+            /// A type of a later format version: its fields cannot be read.
+            Unknown(u16),
+        }
+
+        impl ColumnType {
+            pub fn from_code(code: u16) -> ColumnType {
+                match code {
+                    $($code => ColumnType::$name,)*
+                    other => ColumnType::Unknown(other),
+                }
+            }
+        }
+    };
+}
+
+column_types! {
+    Bit = 0x00,
+    Byte = 0x01,
+    Char = 0x02,
+    Int8 = 0x03,
+    UInt8 = 0x04,
+    Int16 = 0x05,
+    UInt16 = 0x06,
+    Int32 = 0x07,
+    UInt32 = 0x08,
+    Int64 = 0x09,
+    UInt64 = 0x0A,
+    Real16 = 0x0B,
+    Real32 = 0x0C,
+    Real64 = 0x0D,
+    Index32 = 0x0E,
+    Index64 = 0x0F,
+    Switch = 0x10,
+    SplitInt16 = 0x11,
+    SplitUInt16 = 0x12,
+    SplitInt32 = 0x13,
+    SplitUInt32 = 0x14,
+    SplitInt64 = 0x15,
+    SplitUInt64 = 0x16,
+    SplitReal16 = 0x17,
+    SplitReal32 = 0x18,
+    SplitReal64 = 0x19,
+    SplitIndex32 = 0x1A,
+    SplitIndex64 = 0x1B,
+    Real32Trunc = 0x1C,
+    Real32Quant = 0x1D,
 }
 
 /// What a column's elements become in memory.
@@ -76,43 +95,6 @@ enum Encoding {
 }
 
 impl ColumnType {
-    pub fn from_code(code: u16) -> ColumnType {
-        use ColumnType::*;
-        const TYPES: [ColumnType; 30] = [
-            Bit,
-            Byte,
-            Char,
-            Int8,
-            UInt8,
-            Int16,
-            UInt16,
-            Int32,
-            UInt32,
-            Int64,
-            UInt64,
-            Real16,
-            Real32,
-            Real64,
-            Index32,
-            Index64,
-            Switch,
-            SplitInt16,
-            SplitUInt16,
-            SplitInt32,
-            SplitUInt32,
-            SplitInt64,
-            SplitUInt64,
-            SplitReal16,
-            SplitReal32,
-            SplitReal64,
-            SplitIndex32,
-            SplitIndex64,
-            Real32Trunc,
-            Real32Quant,
-        ];
-        TYPES.get(code as usize).copied().unwrap_or(Unknown(code))
-    }
-
     /// The spec's name ("SplitReal32").
     pub fn name(self) -> String {
         match self {
