@@ -116,7 +116,7 @@ class Plan:
     others: list[str]
     extra: list[str]  # the conditional set: every tenth of the others
     step_size: int
-    steps: list[tuple[int, int]]
+    steps: list[list[list[int]]]  # per file, its clusters ([start, stop] each)
     trigger_from: int
     trigger_every: int
     checks: dict
@@ -179,7 +179,8 @@ def make_plan(files: list[Path], trigger_every: int = 50, interactive_branch: st
         others=others,
         extra=others[::10],
         step_size=1,
-        steps=[list(s) for s in tree.steps(1)],
+        # each file's own clusters: a dataset's files need not be clustered alike
+        steps=[[list(s) for s in cherenkov.open(f)[TREE].steps(1)] for f in files],
         trigger_from=trigger_from,
         trigger_every=trigger_every,
         checks=checks,
@@ -205,7 +206,7 @@ def as_rntuple(plan: Plan, log=print) -> Plan:
         **{
             **plan.__dict__,
             "files": files,
-            "steps": [list(s) for s in ntuple.steps(1)],
+            "steps": [[list(s) for s in cherenkov.open(f)[TREE].steps(1)] for f in files],
             "clusters": bounds,
             "writer": f"ROOT's RNTupleImporter from the TTree ({plan.writer})",
             "format": "rntuple",

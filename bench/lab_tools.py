@@ -11,7 +11,7 @@ leaves; negligible).
 
 Spec keys: tool (cherenkov | root | uproot), variant, scenario (fixed | trigger | lazy |
 interactive), urls, tree, fixed (branch names, counters first), others (the remaining branches),
-steps ([[start, stop], ...], the file's clusters), trigger_from and trigger_every, checks
+steps ([[[start, stop], ...], ...]: each file's clusters), trigger_from and trigger_every, checks
 ({"fixed": [...], "trigger": [...]}), interactive ({"branch": name, "entries": 100}), progress
 (a file where the process writes how far it got, for runs stopped by the time budget).
 """
@@ -24,6 +24,7 @@ import resource
 import sys
 import time
 import warnings
+from collections.abc import Callable
 
 import numpy as np
 
@@ -164,7 +165,7 @@ class Run:
         if spec["scenario"] == "interactive":
             total = spec["interactive"]["entries"] * len(spec["urls"])
         else:
-            total = sum(hi - lo for lo, hi in spec["steps"]) * len(spec["urls"])
+            total = sum(hi - lo for steps in spec["steps"][: len(spec["urls"])] for lo, hi in steps)
         self.progress = Progress(spec, total, self.clock)
         self.check = Check()
         self.files: list = []
@@ -203,15 +204,45 @@ class Run:
             self.progress.advance(entries)
 
 
+def read_step(run: Run, i: int, lo: int, hi: int, column: Callable, arrays: Callable) -> None:
+    """Step `i` (entries `lo`..`hi`) of the lazy, conditional and trigger scenarios (and uproot's
+    fixed one) as the analysis reads it: `column(b)` reads branch `b` of the step, `arrays(bs)`
+    several at once."""
+    spec, check, clock = run.spec, run.check, run.clock
+    scenario, fixed = spec["scenario"], spec["fixed"]
+    checks_fixed, checks_trigger = set(spec["checks"]["fixed"]), set(spec["checks"]["trigger"])
+    if scenario in ("lazy", "conditional"):  # one column at a time, on demand
+        touched = fixed + (spec["extra"] if scenario == "conditional" and i % 2 == 1 else [])
+        for b in touched:
+            array = column(b)
+            with clock.pause():
+                check.add(b, array, summed=b in checks_fixed)
+            run.advance((hi - lo) / len(touched))
+        return
+    got = arrays(fixed)
+    with clock.pause():
+        for b in fixed:
+            check.add(b, got[b], summed=b in checks_fixed)
+        fired = trigger_entries(spec, lo, hi) if scenario == "trigger" else []
+    if len(fired):  # the trigger fired in this step: every branch, for those events
+        run.advance((hi - lo) / 2)
+        got = arrays(spec["others"])
+        with clock.pause():
+            for b in spec["others"]:
+                check.add(b, got[b], fired, summed=b in checks_trigger)
+        run.advance((hi - lo) / 2)
+    else:
+        run.advance(hi - lo)
+
+
 # ---------------------------------------------------------------- cherenkov
 
 
 def run_cherenkov(spec: dict, run: Run) -> None:
     import cherenkov
 
-    scenario, variant = spec["scenario"], spec["variant"]
-    fixed, others = spec["fixed"], spec["others"]
-    checks_fixed, checks_trigger = set(spec["checks"]["fixed"]), set(spec["checks"]["trigger"])
+    scenario, variant, fixed = spec["scenario"], spec["variant"], spec["fixed"]
+    checks_fixed = set(spec["checks"]["fixed"])
     check, clock = run.check, run.clock
     options = {"speculate": variant != "speculation off"}
     if scenario == "interactive":
@@ -243,29 +274,8 @@ def run_cherenkov(spec: dict, run: Run) -> None:
     chunks = cherenkov.chunks(files, profile=cherenkov.AccessProfile(), learning=variant != "learning off", **options)
     for chunk in chunks:
         i = run.reading(chunk.tree.file)  # the chunk's index in its file
-        lo, hi = chunk.entry_start, chunk.entry_stop
-        if scenario in ("lazy", "conditional"):
-            touched = fixed + (spec["extra"] if scenario == "conditional" and i % 2 == 1 else [])
-            for b in touched:  # one column at a time, on demand
-                array = chunk.array(b, library="np")
-                with clock.pause():
-                    check.add(b, array, summed=b in checks_fixed)
-                run.advance((hi - lo) / len(touched))
-            continue
-        arrays = chunk.arrays(fixed, library="np")
-        with clock.pause():
-            for b in fixed:
-                check.add(b, arrays[b], summed=b in checks_fixed)
-            fired = trigger_entries(spec, lo, hi)
-        if len(fired):  # the trigger fired in this chunk: every branch, for those events
-            run.advance((hi - lo) / 2)
-            arrays = chunk.arrays(others, library="np")
-            with clock.pause():
-                for b in others:
-                    check.add(b, arrays[b], fired, summed=b in checks_trigger)
-            run.advance((hi - lo) / 2)
-        else:
-            run.advance(hi - lo)
+        column, arrays = (lambda b, c=chunk: c.array(b, library="np")), (lambda bs, c=chunk: c.arrays(bs, library="np"))
+        read_step(run, i, chunk.entry_start, chunk.entry_stop, column, arrays)
     run.file_done()
 
 
@@ -562,10 +572,8 @@ def counters_root(run: Run) -> dict:
 def run_uproot(spec: dict, run: Run) -> None:
     import uproot
 
-    scenario, fixed, others = spec["scenario"], spec["fixed"], spec["others"]
-    checks_fixed, checks_trigger = set(spec["checks"]["fixed"]), set(spec["checks"]["trigger"])
-    check, clock = run.check, run.clock
-    for url in spec["urls"]:
+    scenario, check, clock = spec["scenario"], run.check, run.clock
+    for url, steps in zip(spec["urls"], spec["steps"]):
         run.file_started()
         f = uproot.open(url, array_cache=None, object_cache=None)  # the default handler (fsspec)
         tree = f[spec["tree"]]
@@ -576,29 +584,15 @@ def run_uproot(spec: dict, run: Run) -> None:
             with clock.pause():
                 check.add(branch, array, summed=True)
             run.advance(n)
-        for i, (lo, hi) in enumerate(spec["steps"] if scenario != "interactive" else []):
-            if scenario in ("lazy", "conditional"):  # one column at a time, on demand
-                touched = fixed + (spec["extra"] if scenario == "conditional" and i % 2 == 1 else [])
-                for b in touched:
-                    array = tree[b].array(entry_start=lo, entry_stop=hi, library="ak")
-                    with clock.pause():
-                        check.add(b, array, summed=b in checks_fixed)
-                    run.advance((hi - lo) / len(touched))
-                continue
-            arrays = tree.arrays(fixed, entry_start=lo, entry_stop=hi, library="ak")
-            with clock.pause():
-                for b in fixed:
-                    check.add(b, arrays[b], summed=b in checks_fixed)
-                fired = trigger_entries(spec, lo, hi) if scenario == "trigger" else []
-            if len(fired):
-                run.advance((hi - lo) / 2)
-                arrays = tree.arrays(others, entry_start=lo, entry_stop=hi, library="ak")
-                with clock.pause():
-                    for b in others:
-                        check.add(b, arrays[b], fired, summed=b in checks_trigger)
-                run.advance((hi - lo) / 2)
-            else:
-                run.advance(hi - lo)
+        for i, (lo, hi) in enumerate(steps if scenario != "interactive" else []):
+            read_step(
+                run,
+                i,
+                lo,
+                hi,
+                lambda b, tree=tree, lo=lo, hi=hi: tree[b].array(entry_start=lo, entry_stop=hi, library="ak"),
+                lambda bs, tree=tree, lo=lo, hi=hi: tree.arrays(bs, entry_start=lo, entry_stop=hi, library="ak"),
+            )
         run.file_done()
 
 
