@@ -170,22 +170,22 @@ def test_next_files_open_while_the_current_one_is_read(lab):
     lab.set_rtt(rtt * 1000)
     try:
         ahead, timings = read_with_work(urls, files_ahead=2, work_seconds=rtt)
-        adaptive, adaptive_timings = read_with_work(urls, files_ahead=None, work_seconds=rtt)
+        default, default_timings = read_with_work(urls, files_ahead=None, work_seconds=rtt)
         serial, serial_timings = read_with_work(urls, files_ahead=0, work_seconds=rtt)
     finally:
         lab.set_rtt(0)
     local = uproot.concatenate({str(p): "Events" for p in sorted(lab.data_dir.glob("*.root"))}, NANO_BRANCHES, library="ak")
-    for arrays in (ahead, adaptive, serial):
+    for arrays in (ahead, default, serial):
         assert ak.array_equal(arrays, local)
     assert [t.path for t in timings] == urls
-    for run in (timings, adaptive_timings):
+    for run in (timings, default_timings):
         for before, after in zip(run, run[1:]):
             # file k+1 was open, and its first steps asked for, before file k's last step was handed over
             assert after.opened < before.finished, (before, after)
             assert after.first_step_started < before.finished
     # the default opens every file of a short list at once (a fixed 2 opens the 4th only once the
     # reader is on the 2nd)
-    assert max(t.open_started for t in adaptive_timings) < adaptive_timings[0].opened
+    assert max(t.open_started for t in default_timings) < default_timings[0].opened
     assert timings[3].open_started > timings[0].finished
     for before, after in zip(serial_timings, serial_timings[1:]):
         # the control: without files ahead each file is opened only after the previous one is done
