@@ -206,14 +206,8 @@ impl Federation {
                 Some(toxiproxy) => port_behind_new_proxy(toxiproxy, &name),
                 None => free_port(),
             };
-            let (xrootd_daemon, cmsd_daemon) = federation.start_data_server(i, port);
-            let proxy = proxied.then(|| name.clone());
-            federation.servers.push(DataServer {
-                port,
-                proxy,
-                xrootd: xrootd_daemon,
-                cmsd: cmsd_daemon,
-            });
+            let server = federation.start_data_server(i, port);
+            federation.servers.push(server);
             if !federation.wait_until_registered(REGISTER_TIMEOUT / 2).await {
                 // Seen once in CI: both daemons up and logged in, yet the redirector never named
                 // the server in 40 s of lookups. Start that server afresh, once.
@@ -222,9 +216,7 @@ impl Federation {
                     REGISTER_TIMEOUT / 2
                 );
                 federation.kill(i);
-                let (xrootd_daemon, cmsd_daemon) = federation.start_data_server(i, port);
-                federation.servers[i].xrootd = xrootd_daemon;
-                federation.servers[i].cmsd = cmsd_daemon;
+                federation.servers[i] = federation.start_data_server(i, port);
                 if !federation.wait_until_registered(REGISTER_TIMEOUT / 2).await {
                     panic!(
                         "the redirector did not name all {} data servers, {name} restarted once; \
@@ -239,7 +231,7 @@ impl Federation {
     }
 
     /// Start data server `i`'s cmsd and xrootd (xrootd on `port`, 127.0.0.1 only when proxied).
-    fn start_data_server(&self, i: usize, port: u16) -> (Daemon, Daemon) {
+    fn start_data_server(&self, i: usize, port: u16) -> DataServer {
         let name = format!("server{i}");
         let proxied = self.toxiproxy.is_some();
         let cms_port = self.cms_port;
@@ -252,11 +244,16 @@ impl Federation {
             data = self.data.display()
         );
         // cmsd first: xrootd logs in to it at start, and tries again only ten seconds later.
-        let cmsd_daemon = self.spawn(&self.cmsd, &name, &config, &[], None);
+        let cmsd = self.spawn(&self.cmsd, &name, &config, &[], None);
         self.wait_for_admin_socket(&name);
         let ipv4_only: &[&str] = if proxied { &["-I", "v4"] } else { &[] };
-        let xrootd_daemon = self.spawn(&self.xrootd, &name, &config, ipv4_only, Some(port));
-        (xrootd_daemon, cmsd_daemon)
+        let xrootd = self.spawn(&self.xrootd, &name, &config, ipv4_only, Some(port));
+        DataServer {
+            port,
+            proxy: proxied.then_some(name),
+            xrootd,
+            cmsd,
+        }
     }
 
     /// Start `program` as `name` with `config`; wait until it listens on `port`, if given.
