@@ -22,6 +22,7 @@ EXTRA = ["extra"]
 RARE = ["rare"]
 CLUSTERS, CLUSTER = 24, 4000
 NAME = "conditional.root"
+COPY = "conditional-copy.root"  # the second file of a dataset
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +36,7 @@ def data_dir():
         f.mktree("Events", {name: "f8" for name in FIXED + EXTRA + RARE})
         for _ in range(CLUSTERS):
             f["Events"].extend({name: rng.normal(size=CLUSTER) for name in FIXED + EXTRA + RARE})
+    shutil.copy(folder / NAME, folder / COPY)
     # a file read as raw bytes
     (folder / "raw.bin").write_bytes(rng.integers(0, 256, 1 << 20, dtype=np.uint8).tobytes())
     for path in folder.iterdir():
@@ -104,6 +106,34 @@ def test_a_set_used_every_other_chunk_costs_no_round_trip_of_its_own(url, data_d
     assert with_extra - fixed_only <= 1 + 4, (fixed_only, with_extra)
     # without speculation: one request per chunk using it
     assert without - fixed_only == CLUSTERS // 2, (fixed_only, without)
+
+
+@pytest.mark.parametrize("protocol", ["local", "http", "root"])
+def test_a_file_opened_ahead_reads_ahead_the_sets_found_meanwhile(protocol, data_dir, request):
+    """A dataset of two files: the second is opened, and its first chunks' learned set fetched,
+    while the first is read, before the extra set (odd chunks) is found and speculated. It then
+    reads the extra set ahead for those chunks too: none of its chunks misses."""
+    if protocol == "local":
+        urls = [str(data_dir / name) for name in (NAME, COPY)]
+    else:
+        urls = [request.getfixturevalue("lab").url(protocol, name) for name in (NAME, COPY)]
+    files, seen = [], []  # in the order read, and per file the extra values read
+    for chunk in cherenkov.chunks({url: "Events" for url in urls}, step_size=CLUSTER):
+        if not files or chunk.tree.file is not files[-1]:
+            files.append(chunk.tree.file)
+            seen.append([])
+        for name in FIXED:
+            chunk[name]
+        if chunk.entry_start // CLUSTER % 2 == 1:
+            seen[-1].append((chunk.entry_start, chunk["extra"]))
+    first, second = (f.stats() for f in files)
+    assert first.miss_fetches == 1  # the extra set's first use
+    assert second.miss_fetches == 0 and second.cache_misses == 0
+    assert second.speculative_used_bytes > 0
+    assert second.wasted_fraction <= 0.2
+    for extra in seen:
+        assert len(extra) == CLUSTERS // 2
+        assert_values_equal(data_dir, extra)
 
 
 def test_a_rare_set_is_tried_once_then_stays_on_demand(url, data_dir):

@@ -166,6 +166,16 @@ class _Opened:
                     return
                 self.reads_started = time.perf_counter()
 
+    def follow_profile(self, pool: ThreadPoolExecutor) -> None:
+        """Read ahead, in `pool`, the sets the profile speculates since this file's first chunk
+        was started (the file read now found them), unless the reader has got here."""
+        with self.lock:
+            if self.first is not None and not self.taken:
+                try:
+                    pool.submit(self.chunks.follow_profile)
+                except RuntimeError:  # the pool is shut down: the reader has left
+                    return
+
     def first_span(self) -> tuple[int, int] | None:
         """The first chunk's entry range: the advance started ahead, or one made now."""
         with self.lock:
@@ -433,15 +443,23 @@ def chunks(
         if profile.trained:  # the learned set is known: fetch this file's first chunk now
             opened.start_chunks(ahead_files.pool)
 
-    def start_when_opened(future: Future) -> None:
-        if not future.cancelled() and future.exception() is None and future.result().error is None:
-            future.result().start_chunks(ahead_files.pool)
+    def when_opened(action: Callable[[_Opened], None]) -> Callable[[Future], None]:
+        def call(future: Future) -> None:
+            if not future.cancelled() and future.exception() is None and future.result().error is None:
+                action(future.result())
+
+        return call
 
     ahead_files = _Ahead(specs, _opener(open_options, allow_missing, start_reads), files_ahead)
 
     def run(timings: list) -> Iterator[LazyChunk]:
         ahead = iter(ahead_files)
-        trained = profile.trained
+        trained, speculated = profile.trained, profile.speculated
+
+        def for_files_ahead(action: Callable[[_Opened], None]) -> None:
+            for future in list(ahead_files.pending):
+                future.add_done_callback(when_opened(action))
+
         try:
             for opened in ahead:
                 if opened.error is not None:
@@ -454,8 +472,10 @@ def chunks(
                     span = core.advance()
                     if not trained and profile.trained:  # learned now: the files opened ahead start too
                         trained = True
-                        for future in list(ahead_files.pending):
-                            future.add_done_callback(start_when_opened)
+                        for_files_ahead(lambda o: o.start_chunks(ahead_files.pool))
+                    elif trained and profile.speculated != speculated:  # and follow what is guessed now
+                        speculated = profile.speculated
+                        for_files_ahead(lambda o: o.follow_profile(ahead_files.pool))
                 opened.tree.last_chunk_stats = core.stats()
                 timings.append(opened.timing(time.perf_counter()))
         finally:

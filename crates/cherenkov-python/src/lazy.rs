@@ -87,6 +87,15 @@ impl LazyChunks {
         .map_err(to_py)
     }
 
+    /// Read ahead what the profile speculates now and this reader's read-ahead lacks.
+    fn follow_profile(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| match &mut *self.reader.lock().unwrap() {
+            Lazy::Tree(r) => runtime().block_on(r.follow_profile()),
+            Lazy::Ntuple(r) => runtime().block_on(r.follow_profile()),
+        })
+        .map_err(to_py)
+    }
+
     fn get<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Bound<'py, PyDict>> {
         enum Got {
             Tree(<TreeTable as cherenkov_core::engine::table::Table>::Item),

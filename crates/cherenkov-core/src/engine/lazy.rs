@@ -251,6 +251,20 @@ impl<T: Table> LazyReader<T> {
         Ok(Some(self.steps[next]))
     }
 
+    /// Read ahead, for the chunks after the current one, the branches speculated since this
+    /// reader's read-ahead started: a file opened ahead in a dataset starts before the file read
+    /// now has found its conditional sets, and would otherwise miss them in its first chunks.
+    pub async fn follow_profile(&mut self) -> Result<()> {
+        let Some(current) = self.current.filter(|&c| c < self.steps.len()) else {
+            return Ok(());
+        };
+        if self.training || self.options.read_ahead.steps == 0 {
+            return Ok(());
+        }
+        let speculated = self.speculated_extras(&self.profile.snapshot());
+        self.read_ahead_joined(&speculated, current).await
+    }
+
     /// Take chunk `next` of the learned (and speculated) set from the read-ahead. When the set
     /// changed, the read-ahead of the old set is halted (the chunks it started still come from
     /// it: nothing is asked for twice) and one of the new set starts after them; branches that
