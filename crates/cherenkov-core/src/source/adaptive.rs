@@ -89,7 +89,9 @@ struct State {
     measured: Vec<(usize, f64)>,
     /// The shortest request seen: an upper bound on the round trip.
     round_trip: Option<Duration>,
-    /// Throughput per stream in the last step (bytes/s).
+    /// What one stream carried in the last step once its bytes flowed (bytes/s): its requests'
+    /// bytes over their time past a round trip. A request's round trip is latency, not
+    /// bandwidth; counted in, every read longer than one request would look bandwidth-bound.
     last_rate: Option<f64>,
     /// A count whose step brought too little once: one more step there decides (one step alone
     /// may have measured the ramp of new connections, or a pause of the reader).
@@ -113,6 +115,8 @@ struct Step {
     settling: usize,
     bytes: u64,
     busy: Duration,
+    /// The step's requests' time past the round trip (their transfer), in seconds.
+    transfer: f64,
     /// Requests waited for a stream during the step: the streams, not the reader, set the pace.
     backlog: bool,
 }
@@ -125,6 +129,7 @@ impl Step {
             settling: 0,
             bytes: 0,
             busy: Duration::ZERO,
+            transfer: 0.0,
             backlog: false,
         }
     }
@@ -271,6 +276,8 @@ impl Streams {
             false => 1.0,
         };
         s.step.bytes += (bytes as f64 * share.min(1.0)) as u64;
+        let round_trip = s.round_trip.unwrap_or_default();
+        s.step.transfer += (took.saturating_sub(round_trip)).as_secs_f64() * share.min(1.0);
         let busy = s.step.busy + s.busy_since.map_or(Duration::ZERO, |t| now - t);
         let enough_time = s.round_trip.unwrap_or_default().as_secs_f64() * STEP_ROUND_TRIPS;
         if s.step.bytes < STEP_BYTES || busy.as_secs_f64() < enough_time || busy < STEP_MIN_BUSY {
@@ -279,13 +286,17 @@ impl Streams {
         let streams = s.ready;
         let throughput = s.step.bytes as f64 / busy.as_secs_f64();
         let bytes = s.step.bytes;
+        // No slower than the streams' share of the step's throughput (what it was measured as
+        // before); a step of answers as short as a round trip has no transfer to speak of.
+        let per_stream = throughput / streams.max(1) as f64;
+        let transfer_rate = bytes as f64 / s.step.transfer.max(1e-6);
         let paced_by_streams = !self.queued || s.step.backlog;
         s.step = Step::new();
         let before = s.current;
         if s.busy_since.is_some() {
             s.busy_since = Some(now);
         }
-        s.last_rate = Some(throughput / streams.max(1) as f64);
+        s.last_rate = Some(transfer_rate.max(per_stream));
         let decision = match (self.adaptive, paced_by_streams) {
             (true, true) => decide(&mut s, streams, throughput, self.max),
             (true, false) => "keep",
@@ -553,18 +564,21 @@ mod tests {
     #[test]
     fn steps_are_measured_from_requests() {
         let streams = Streams::new(2, 16, true);
+        // A first answer as short as the round trip: 10 ms.
+        streams.started();
+        streams.finished(Instant::now() - Duration::from_millis(10), 0);
+        let sent = Instant::now();
         streams.started();
         streams.started();
-        // Busy for 60 ms, the shortest request took 10: the step has its two round trips.
+        // Busy for 60 ms (the step has its two round trips), 50 of them carrying bytes.
         std::thread::sleep(Duration::from_millis(60));
-        let sent = Instant::now() - Duration::from_millis(10);
         assert_eq!(streams.finished(sent, 1 << 20), None);
         // 4 MiB in the busy time: a step, and a first one grows.
         assert_eq!(streams.finished(sent, 3 << 20), Some(4));
         let steps = streams.steps();
         assert_eq!((steps[0].streams, steps[0].bytes), (2, 4 << 20));
         assert!(steps[0].throughput > 0.0);
-        // Measured at about 100 MB/s per stream with 10 ms round trips: a read that one stream
+        // Measured at about 40 MB/s per stream past 10 ms round trips: a read that one stream
         // carries within a round trip stays whole, a larger one is spread.
         assert_eq!(streams.spread(512 << 10, 1), None);
         assert_eq!(streams.spread(100 << 20, 1), Some(25 << 20));
@@ -584,6 +598,22 @@ mod tests {
         assert_eq!(streams.ahead(), 2);
         // A fixed count never queues.
         assert_eq!(Streams::new(2, 16, false).window(), None);
+    }
+
+    #[test]
+    fn answers_as_short_as_a_round_trip_measure_no_bandwidth_limit() {
+        // Every answer took the round trip (20 ms) and no longer: the link is latency-bound,
+        // however many bytes the answers carried, and a large read is not cut for the streams.
+        let streams = Streams::new(2, 16, true);
+        streams.started();
+        std::thread::sleep(Duration::from_millis(60));
+        for _ in 0..4 {
+            streams.started();
+            streams.finished(Instant::now() - Duration::from_millis(20), 2 << 20);
+        }
+        assert_eq!(streams.steps().len(), 1);
+        assert_eq!(streams.spread(100 << 20, 1), None);
+        assert_eq!(streams.pieces(100 << 20, 1), None);
     }
 
     #[test]
