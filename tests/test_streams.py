@@ -23,7 +23,9 @@ pytestmark = pytest.mark.skipif(
     reason="xrootd, nginx and toxiproxy are needed: run `make setup`",
 )
 
-ENTRIES = 1_000_000  # 3 branches of float64: 24 MB of values, 20 baskets each
+# 3 branches of float64: 48 MB of values in 40 baskets each, so that steps at the grown count are
+# measured before the read ends (with 20, a loaded machine measured a single step: the first)
+ENTRIES, BASKETS = 2_000_000, 40
 NAME = "streams.root"
 
 
@@ -36,8 +38,8 @@ def data():
     rng = np.random.default_rng(20)
     with uproot.recreate(folder / NAME, compression=None) as f:
         f.mktree("Events", {"a": np.float64, "b": np.float64, "c": np.float64})
-        for _ in range(20):
-            n = ENTRIES // 20
+        for _ in range(BASKETS):
+            n = ENTRIES // BASKETS
             f["Events"].extend({k: rng.normal(size=n) for k in "abc"})
     (folder / NAME).chmod(0o644)
     with uproot.open(folder / NAME) as f:
@@ -92,14 +94,14 @@ def test_a_thin_link_does_not_grow_past_what_helped(data):
     with Lab(data, link="thin", rate=15) as lab:
         lab.set_rtt(20)
         stats, steps = read_all(lab.url("root", NAME))
-    # Two streams may not fill the 15 MB/s at 20 ms (this file's reads are small), so the first
-    # doubling can look useful; past it, either four carried no more (back) or no read waited for
-    # a connection (the reader set the pace: nothing to decide). It never grows on as on a narrow
-    # link; going back after two steps that brought too little is covered by the unit tests of
-    # `source/adaptive.rs` (a_shared_cap_keeps_the_count_and_pushback_halves_it).
-    assert stats.streams_peak <= 4 and stats.streams <= 4, steps
+    # Two streams do not fill the 15 MB/s at 20 ms (this file's reads are small), so a doubling
+    # can bring almost twice as much and be followed by another; the one past what the link
+    # carries brings too little and is undone. It never grows on as on a narrow link (to 16), and
+    # it ends at a count the link fills. Going back after two steps that brought too little is
+    # covered by the unit tests of `source/adaptive.rs` (a_shared_cap_keeps_the_count_and_pushback_halves_it).
+    assert stats.streams_peak <= 8 and stats.streams <= 4, steps
     assert all(s.decision in ("grow", "keep", "back") for s in steps), steps
-    assert all(s.decision != "grow" for s in steps[1:]), steps
+    assert stats.streams_peak <= 4 or any(s.decision == "back" and s.streams > 4 for s in steps), steps
 
 
 def test_an_unconstrained_link_stays_small(data):
