@@ -87,10 +87,14 @@ struct State {
     ceiling: usize,
     /// Throughput measured at each count tried (bytes/s), by count.
     measured: Vec<(usize, f64)>,
-    /// The shortest request seen: an upper bound on the round trip.
-    round_trip: Option<Duration>,
-    /// What one stream carried in the last step once its bytes flowed (bytes/s): its requests'
-    /// bytes over their time past a round trip. A request's round trip is latency, not
+    /// The shortest request seen, and the bytes it carried: the round trip plus their transfer.
+    shortest: Option<(Duration, u64)>,
+    /// What a byte adds to a request's time on one stream, as a rate (bytes/s): measured from
+    /// requests of other sizes than the shortest (see [`Step::extra_bytes`]); None until sizes
+    /// differed.
+    transfer_rate: Option<f64>,
+    /// What one stream carried in the last step (bytes/s): the transfer rate, never below the
+    /// streams' share of the step's throughput. A request's round trip is latency, not
     /// bandwidth; counted in, every read longer than one request would look bandwidth-bound.
     last_rate: Option<f64>,
     /// A count whose step brought too little once: one more step there decides (one step alone
@@ -115,8 +119,12 @@ struct Step {
     settling: usize,
     bytes: u64,
     busy: Duration,
-    /// The step's requests' time past the round trip (their transfer), in seconds.
-    transfer: f64,
+    /// Bytes by which the step's requests differed from the shortest request before each, and
+    /// the time the larger took for them (s): what a byte adds. All of a request's time past the
+    /// shortest one's would count the shortest's own transfer as latency when every request
+    /// carries about as much (a narrow link's equal steps): then nothing is measured here.
+    extra_bytes: f64,
+    extra_seconds: f64,
     /// Requests waited for a stream during the step: the streams, not the reader, set the pace.
     backlog: bool,
 }
@@ -129,7 +137,8 @@ impl Step {
             settling: 0,
             bytes: 0,
             busy: Duration::ZERO,
-            transfer: 0.0,
+            extra_bytes: 0.0,
+            extra_seconds: 0.0,
             backlog: false,
         }
     }
@@ -162,7 +171,8 @@ impl Streams {
                 ready: initial,
                 ceiling: max,
                 measured: Vec::new(),
-                round_trip: None,
+                shortest: None,
+                transfer_rate: None,
                 last_rate: None,
                 pushed_back: None,
                 doubted: None,
@@ -249,7 +259,10 @@ impl Streams {
         let mut s = self.lock();
         s.in_flight = s.in_flight.saturating_sub(1);
         let took = now - sent;
-        s.round_trip = Some(s.round_trip.map_or(took, |r| r.min(took)));
+        let shortest_before = s.shortest;
+        if s.shortest.is_none_or(|(t, _)| took < t) {
+            s.shortest = Some((took, bytes));
+        }
         if s.in_flight == 0 {
             if let Some(since) = s.busy_since.take() {
                 s.step.busy += now - since;
@@ -275,28 +288,42 @@ impl Streams {
             true => (now - s.step.began).as_secs_f64() / took.as_secs_f64().max(1e-9),
             false => 1.0,
         };
-        s.step.bytes += (bytes as f64 * share.min(1.0)) as u64;
-        let round_trip = s.round_trip.unwrap_or_default();
-        s.step.transfer += (took.saturating_sub(round_trip)).as_secs_f64() * share.min(1.0);
+        let share = share.min(1.0);
+        s.step.bytes += (bytes as f64 * share) as u64;
+        // This answer and the shortest before it, if their sizes differ enough: what the larger
+        // carried beyond the smaller, and the time that took (a larger answer as fast as the
+        // shortest, or a little faster, shows that bytes add no time).
+        if let Some((shortest, shortest_bytes)) = shortest_before {
+            let (more, longer) = match bytes >= shortest_bytes {
+                true => (bytes - shortest_bytes, took.saturating_sub(shortest)),
+                false => (shortest_bytes - bytes, shortest.saturating_sub(took)),
+            };
+            if more >= MIN_PIECE {
+                s.step.extra_bytes += more as f64 * share;
+                s.step.extra_seconds += longer.as_secs_f64() * share;
+            }
+        }
         let busy = s.step.busy + s.busy_since.map_or(Duration::ZERO, |t| now - t);
-        let enough_time = s.round_trip.unwrap_or_default().as_secs_f64() * STEP_ROUND_TRIPS;
+        let enough_time = s.round_trip().unwrap_or_default().as_secs_f64() * STEP_ROUND_TRIPS;
         if s.step.bytes < STEP_BYTES || busy.as_secs_f64() < enough_time || busy < STEP_MIN_BUSY {
             return None;
         }
         let streams = s.ready;
         let throughput = s.step.bytes as f64 / busy.as_secs_f64();
         let bytes = s.step.bytes;
-        // No slower than the streams' share of the step's throughput (what it was measured as
-        // before); a step of answers as short as a round trip has no transfer to speak of.
+        // No slower than the streams' share of the step's throughput; larger answers that took
+        // no longer than the shortest one measure no bandwidth limit.
         let per_stream = throughput / streams.max(1) as f64;
-        let transfer_rate = bytes as f64 / s.step.transfer.max(1e-6);
+        if s.step.extra_bytes > 0.0 {
+            s.transfer_rate = Some(s.step.extra_bytes / s.step.extra_seconds.max(1e-6));
+        }
         let paced_by_streams = !self.queued || s.step.backlog;
         s.step = Step::new();
         let before = s.current;
         if s.busy_since.is_some() {
             s.busy_since = Some(now);
         }
-        s.last_rate = Some(transfer_rate.max(per_stream));
+        s.last_rate = Some(s.transfer_rate.map_or(per_stream, |r| r.max(per_stream)));
         let decision = match (self.adaptive, paced_by_streams) {
             (true, true) => decide(&mut s, streams, throughput, self.max),
             (true, false) => "keep",
@@ -323,7 +350,7 @@ impl Streams {
     /// within [`PUSHBACK_QUIET`] (or a round trip, if longer) of the last one is the same.
     pub fn pushback(&self) -> usize {
         let mut s = self.lock();
-        let quiet = s.round_trip.unwrap_or_default().max(PUSHBACK_QUIET);
+        let quiet = s.round_trip().unwrap_or_default().max(PUSHBACK_QUIET);
         if !self.adaptive || s.pushed_back.is_some_and(|t| t.elapsed() < quiet) {
             return s.current;
         }
@@ -349,6 +376,14 @@ impl Streams {
 }
 
 impl State {
+    /// The round trip: the shortest request's time, less its own bytes' transfer once the
+    /// transfer rate is known (on a narrow link every request carries bytes for a while).
+    fn round_trip(&self) -> Option<Duration> {
+        let (took, bytes) = self.shortest?;
+        let transfer = self.transfer_rate.map_or(0.0, |r| bytes as f64 / r);
+        Some(took.saturating_sub(Duration::from_secs_f64(transfer.min(took.as_secs_f64()))))
+    }
+
     /// No growth left (the ceiling is reached) and every stream asked for is ready.
     fn settled(&self) -> bool {
         self.current >= self.ceiling && self.ready >= self.current
@@ -419,7 +454,7 @@ impl Streams {
     /// bytes or more.
     pub fn spread(&self, total: u64, requests: usize) -> Option<u64> {
         let s = self.lock();
-        let bandwidth_bound = match (s.last_rate, s.round_trip) {
+        let bandwidth_bound = match (s.last_rate, s.round_trip()) {
             (Some(rate), Some(round_trip)) => total as f64 / rate >= round_trip.as_secs_f64(),
             _ => total >= SPREAD_UNMEASURED,
         };
@@ -447,7 +482,7 @@ impl Streams {
         if requests >= s.current {
             return None;
         }
-        let piece = match (s.last_rate, s.round_trip) {
+        let piece = match (s.last_rate, s.round_trip()) {
             (Some(rate), Some(round_trip)) => {
                 if (total as f64 / rate) < round_trip.as_secs_f64() {
                     return None;
@@ -464,18 +499,17 @@ impl Streams {
 
     /// Most bytes one stream should have in flight with a queue in front of the streams: about
     /// [`WINDOW_PRODUCTS`] of its bandwidth-delay products, at least [`WINDOW_MIN`]. None (no
-    /// limit: everything goes out at once) for fixed counts, and once the count has settled: no
-    /// stream will join to take queued work, and a window measured through a queueing link would
-    /// only hold it back.
+    /// limit: everything goes out at once) for fixed counts, before the first measurement (no
+    /// stream can join before it: the first reads, the file's opening ones, would wait a round
+    /// trip for nothing), and once the count has settled: no stream will join to take queued
+    /// work, and a window measured through a queueing link would only hold it back.
     pub fn window(&self) -> Option<u64> {
         let s = self.lock();
         if !self.adaptive || s.settled() {
             return None;
         }
-        let product = match (s.last_rate, s.round_trip) {
-            (Some(rate), Some(round_trip)) => rate * round_trip.as_secs_f64() * WINDOW_PRODUCTS,
-            _ => 0.0,
-        };
+        let (rate, round_trip) = (s.last_rate?, s.round_trip()?);
+        let product = rate * round_trip.as_secs_f64() * WINDOW_PRODUCTS;
         Some((product as u64).max(WINDOW_MIN))
     }
 
@@ -602,9 +636,11 @@ mod tests {
 
     #[test]
     fn answers_as_short_as_a_round_trip_measure_no_bandwidth_limit() {
-        // Every answer took the round trip (20 ms) and no longer: the link is latency-bound,
-        // however many bytes the answers carried, and a large read is not cut for the streams.
+        // A small answer and 2 MiB ones all took the round trip (20 ms) and no longer: the link
+        // is latency-bound, and a large read is not cut for the streams.
         let streams = Streams::new(2, 16, true);
+        streams.started();
+        streams.finished(Instant::now() - Duration::from_millis(20), 64 << 10);
         streams.started();
         std::thread::sleep(Duration::from_millis(60));
         for _ in 0..4 {
@@ -614,6 +650,41 @@ mod tests {
         assert_eq!(streams.steps().len(), 1);
         assert_eq!(streams.spread(100 << 20, 1), None);
         assert_eq!(streams.pieces(100 << 20, 1), None);
+    }
+
+    #[test]
+    fn equal_answers_on_a_narrow_link_are_not_taken_for_latency() {
+        // 40 MB/s per stream, 30 ms away: 2 MB answers take 80 ms, 4 MB ones 130 ms. The
+        // shortest request carried bytes for 50 ms: the round trip is 30 ms, the rate 40 MB/s,
+        // so a stream's window is a couple of its products, not everything at once.
+        let streams = Streams::new(2, 16, true).with_queue();
+        answer_on(&streams, 80, 2_000_000);
+        streams.started();
+        std::thread::sleep(Duration::from_millis(200));
+        answer_on(&streams, 130, 4_000_000);
+        answer_on(&streams, 80, 2_000_000);
+        assert_eq!(streams.steps().len(), 1);
+        let s = streams.lock();
+        let rate = s.transfer_rate.unwrap();
+        assert!((rate - 40e6).abs() < 4e6, "{rate}");
+        let round_trip = s.round_trip().unwrap().as_secs_f64();
+        assert!((round_trip - 0.03).abs() < 0.005, "{round_trip}");
+        drop(s);
+        let window = streams.window().unwrap();
+        assert!(window < 4_000_000, "{window}");
+        // The same when the larger answer comes first (a file's opening reads).
+        let streams = Streams::new(2, 16, true).with_queue();
+        streams.started();
+        std::thread::sleep(Duration::from_millis(200));
+        answer_on(&streams, 130, 4_000_000);
+        answer_on(&streams, 80, 2_000_000);
+        let rate = streams.lock().transfer_rate.unwrap();
+        assert!((rate - 40e6).abs() < 4e6, "{rate}");
+    }
+
+    fn answer_on(streams: &Streams, ms: u64, bytes: u64) -> Option<usize> {
+        streams.started();
+        streams.finished(Instant::now() - Duration::from_millis(ms), bytes)
     }
 
     #[test]
