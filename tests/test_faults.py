@@ -158,7 +158,10 @@ def test_a_dripping_server_fails_the_read_in_bounded_time_naming_the_file(testda
         # timeout 1 s, 4 KiB/s at least: a request for b bytes may take 1 + b / 4096 s.
         f = cherenkov.open(url, timeout=1, retries=1, min_rate=4096)
         tree = f["Events"]
-        server.drip_rate = 1  # one byte a second from now on
+        # 4 bytes a second from now on: a byte every 0.25 s, so the answer never stops for the
+        # 1 s that the idle timeout waits (at 1 byte a second, which of the two fires first was
+        # a race, lost once in a CI run), and far below the 4 KiB/s accepted
+        server.drip_rate = 4
         with pytest.raises(cherenkov.SourceError, match="slowest transfer accepted") as err:
             bounded(lambda: tree.arrays(["nMuon"]), 120)
         assert url in str(err.value)
