@@ -539,6 +539,12 @@ mod tests {
         s.current
     }
 
+    /// A request of `bytes` that took `ms`, over now.
+    fn answer_on(streams: &Streams, ms: u64, bytes: u64) -> Option<usize> {
+        streams.started();
+        streams.finished(Instant::now() - Duration::from_millis(ms), bytes)
+    }
+
     #[test]
     fn grows_while_throughput_grows_and_goes_back_when_it_stops() {
         // Each connection capped at 10 MB/s, the link at 45 MB/s.
@@ -599,8 +605,7 @@ mod tests {
     fn steps_are_measured_from_requests() {
         let streams = Streams::new(2, 16, true);
         // A first answer as short as the round trip: 10 ms.
-        streams.started();
-        streams.finished(Instant::now() - Duration::from_millis(10), 0);
+        answer_on(&streams, 10, 0);
         let sent = Instant::now();
         streams.started();
         streams.started();
@@ -639,13 +644,11 @@ mod tests {
         // A small answer and 2 MiB ones all took the round trip (20 ms) and no longer: the link
         // is latency-bound, and a large read is not cut for the streams.
         let streams = Streams::new(2, 16, true);
-        streams.started();
-        streams.finished(Instant::now() - Duration::from_millis(20), 64 << 10);
+        answer_on(&streams, 20, 64 << 10);
         streams.started();
         std::thread::sleep(Duration::from_millis(60));
         for _ in 0..4 {
-            streams.started();
-            streams.finished(Instant::now() - Duration::from_millis(20), 2 << 20);
+            answer_on(&streams, 20, 2 << 20);
         }
         assert_eq!(streams.steps().len(), 1);
         assert_eq!(streams.spread(100 << 20, 1), None);
@@ -680,11 +683,6 @@ mod tests {
         answer_on(&streams, 80, 2_000_000);
         let rate = streams.lock().transfer_rate.unwrap();
         assert!((rate - 40e6).abs() < 4e6, "{rate}");
-    }
-
-    fn answer_on(streams: &Streams, ms: u64, bytes: u64) -> Option<usize> {
-        streams.started();
-        streams.finished(Instant::now() - Duration::from_millis(ms), bytes)
     }
 
     #[test]
