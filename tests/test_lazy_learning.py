@@ -107,3 +107,42 @@ def test_switches_turn_parts_off(nanolike_path):
     stats = tree.last_chunk_stats
     assert (stats.learned_fetches, stats.miss_fetches, stats.startup_fetches) == (4, 2, 0)
     assert round_trips(f) - before == 4 + 2
+
+
+def test_a_training_chunk_that_asks_for_its_set_at_once_reads_the_next_chunks_meanwhile(nanolike_path):
+    """`arrays(names)` in the training chunk names the learned set before its first read is back:
+    the next chunks' read-ahead goes out with that read, not a round trip after the chunk ends."""
+    f = cherenkov.open(nanolike_path, speculate=False)
+    tree = f["Events"]
+    full = tree.arrays(USED)
+    before = round_trips(f)
+    chunks = tree.chunks(step_size=500, profile=cherenkov.AccessProfile())
+    seen = []
+    for i, chunk in enumerate(chunks):
+        seen.append(chunk.arrays(USED))
+        if i == 0:  # the startup read and chunks 1..3 of the set, before the training chunk ends
+            assert round_trips(f) - before == 4
+    assert round_trips(f) - before == 4  # nothing asked for twice
+    stats = tree.last_chunk_stats
+    assert (stats.startup_fetches, stats.learned_fetches, stats.misses) == (1, 0, 0)
+    for n in USED:
+        assert ak.to_list(ak.concatenate([s[n] for s in seen])) == ak.to_list(full[n]), n
+
+
+def test_a_set_named_in_part_gets_what_the_chunk_used_beyond_it(nanolike_path):
+    """Training names two branches, then uses a third: the third joins the read-ahead (its chunk 1
+    on first use, the later chunks read ahead) and every value is right."""
+    f = cherenkov.open(nanolike_path, speculate=False)
+    tree = f["Events"]
+    full = tree.arrays(USED)
+    before = round_trips(f)
+    seen = []
+    for chunk in tree.chunks(step_size=500, profile=cherenkov.AccessProfile()):
+        got = chunk.arrays(USED[:2])
+        seen.append({n: got[n] for n in USED[:2]} | {USED[2]: chunk[USED[2]]})
+    stats = tree.last_chunk_stats
+    assert (stats.startup_fetches, stats.learned_fetches, stats.misses) == (1, 1, 0)
+    # startup + chunks 1..3 of two branches + chunk 1 of the third on use + chunks 2..3 of it
+    assert round_trips(f) - before == 1 + 3 + 1 + 2
+    for n in USED:
+        assert ak.to_list(ak.concatenate([s[n] for s in seen])) == ak.to_list(full[n]), n

@@ -96,6 +96,15 @@ impl LazyChunks {
         .map_err(to_py)
     }
 
+    /// The analysis is about to read these branches (or fields) of the current chunk.
+    fn will_use(&self, py: Python<'_>, indices: Vec<usize>) -> PyResult<()> {
+        py.detach(|| match &mut *self.reader.lock().unwrap() {
+            Lazy::Tree(r) => runtime().block_on(r.will_use(&indices)),
+            Lazy::Ntuple(r) => runtime().block_on(r.will_use(&indices)),
+        })
+        .map_err(to_py)
+    }
+
     fn get<'py>(&self, py: Python<'py>, index: usize) -> PyResult<Bound<'py, PyDict>> {
         enum Got {
             Tree(<TreeTable as cherenkov_core::engine::table::Table>::Item),

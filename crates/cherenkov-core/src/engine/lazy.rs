@@ -140,8 +140,9 @@ struct Pipeline<T: Table> {
     end: Option<usize>,
 }
 
-/// A read-ahead of speculated branches over chunks `read.first..read.end`, and the bytes of each
-/// chunk not taken yet (they count against the budget until settled).
+/// A read-ahead of branches that joined a set (speculated, or learned after a read-ahead of the
+/// learned set started) over chunks `read.first..read.end`, and per chunk not taken yet the
+/// bytes guessed (they count against the budget until settled; 0 for learned branches).
 struct Ahead<T: Table> {
     read: Pipeline<T>,
     bytes: VecDeque<u64>,
@@ -251,6 +252,31 @@ impl<T: Table> LazyReader<T> {
         Ok(Some(self.steps[next]))
     }
 
+    /// The analysis is about to read `branches` of the current chunk (several in one call). While
+    /// training, they are the learned set's first members: its read-ahead of the next chunks
+    /// starts now, beside this chunk's first read, instead of when the chunk ends (a round trip
+    /// the next chunk would wait for). Branches the chunk uses beyond them join at its end.
+    pub async fn will_use(&mut self, branches: &[usize]) -> Result<()> {
+        let Some(k) = self
+            .current
+            .filter(|_| self.training && self.pipelines.is_empty())
+        else {
+            return Ok(());
+        };
+        if self.options.read_ahead.steps == 0 || k + 1 >= self.steps.len() {
+            return Ok(());
+        }
+        let mut set: Vec<usize> = (branches.iter().chain(&self.used).copied())
+            .filter(|b| self.readable.contains(b))
+            .collect();
+        set.sort_unstable();
+        set.dedup();
+        if !set.is_empty() {
+            self.start_pipeline(set, Vec::new(), k + 1).await?;
+        }
+        Ok(())
+    }
+
     /// Read ahead, for the chunks after the current one, the branches speculated since this
     /// reader's read-ahead started: a file opened ahead in a dataset starts before the file read
     /// now has found its conditional sets, and would otherwise miss them in its first chunks.
@@ -262,7 +288,7 @@ impl<T: Table> LazyReader<T> {
             return Ok(());
         }
         let speculated = self.speculated_extras(&self.profile.snapshot());
-        self.read_ahead_joined(&speculated, current).await
+        self.read_ahead_joined(&speculated, current, true).await
     }
 
     /// Take chunk `next` of the learned (and speculated) set from the read-ahead. When the set
@@ -289,26 +315,13 @@ impl<T: Table> LazyReader<T> {
             None => Some(next),
         };
         if let Some(from) = from.filter(|&f| f < self.steps.len()) {
-            let mut reader = StepReader::start(
-                self.table.clone(),
-                set.clone(),
-                self.steps[from..].to_vec(),
-                self.options.read_ahead,
-            )
-            .await?;
-            // No deeper than asked: a set's guesses are settled chunk by chunk, and a read-ahead
-            // halted when the set changes would carry the old set far ahead.
-            reader.keep_depth();
-            self.pipelines.push_back(Pipeline {
-                set,
-                speculated: speculated.clone(),
-                reader,
-                first: from,
-                end: None,
-            });
+            self.start_pipeline(set, speculated.clone(), from).await?;
         }
         self.drop_finished_pipelines(next);
-        self.read_ahead_joined(&speculated, next).await?;
+        // Learned branches that joined after a read-ahead started (training announced part of the
+        // set), for the chunks it started; then the speculated ones, on a guess.
+        self.read_ahead_joined(&learned, next, false).await?;
+        self.read_ahead_joined(&speculated, next, true).await?;
         let Some(p) = self.pipelines.front_mut() else {
             return Ok(());
         };
@@ -317,36 +330,68 @@ impl<T: Table> LazyReader<T> {
         self.count_speculated(&speculated).await
     }
 
-    /// Put chunk `next` of the speculated branches read ahead on their own in the cache.
+    /// Read `set` (of which `speculated` on a guess) ahead over the chunks from `from` on.
+    async fn start_pipeline(
+        &mut self,
+        set: Vec<usize>,
+        speculated: Vec<usize>,
+        from: usize,
+    ) -> Result<()> {
+        let mut reader = StepReader::start(
+            self.table.clone(),
+            set.clone(),
+            self.steps[from..].to_vec(),
+            self.options.read_ahead,
+        )
+        .await?;
+        // No deeper than asked: a set's guesses are settled chunk by chunk, and a read-ahead
+        // halted when the set changes would carry the old set far ahead.
+        reader.keep_depth();
+        self.pipelines.push_back(Pipeline {
+            set,
+            speculated,
+            reader,
+            first: from,
+            end: None,
+        });
+        Ok(())
+    }
+
+    /// Put chunk `next` of the branches read ahead on their own in the cache.
     async fn take_ahead(&mut self, next: usize) -> Result<()> {
         let mut fetched_ahead = Vec::new();
         for a in self.ahead.iter_mut().filter(|a| a.read.first <= next) {
             a.read.take_into(&mut self.cache).await?;
             a.bytes.pop_front();
-            fetched_ahead.extend(&a.read.set);
+            fetched_ahead.extend(&a.read.speculated);
         }
         self.ahead.retain(|a| !a.bytes.is_empty());
         self.count_speculated(&fetched_ahead).await
     }
 
-    /// Speculated branches that the read-aheads of chunks after `next` do not carry (the branches
-    /// joined after those started): read them ahead for the first such chunks, in one read-ahead.
-    /// Chunk `next` is not guessed: it is in use, a miss fetches it if needed. Nor are chunks
-    /// beyond the depth asked for (the learned set's read-ahead may have grown far past it): a set
-    /// whose rate falls stops being guessed before far chunks are fetched for it.
-    async fn read_ahead_joined(&mut self, speculated: &[usize], next: usize) -> Result<()> {
+    /// Branches that the read-aheads of chunks after `next` do not carry (they joined after those
+    /// started): read them ahead for the first such chunks, in one read-ahead (on a `guess`:
+    /// within the budget). Chunk `next` is not read: it is in use, a miss fetches it if needed.
+    /// Nor are chunks beyond the depth asked for (the learned set's read-ahead may have grown far
+    /// past it): a set whose rate falls stops being guessed before far chunks are fetched for it.
+    async fn read_ahead_joined(
+        &mut self,
+        joined: &[usize],
+        next: usize,
+        guess: bool,
+    ) -> Result<()> {
         let window = (next + 1 + self.options.read_ahead.steps.max(1)).min(self.steps.len());
         let Some((first, branches)) = (next + 1..window)
-            .map(|c| (c, self.uncovered_at(c, speculated)))
+            .map(|c| (c, self.uncovered_at(c, joined)))
             .find(|(_, m)| !m.is_empty())
         else {
             return Ok(());
         };
         let mut until = first + 1;
-        while until < window && self.uncovered_at(until, speculated) == branches {
+        while until < window && self.uncovered_at(until, joined) == branches {
             until += 1;
         }
-        self.start_ahead(branches, first, until).await
+        self.start_ahead(branches, first, until, guess).await
     }
 
     /// Whether `more` bytes may be fetched on a guess: were they, the guesses in flight and those
@@ -374,21 +419,27 @@ impl<T: Table> LazyReader<T> {
             .collect()
     }
 
-    /// Read `branches` ahead over chunks `first..until`, or over as many of them as the budget
-    /// allows were they all unused (none if the first does not fit).
+    /// Read `branches` ahead over chunks `first..until`; on a `guess`, over as many of them as
+    /// the budget allows were they all unused (none if the first does not fit).
     async fn start_ahead(
         &mut self,
         branches: Vec<usize>,
         first: usize,
         until: usize,
+        guess: bool,
     ) -> Result<()> {
         let mut bytes = VecDeque::new();
         let mut end = first;
         while end < until {
-            let (start, stop) = self.steps[end];
-            let plan = self.table.plan(&branches, start, stop).await?;
-            let more = stored_bytes(&*self.table, &plan);
-            if !self.may_guess(bytes.iter().sum::<u64>() + more) {
+            let more = match guess {
+                true => {
+                    let (start, stop) = self.steps[end];
+                    let plan = self.table.plan(&branches, start, stop).await?;
+                    stored_bytes(&*self.table, &plan)
+                }
+                false => 0,
+            };
+            if guess && !self.may_guess(bytes.iter().sum::<u64>() + more) {
                 break;
             }
             bytes.push_back(more);
@@ -410,7 +461,7 @@ impl<T: Table> LazyReader<T> {
         self.ahead.push(Ahead {
             read: Pipeline {
                 set: branches.clone(),
-                speculated: branches,
+                speculated: if guess { branches } else { Vec::new() },
                 reader,
                 first,
                 end: Some(end),
@@ -626,7 +677,7 @@ impl<T: Table> LazyReader<T> {
                         .collect();
                     let guess = self.uncovered_at(k + 1, &guess);
                     if !guess.is_empty() {
-                        self.start_ahead(guess, k + 1, k + 2).await?;
+                        self.start_ahead(guess, k + 1, k + 2, true).await?;
                     }
                 }
                 self.hold(&unread, start, stop).await?;
