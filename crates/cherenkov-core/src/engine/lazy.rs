@@ -5,7 +5,9 @@
 //!   chunk in one request (if they fit `startup_bytes`), and the branches actually used in that
 //!   chunk become the learned set. As in TTreeCache, what such a read brings is held compressed
 //!   and only the baskets of branches used are decompressed;
-//! - *prefetch*: later chunks of the learned set are fetched and decompressed ahead of use;
+//! - *prefetch*: later chunks of the learned set are fetched and decompressed ahead of use; the
+//!   branches the first chunk asks for together (`will_use`) from that moment, the others when
+//!   it ends;
 //! - *miss (trigger) cache*: the first time a chunk touches a branch never missed before, every
 //!   branch of that chunk not read yet is fetched in one request (within `startup_bytes`), and the
 //!   branches then used become the miss set; later, a miss fetches the miss set in one request.
