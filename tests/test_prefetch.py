@@ -118,3 +118,22 @@ def test_read_ahead_deepens_only_while_the_consumer_waits_for_the_network(remote
         assert in_flight in most, (protocol, pause, in_flight)
         for name in ("a", "b"):
             np.testing.assert_array_equal(np.concatenate([s[name] for s in steps]), expected[name])
+
+
+@pytest.mark.parametrize("protocol", ["http", "root"])
+def test_steps_read_ahead_are_asked_for_in_the_order_they_are_used(remote_steps, protocol):
+    """Where a server takes few requests at once, the step needed first must not wait behind later
+    ones: the read-ahead sends them in order."""
+    lab, local = remote_steps
+    with cherenkov.open(lab.url(protocol, local.name), trace=True) as f:
+        tree = f["Events"]
+        opening = len(set(f.trace()["request"].tolist()))
+        for _ in tree.iterate(["a", "b"], step_size=STEP, steps_ahead=3, progress=False):
+            pass
+        trace = f.trace()
+    first = {}
+    for request, offset in zip(trace["request"].tolist(), trace["offset"].tolist()):
+        first[request] = min(offset, first.get(request, offset))
+    offsets = [first[r] for r in sorted(first)][opening:]
+    assert len(offsets) >= STEPS // 2
+    assert offsets == sorted(offsets), offsets

@@ -323,6 +323,11 @@ async fn drive<T: Table>(
                 })));
                 results.push_back(done_rx);
                 next += 1;
+                // Let the step just spawned send its request before the next one is spawned: the
+                // runtime runs the newest task first, which would send the later steps' requests
+                // ahead of the earlier ones (and where a server takes few at once, the step needed
+                // first would wait).
+                tokio::task::yield_now().await;
             }
             else => return,
         }
