@@ -1,8 +1,9 @@
-"""Does the lab's xrootd grant `kXR_bind` substreams (issue 20, item 3)? Raw protocol against a
-local XRootD server: log in and open a file of random bytes on one connection, bind a second TCP
-connection to that session, send a `kXR_read` with the substream's path id on the first, and check
-that the answer comes back on the second, equal to the file. Prints what it saw; exits 1 if the
-server refuses the bind or the bytes differ.
+"""Does the lab's xrootd grant `kXR_bind` substreams (issue 20, item 3), and for which reads? Raw
+protocol against a local XRootD server: log in and open a file of random bytes on one connection,
+bind a second TCP connection to that session, send a `kXR_read` with the substream's path id on the
+first, and check that the answer comes back on the second, equal to the file; then the same with a
+`kXR_readv` (the vectored read cherenkov's reads are made of), and say where its answer came back.
+Prints what it saw; exits 1 if the server refuses the bind or the bytes differ.
 
     python bench/xrootd_bind_probe.py
 """
@@ -10,6 +11,7 @@ server refuses the bind or the bytes differ.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import socket
 import struct
@@ -20,7 +22,7 @@ from pathlib import Path
 
 from cherenkov.lab import XrootdServer
 
-KXR_PROTOCOL, KXR_LOGIN, KXR_OPEN, KXR_READ, KXR_BIND = 3006, 3007, 3010, 3013, 3024
+KXR_PROTOCOL, KXR_LOGIN, KXR_OPEN, KXR_READ, KXR_BIND, KXR_READV = 3006, 3007, 3010, 3013, 3024, 3025
 KXR_OK, KXR_OKSOFAR = 0, 4000
 
 
@@ -85,6 +87,13 @@ def main() -> int:
             got += chunk
         same = got == payload[offset : offset + length]
         print(f"kXR_read sent on the first connection: {len(got)} bytes came back on the bound one, equal to the file: {same}")
+        # kXR_readv: the path id is the last byte of its 16 parameter bytes
+        ranges = [(0, 1000), (2 << 20, 5000)]
+        vector = b"".join(handle + struct.pack(">iq", n, o) for o, n in ranges)
+        first.sendall(request(6, KXR_READV, bytes(15) + body[:1], vector))
+        ready, _, _ = select.select([first, second], [], [], 5)
+        where = {first: "the first (main) connection", second: "the bound one"}
+        print(f"kXR_readv with the same path id: its answer came back on {', '.join(where[r] for r in ready) or 'neither'}")
     shutil.rmtree(folder, ignore_errors=True)
     return 0 if same else 1
 
