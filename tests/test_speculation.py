@@ -136,6 +136,29 @@ def test_a_file_opened_ahead_reads_ahead_the_sets_found_meanwhile(protocol, data
         assert_values_equal(data_dir, extra)
 
 
+@pytest.mark.parametrize("protocol", ["http", "root"])
+def test_a_file_opened_ahead_switches_its_read_ahead_to_the_sets_found_meanwhile(protocol, data_dir, request):
+    """The second file of a dataset follows the set speculated while the first is read, before the
+    reader gets to it: the chunks its read-ahead had started get the extra set by a read-ahead of
+    their own, and the read-ahead of the chunks after them carries it. So by the time the second
+    file's first chunk is in use, the extra set of its next chunks is on the way (not asked for,
+    one round trip at a time, as the reader reaches them)."""
+    lab = request.getfixturevalue("lab")
+    urls = [lab.url(protocol, name) for name in (NAME, COPY)]
+    seeks = uproot.open(data_dir / COPY)["Events"]["extra"].member("fBasketSeek")
+    asked = None
+    for chunk in cherenkov.chunks({url: "Events" for url in urls}, step_size=CLUSTER, trace=True):
+        f = chunk.tree.file
+        if f.path == urls[1] and asked is None:
+            asked = set(f.trace()["offset"].tolist())
+        for name in FIXED:
+            chunk[name]
+        if chunk.entry_start // CLUSTER % 2 == 1:
+            chunk["extra"]
+    wanted = [int(seeks[k]) for k in range(1, 7)]
+    assert [seek in asked for seek in wanted] == [True] * len(wanted), wanted
+
+
 def test_a_rare_set_is_tried_once_then_stays_on_demand(url, data_dir):
     """Used in chunks 5 and 15: after its first use it is fetched ahead (a chunk of it fits the
     budget) until its rate falls under half the threshold a few chunks later, all wasted, within

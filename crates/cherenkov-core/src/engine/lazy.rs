@@ -279,9 +279,10 @@ impl<T: Table> LazyReader<T> {
         Ok(())
     }
 
-    /// Read ahead, for the chunks after the current one, the branches speculated since this
-    /// reader's read-ahead started: a file opened ahead in a dataset starts before the file read
-    /// now has found its conditional sets, and would otherwise miss them in its first chunks.
+    /// Follow, for the chunks after the current one, the sets speculated since this reader's
+    /// read-ahead started: a file opened ahead in a dataset starts before the file read now has
+    /// found its conditional sets, and would otherwise miss them in its first chunks, and wait a
+    /// round trip for the read-ahead of the new set when it gets to the chunks after those.
     pub async fn follow_profile(&mut self) -> Result<()> {
         let Some(current) = self.current.filter(|&c| c < self.steps.len()) else {
             return Ok(());
@@ -289,15 +290,27 @@ impl<T: Table> LazyReader<T> {
         if self.training || self.options.read_ahead.steps == 0 {
             return Ok(());
         }
-        let speculated = self.speculated_extras(&self.profile.snapshot());
-        self.read_ahead_joined(&speculated, current, true).await
+        let state = self.profile.snapshot();
+        self.follow_set(&state, current, true).await
     }
 
-    /// Take chunk `next` of the learned (and speculated) set from the read-ahead. When the set
-    /// changed, the read-ahead of the old set is halted (the chunks it started still come from
-    /// it: nothing is asked for twice) and one of the new set starts after them; branches that
-    /// joined are read ahead for those started chunks too, within the budget.
+    /// Take chunk `next` of the learned (and speculated) set from the read-ahead.
     async fn next_from_pipeline(&mut self, state: &ProfileState, next: usize) -> Result<()> {
+        self.follow_set(state, next, false).await?;
+        let Some(p) = self.pipelines.front_mut() else {
+            return Ok(());
+        };
+        p.take_into(&mut self.cache).await?;
+        let speculated = p.speculated.clone();
+        self.count_speculated(&speculated).await
+    }
+
+    /// Read the profile's set ahead of chunk `next` (in use, or about to be: `taken` says whether
+    /// a read-ahead handed it out already). When the set changed, the read-ahead of the old set
+    /// is halted (the chunks it started still come from it: nothing is asked for twice) and one
+    /// of the new set starts after them; branches that joined are read ahead for those started
+    /// chunks too (speculated ones within the budget).
+    async fn follow_set(&mut self, state: &ProfileState, next: usize, taken: bool) -> Result<()> {
         let learned = self.indices(&state.learned);
         let speculated = self.speculated_extras(state);
         let mut set: Vec<usize> = learned.iter().chain(&speculated).copied().collect();
@@ -306,30 +319,25 @@ impl<T: Table> LazyReader<T> {
         if learned.is_empty() {
             return Ok(());
         }
-        self.drop_finished_pipelines(next);
+        let untaken = next + usize::from(taken);
+        self.drop_finished_pipelines(untaken);
         let from = match self.pipelines.back_mut() {
             Some(p) if p.set == set => None,
             Some(p) => {
                 let end = p.first + p.reader.halt();
                 p.end = Some(end);
-                Some(end.max(next))
+                Some(end.max(untaken))
             }
-            None => Some(next),
+            None => Some(untaken),
         };
         if let Some(from) = from.filter(|&f| f < self.steps.len()) {
             self.start_pipeline(set, speculated.clone(), from).await?;
         }
-        self.drop_finished_pipelines(next);
+        self.drop_finished_pipelines(untaken);
         // Learned branches that joined after a read-ahead started (training announced part of the
         // set), for the chunks it started; then the speculated ones, on a guess.
         self.read_ahead_joined(&learned, next, false).await?;
-        self.read_ahead_joined(&speculated, next, true).await?;
-        let Some(p) = self.pipelines.front_mut() else {
-            return Ok(());
-        };
-        p.take_into(&mut self.cache).await?;
-        let speculated = p.speculated.clone();
-        self.count_speculated(&speculated).await
+        self.read_ahead_joined(&speculated, next, true).await
     }
 
     /// Read `set` (of which `speculated` on a guess) ahead over the chunks from `from` on.
@@ -374,15 +382,20 @@ impl<T: Table> LazyReader<T> {
     /// Branches that the read-aheads of chunks after `next` do not carry (they joined after those
     /// started): read them ahead for the first such chunks, in one read-ahead (on a `guess`:
     /// within the budget). Chunk `next` is not read: it is in use, a miss fetches it if needed.
-    /// Nor are chunks beyond the depth asked for (the learned set's read-ahead may have grown far
-    /// past it): a set whose rate falls stops being guessed before far chunks are fetched for it.
+    /// Nor are chunks beyond the depth asked for, or beyond those the learned set's read-ahead
+    /// has started (a file opened ahead has its first chunk taken already): a set whose rate
+    /// falls stops being guessed before far chunks are fetched for it.
     async fn read_ahead_joined(
         &mut self,
         joined: &[usize],
         next: usize,
         guess: bool,
     ) -> Result<()> {
-        let window = (next + 1 + self.options.read_ahead.steps.max(1)).min(self.steps.len());
+        let started = (self.pipelines.back())
+            .filter(|p| p.end.is_none())
+            .map_or(0, |p| p.first + p.reader.started());
+        let depth = next + 1 + self.options.read_ahead.steps.max(1);
+        let window = depth.max(started).min(self.steps.len());
         let Some((first, branches)) = (next + 1..window)
             .map(|c| (c, self.uncovered_at(c, joined)))
             .find(|(_, m)| !m.is_empty())

@@ -244,6 +244,11 @@ impl<T: Table> StepReader<T> {
         self.depth.add_permits(more);
     }
 
+    /// How many steps started so far.
+    pub fn started(&self) -> usize {
+        self.gate.lock().unwrap().started
+    }
+
     /// Start no more steps; returns how many started (those are still read and yielded, in
     /// order). A reader whose set changes hands over to a new one without asking twice for steps
     /// already in flight.
