@@ -354,9 +354,13 @@ impl<T: Table> LazyReader<T> {
             self.options.read_ahead,
         )
         .await?;
-        // No deeper than asked: a set's guesses are settled chunk by chunk, and a read-ahead
-        // halted when the set changes would carry the old set far ahead.
-        reader.keep_depth();
+        // A set with guesses reads no deeper than asked: they are settled chunk by chunk, and
+        // the budget would not hold for many chunks of them in flight. The learned set alone
+        // deepens while the reader waits for it, as `iterate` does: at a fixed depth, a reader
+        // faster than a chunk per round trip / depth would wait at every few chunks.
+        if !speculated.is_empty() {
+            reader.keep_depth();
+        }
         self.pipelines.push_back(Pipeline {
             set,
             speculated,
