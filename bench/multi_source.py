@@ -17,7 +17,8 @@ from one replica alone (opened directly, discovery off):
 Each run opens the file anew and reads every readable branch twice: the first read is where the
 replica set learns each server's latency and throughput, the second is a job's steady state; the
 tables give medians of both. toxiproxy caps each connection, not the server, so the capped setups
-use one connection per replica. `make bench` runs this as part of the lab (bench/lab.py); both write
+use one connection per replica (fixed: adaptive streams would open more and carry more than the
+cap the setup gives the replica). `make bench` runs this as part of the lab (bench/lab.py); both write
 bench/results/multi_source.{md,json}, and docs/bench/ when publishing.
 """
 
@@ -70,7 +71,7 @@ def open_replicas(url: str, count: int = 2, **options):
 def measure(runs: int, url_one: str, url_both: str, names, connections: int | None, log) -> list[dict]:
     """Medians over `runs` runs of the first and second read, one replica alone and both, and the
     share of the bytes of the second read each replica served."""
-    options = {"connections": connections} if connections else {}
+    options = {"connections": connections, "adaptive_streams": False} if connections else {}
     one, both, shares = [], [], []
     for run in range(runs):
         one.append(two_reads(cherenkov.open(url_one, discover=False, **options), names))
