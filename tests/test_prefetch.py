@@ -121,23 +121,6 @@ def test_read_ahead_deepens_only_while_the_consumer_waits_for_the_network(remote
 
 
 @pytest.mark.parametrize("protocol", ["http", "root"])
-def test_lazy_chunks_read_the_learned_set_deeper_while_the_reader_waits_for_it(remote_steps, protocol):
-    """Lazy chunks, a column at a time: the learned set's read-ahead deepens as iterate's does, so
-    a reader faster than a chunk per round trip does not wait at every few chunks."""
-    lab, local = remote_steps
-    expected = uproot.open(local)["Events"].arrays(["a", "b"], library="np")
-    with cherenkov.open(lab.url(protocol, local.name), trace=True) as f:
-        seen = {"a": [], "b": []}
-        for chunk in f["Events"].chunks(step_size=STEP, steps_ahead=1, profile=cherenkov.AccessProfile()):
-            for name in seen:
-                seen[name].append(chunk.array(name, library="np"))
-        in_flight = most_requests_in_flight(f.trace())
-    assert in_flight >= 4, in_flight  # at the depth asked for, 2 (the chunk in use and 1 ahead)
-    for name in seen:
-        np.testing.assert_array_equal(np.concatenate(seen[name]), expected[name])
-
-
-@pytest.mark.parametrize("protocol", ["http", "root"])
 def test_steps_read_ahead_are_asked_for_in_the_order_they_are_used(remote_steps, protocol):
     """Where a server takes few requests at once, the step needed first must not wait behind later
     ones: the read-ahead sends them in order."""

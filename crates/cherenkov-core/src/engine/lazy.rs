@@ -354,13 +354,10 @@ impl<T: Table> LazyReader<T> {
             self.options.read_ahead,
         )
         .await?;
-        // A set with guesses reads no deeper than asked: they are settled chunk by chunk, and
-        // the budget would not hold for many chunks of them in flight. The learned set alone
-        // deepens while the reader waits for it, as `iterate` does: at a fixed depth, a reader
-        // faster than a chunk per round trip / depth would wait at every few chunks.
-        if !speculated.is_empty() {
-            reader.keep_depth();
-        }
+        // No deeper than asked: a set's guesses are settled chunk by chunk, and a read-ahead
+        // halted when the set changes would carry the old set far ahead (and the new one would
+        // start after it, guessing far chunks).
+        reader.keep_depth();
         self.pipelines.push_back(Pipeline {
             set,
             speculated,
@@ -384,11 +381,12 @@ impl<T: Table> LazyReader<T> {
     }
 
     /// Branches that the read-aheads of chunks after `next` do not carry (they joined after those
-    /// started): read them ahead for the first such chunks, in one read-ahead (on a `guess`:
-    /// within the budget). Chunk `next` is not read: it is in use, a miss fetches it if needed.
-    /// Nor are chunks beyond the depth asked for, or beyond those the learned set's read-ahead
-    /// has started (a file opened ahead has its first chunk taken already): a set whose rate
-    /// falls stops being guessed before far chunks are fetched for it.
+    /// started): read them ahead for the first such chunks, in one read-ahead. Chunk `next` is
+    /// not read: it is in use, a miss fetches it if needed. Learned branches are read for every
+    /// chunk started without them. A `guess` stays within the budget, and within the depth asked
+    /// for plus one chunk (a file opened ahead has its first chunk taken already, so its
+    /// read-ahead reaches one further): a set whose rate falls stops being guessed before far
+    /// chunks are fetched for it.
     async fn read_ahead_joined(
         &mut self,
         joined: &[usize],
@@ -399,7 +397,11 @@ impl<T: Table> LazyReader<T> {
             .filter(|p| p.end.is_none())
             .map_or(0, |p| p.first + p.reader.started());
         let depth = next + 1 + self.options.read_ahead.steps.max(1);
-        let window = depth.max(started).min(self.steps.len());
+        let window = match guess {
+            true => depth + 1,
+            false => depth.max(started),
+        };
+        let window = window.min(self.steps.len());
         let Some((first, branches)) = (next + 1..window)
             .map(|c| (c, self.uncovered_at(c, joined)))
             .find(|(_, m)| !m.is_empty())
