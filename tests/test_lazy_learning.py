@@ -47,6 +47,12 @@ def run(tree, profile, **options):
     return seen
 
 
+def assert_chunks_equal(seen, full):
+    """Each branch of USED, concatenated over the chunks `seen`, equals the plain read `full`."""
+    for n in USED:
+        assert ak.to_list(ak.concatenate([s[n] for s in seen])) == ak.to_list(full[n]), n
+
+
 def test_chunks_give_the_same_values_as_a_plain_read(nanolike_path):
     tree = cherenkov.open(nanolike_path)["Events"]
     seen = run(tree, cherenkov.AccessProfile())
@@ -125,8 +131,7 @@ def test_a_training_chunk_that_asks_for_its_set_at_once_reads_the_next_chunks_me
     assert round_trips(f) - before == 4  # nothing asked for twice
     stats = tree.last_chunk_stats
     assert (stats.startup_fetches, stats.learned_fetches, stats.misses) == (1, 0, 0)
-    for n in USED:
-        assert ak.to_list(ak.concatenate([s[n] for s in seen])) == ak.to_list(full[n]), n
+    assert_chunks_equal(seen, full)
 
 
 def test_a_set_named_in_part_gets_what_the_chunk_used_beyond_it(nanolike_path):
@@ -144,5 +149,4 @@ def test_a_set_named_in_part_gets_what_the_chunk_used_beyond_it(nanolike_path):
     assert (stats.startup_fetches, stats.learned_fetches, stats.misses) == (1, 1, 0)
     # startup + chunks 1..3 of two branches + chunk 1 of the third on use + chunks 2..3 of it
     assert round_trips(f) - before == 1 + 3 + 1 + 2
-    for n in USED:
-        assert ak.to_list(ak.concatenate([s[n] for s in seen])) == ak.to_list(full[n]), n
+    assert_chunks_equal(seen, full)

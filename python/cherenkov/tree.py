@@ -279,7 +279,7 @@ class LazyChunk:
     def arrays(self, names, library: str = "ak"):
         # Several at once: a chunk that trains the access profile reads them ahead for the next
         # chunks now, not when it ends.
-        unread = [self.tree[n].index for n in names if self.tree[n].index not in self._raw]
+        unread = [i for i in (self.tree[n].index for n in names) if i not in self._raw]
         if len(unread) > 1:
             self._core.will_use(unread)
         return _convert([(n, self._branch(n)) for n in names], library)

@@ -321,22 +321,25 @@ impl<T: Table> LazyReader<T> {
         }
         let untaken = next + usize::from(taken);
         self.drop_finished_pipelines(untaken);
-        let from = match self.pipelines.back_mut() {
-            Some(p) if p.set == set => None,
+        let (from, halted) = match self.pipelines.back_mut() {
+            Some(p) if p.set == set => (None, false),
             Some(p) => {
                 let end = p.first + p.reader.halt();
                 p.end = Some(end);
-                Some(end.max(untaken))
+                (Some(end.max(untaken)), true)
             }
-            None => Some(untaken),
+            None => (Some(untaken), false),
         };
         if let Some(from) = from.filter(|&f| f < self.steps.len()) {
             self.start_pipeline(set, speculated.clone(), from).await?;
         }
         self.drop_finished_pipelines(untaken);
         // Learned branches that joined after a read-ahead started (training announced part of the
-        // set), for the chunks it started; then the speculated ones, on a guess.
-        self.read_ahead_joined(&learned, next, false).await?;
+        // set: only a halted read-ahead can lack them), for the chunks it started; then the
+        // speculated ones, on a guess.
+        if halted {
+            self.read_ahead_joined(&learned, next, false).await?;
+        }
         self.read_ahead_joined(&speculated, next, true).await
     }
 
@@ -393,13 +396,12 @@ impl<T: Table> LazyReader<T> {
         next: usize,
         guess: bool,
     ) -> Result<()> {
-        let started = (self.pipelines.back())
-            .filter(|p| p.end.is_none())
-            .map_or(0, |p| p.first + p.reader.started());
         let depth = next + 1 + self.options.read_ahead.steps.max(1);
         let window = match guess {
             true => depth + 1,
-            false => depth.max(started),
+            false => (self.pipelines.back())
+                .filter(|p| p.end.is_none())
+                .map_or(depth, |p| depth.max(p.first + p.reader.started())),
         };
         let window = window.min(self.steps.len());
         let Some((first, branches)) = (next + 1..window)
@@ -450,22 +452,19 @@ impl<T: Table> LazyReader<T> {
         guess: bool,
     ) -> Result<()> {
         let mut bytes = VecDeque::new();
-        let mut end = first;
-        while end < until {
-            let more = match guess {
-                true => {
-                    let (start, stop) = self.steps[end];
-                    let plan = self.table.plan(&branches, start, stop).await?;
-                    stored_bytes(&*self.table, &plan)
-                }
-                false => 0,
-            };
-            if guess && !self.may_guess(bytes.iter().sum::<u64>() + more) {
+        for (start, stop) in &self.steps[first..until] {
+            if !guess {
+                bytes.push_back(0);
+                continue;
+            }
+            let plan = self.table.plan(&branches, *start, *stop).await?;
+            let more = stored_bytes(&*self.table, &plan);
+            if !self.may_guess(bytes.iter().sum::<u64>() + more) {
                 break;
             }
             bytes.push_back(more);
-            end += 1;
         }
+        let end = first + bytes.len();
         if end == first {
             return Ok(());
         }
