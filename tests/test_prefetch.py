@@ -72,21 +72,24 @@ def test_progress_callback_sees_every_step(nanolike):
 
 
 STEPS, STEP = 16, 40_000
+MANY = 64  # clusters of STEP // 4 entries in "many.root"
 
 
 @pytest.fixture(scope="module")
 def remote_steps():
-    """A 10 MB file of 16 clusters (two branches) on nginx and xrootd, 60 ms away."""
+    """10 MB files of 16 clusters ("steps.root") and of 64 ("many.root"), two branches each, on
+    nginx and xrootd, 60 ms away."""
     if not (shutil.which("xrootd") and shutil.which("nginx")):
         pytest.skip("xrootd and nginx are not installed: run `make setup`")
     folder = Path(tempfile.mkdtemp(prefix="cherenkov-deepen-"))
     folder.chmod(0o755)
     rng = np.random.default_rng(3)
-    with uproot.recreate(folder / "steps.root", compression=uproot.ZLIB(1)) as f:
-        f.mktree("Events", {"a": "f8", "b": "f8"})
-        for _ in range(STEPS):
-            f["Events"].extend({"a": rng.normal(size=STEP), "b": rng.normal(size=STEP)})
-    (folder / "steps.root").chmod(0o644)
+    for name, clusters, size in (("steps.root", STEPS, STEP), ("many.root", MANY, STEP // 4)):
+        with uproot.recreate(folder / name, compression=uproot.ZLIB(1)) as f:
+            f.mktree("Events", {"a": "f8", "b": "f8"})
+            for _ in range(clusters):
+                f["Events"].extend({"a": rng.normal(size=size), "b": rng.normal(size=size)})
+        (folder / name).chmod(0o644)
     with Lab(folder) as lab:
         lab.set_rtt(60)
         yield lab, folder / "steps.root"
@@ -137,3 +140,51 @@ def test_steps_read_ahead_are_asked_for_in_the_order_they_are_used(remote_steps,
     offsets = [first[r] for r in sorted(first)][opening:]
     assert len(offsets) >= STEPS // 2
     assert offsets == sorted(offsets), offsets
+
+
+@pytest.mark.parametrize("protocol", ["http", "root"])
+def test_lazy_chunks_read_ahead_deepens_for_a_reader_that_outpaces_it(remote_steps, protocol):
+    """The learned set's read-ahead of lazy chunks grows as `iterate`'s does: a reader faster than
+    the round trip has more chunks in flight than the depth asked for (1), a slow one does not."""
+    lab, local = remote_steps
+    expected = uproot.open(local)["Events"]["a"].array(library="np")
+    for pause, most in ((0.0, range(4, STEPS + 1)), (0.25, range(1, 3))):
+        with cherenkov.open(lab.url(protocol, local.name), trace=True) as f:
+            seen = []
+            chunks = f["Events"].chunks(step_size=STEP, steps_ahead=1, profile=cherenkov.AccessProfile())
+            for i, chunk in enumerate(chunks):
+                seen.append(ak.to_numpy(chunk["a"]))
+                if i > 0:  # the training chunk reads every branch at once: not read-ahead
+                    time.sleep(pause)
+            trace = f.trace()
+        opening = int(np.argmax(trace["offset"] == int(uproot.open(local)["Events"]["a"].member("fBasketSeek")[1])))
+        later = {k: v[opening:] for k, v in trace.items()}
+        assert most_requests_in_flight(later) in most, (protocol, pause)
+        np.testing.assert_array_equal(np.concatenate(seen), expected)
+
+
+@pytest.mark.parametrize("protocol", ["http", "root"])
+def test_a_deep_read_ahead_guesses_no_far_chunk_when_a_set_joins(remote_steps, protocol):
+    """A fast reader has the learned set ("a") read far ahead. When "b" is used and speculated, its
+    guesses go no further than the depth asked for (1) past the chunk in use, plus one chunk: the
+    read-ahead that will carry it starts when the reader gets near, not after the far chunks."""
+    lab, local = remote_steps
+    many = local.parent / "many.root"
+    seeks = {name: uproot.open(many)["Events"][name].member("fBasketSeek")[:MANY] for name in "ab"}
+    joined = 9  # the chunk that uses "b"; its read-aheads start as chunk 10 begins
+    with cherenkov.open(lab.url(protocol, many.name), trace=True) as f:
+        chunks = f["Events"].chunks(step_size=1, steps_ahead=1, profile=cherenkov.AccessProfile())
+        for i, chunk in enumerate(chunks):
+            chunk["a"]
+            if i == joined:
+                used = ak.to_numpy(chunk["b"])
+            if i == joined + 1:
+                time.sleep(1.0)  # the read-aheads send their requests in the background
+                asked = set(f.trace()["offset"].tolist())
+    size = STEP // 4
+    expected = uproot.open(many)["Events"]["b"].array(library="np")
+    np.testing.assert_array_equal(used, expected[joined * size : (joined + 1) * size])
+    far = {name: max(c for c in range(MANY) if int(seeks[name][c]) in asked) for name in "ab"}
+    # chunks 11..12 on a guess, then a read-ahead from chunk 12 at most, two chunks in flight
+    assert far["b"] <= joined + 4, far
+    assert far["a"] >= joined + 6, far  # the learned set's read-ahead had deepened

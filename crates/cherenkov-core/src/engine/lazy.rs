@@ -7,7 +7,8 @@
 //!   and only the baskets of branches used are decompressed;
 //! - *prefetch*: later chunks of the learned set are fetched and decompressed ahead of use; the
 //!   branches the first chunk asks for together (`will_use`) from that moment, the others when
-//!   it ends;
+//!   it ends. That read-ahead deepens while the reader waits for it (see `prefetch.rs`), unless
+//!   it carries guesses;
 //! - *miss (trigger) cache*: the first time a chunk touches a branch never missed before, every
 //!   branch of that chunk not read yet is fetched in one request (within `startup_bytes`), and the
 //!   branches then used become the miss set; later, a miss fetches the miss set in one request.
@@ -308,8 +309,10 @@ impl<T: Table> LazyReader<T> {
     /// Read the profile's set ahead of chunk `next` (in use, or about to be: `taken` says whether
     /// a read-ahead handed it out already). When the set changed, the read-ahead of the old set
     /// is halted (the chunks it started still come from it: nothing is asked for twice) and one
-    /// of the new set starts after them; branches that joined are read ahead for those started
-    /// chunks too (speculated ones within the budget).
+    /// of the new set starts after them, once they are within the depth asked for (a learned
+    /// set's read-ahead may have deepened far ahead, and a new one starting there would guess
+    /// far chunks); branches that joined are read ahead for the chunks before it (speculated
+    /// ones within the budget).
     async fn follow_set(&mut self, state: &ProfileState, next: usize, taken: bool) -> Result<()> {
         let learned = self.indices(&state.learned);
         let speculated = self.speculated_extras(state);
@@ -322,7 +325,7 @@ impl<T: Table> LazyReader<T> {
         let untaken = next + usize::from(taken);
         self.drop_finished_pipelines(untaken);
         let (from, halted) = match self.pipelines.back_mut() {
-            Some(p) if p.set == set => (None, false),
+            Some(p) if p.set == set && p.end.is_none() => (None, false),
             Some(p) => {
                 let end = p.first + p.reader.halt();
                 p.end = Some(end);
@@ -330,7 +333,8 @@ impl<T: Table> LazyReader<T> {
             }
             None => (Some(untaken), false),
         };
-        if let Some(from) = from.filter(|&f| f < self.steps.len()) {
+        let reach = untaken + self.options.read_ahead.steps + 1;
+        if let Some(from) = from.filter(|&f| f < self.steps.len() && f <= reach) {
             self.start_pipeline(set, speculated.clone(), from).await?;
         }
         self.drop_finished_pipelines(untaken);
@@ -357,10 +361,11 @@ impl<T: Table> LazyReader<T> {
             self.options.read_ahead,
         )
         .await?;
-        // No deeper than asked: a set's guesses are settled chunk by chunk, and a read-ahead
-        // halted when the set changes would carry the old set far ahead (and the new one would
-        // start after it, guessing far chunks).
-        reader.keep_depth();
+        // A set with guesses reads no deeper than asked: they are settled chunk by chunk. The
+        // learned set's deepens while the reader waits for it.
+        if !speculated.is_empty() {
+            reader.keep_depth();
+        }
         self.pipelines.push_back(Pipeline {
             set,
             speculated,
@@ -399,9 +404,9 @@ impl<T: Table> LazyReader<T> {
         let depth = next + 1 + self.options.read_ahead.steps.max(1);
         let window = match guess {
             true => depth + 1,
-            false => (self.pipelines.back())
-                .filter(|p| p.end.is_none())
-                .map_or(depth, |p| depth.max(p.first + p.reader.started())),
+            false => (self.pipelines.back()).map_or(depth, |p| {
+                depth.max(p.end.unwrap_or_else(|| p.first + p.reader.started()))
+            }),
         };
         let window = window.min(self.steps.len());
         let Some((first, branches)) = (next + 1..window)
