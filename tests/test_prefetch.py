@@ -77,8 +77,8 @@ MANY = 64  # clusters of STEP // 4 entries in "many.root"
 
 @pytest.fixture(scope="module")
 def remote_steps():
-    """10 MB files of 16 clusters ("steps.root") and of 64 ("many.root"), two branches each, on
-    nginx and xrootd, 60 ms away."""
+    """10 MB files of 16 clusters ("steps.root") and of 64 ("many.root", and a copy), two branches
+    each, on nginx and xrootd, 60 ms away."""
     if not (shutil.which("xrootd") and shutil.which("nginx")):
         pytest.skip("xrootd and nginx are not installed: run `make setup`")
     folder = Path(tempfile.mkdtemp(prefix="cherenkov-deepen-"))
@@ -90,6 +90,7 @@ def remote_steps():
             for _ in range(clusters):
                 f["Events"].extend({"a": rng.normal(size=size), "b": rng.normal(size=size)})
         (folder / name).chmod(0o644)
+    shutil.copy(folder / "many.root", folder / "many-copy.root")
     with Lab(folder) as lab:
         lab.set_rtt(60)
         yield lab, folder / "steps.root"
@@ -152,10 +153,9 @@ def test_lazy_chunks_read_ahead_deepens_for_a_reader_that_outpaces_it(remote_ste
         with cherenkov.open(lab.url(protocol, local.name), trace=True) as f:
             seen = []
             chunks = f["Events"].chunks(step_size=STEP, steps_ahead=1, profile=cherenkov.AccessProfile())
-            for i, chunk in enumerate(chunks):
+            for chunk in chunks:
                 seen.append(ak.to_numpy(chunk["a"]))
-                if i > 0:  # the training chunk reads every branch at once: not read-ahead
-                    time.sleep(pause)
+                time.sleep(pause)
             trace = f.trace()
         opening = int(np.argmax(trace["offset"] == int(uproot.open(local)["Events"]["a"].member("fBasketSeek")[1])))
         later = {k: v[opening:] for k, v in trace.items()}
@@ -164,10 +164,45 @@ def test_lazy_chunks_read_ahead_deepens_for_a_reader_that_outpaces_it(remote_ste
 
 
 @pytest.mark.parametrize("protocol", ["http", "root"])
+def test_the_read_ahead_starts_as_deep_as_the_training_chunk_says_a_round_trip_needs(remote_steps, protocol):
+    """The training chunk takes a few ms, its startup read a round trip (60 ms): the learned set's
+    read-ahead starts that many chunks deep, not at the 1 asked for, to grow by a wait each time."""
+    lab, local = remote_steps
+    seeks = uproot.open(local.parent / "many.root")["Events"]["a"].member("fBasketSeek")[:MANY]
+    with cherenkov.open(lab.url(protocol, "many.root"), trace=True) as f:
+        chunks = iter(f["Events"].chunks(step_size=1, steps_ahead=1, profile=cherenkov.AccessProfile()))
+        next(chunks)["a"]  # training
+        next(chunks)  # the read-ahead starts
+        time.sleep(1.0)  # and sends its requests in the background
+        asked = set(f.trace()["offset"].tolist())
+    # 1 asked for, and the chunk in use: 3 chunks at most would be asked for
+    assert sum(int(seek) in asked for seek in seeks) >= 6
+
+
+@pytest.mark.parametrize("protocol", ["http", "root"])
+def test_the_next_file_reads_ahead_as_deep_as_the_last_one_got(remote_steps, protocol):
+    """A dataset's next file starts its learned set's read-ahead at the depth the profile carries
+    from the last file: a fast reader does not wait for it to grow again."""
+    lab, local = remote_steps
+    profile = cherenkov.AccessProfile()
+    with cherenkov.open(lab.url(protocol, "many.root")) as f:
+        for chunk in f["Events"].chunks(step_size=1, steps_ahead=1, profile=profile):
+            chunk["a"]
+    assert profile.depth >= 4  # it deepened from the 1 asked for
+    seeks = uproot.open(local.parent / "many-copy.root")["Events"]["a"].member("fBasketSeek")[:MANY]
+    with cherenkov.open(lab.url(protocol, "many-copy.root"), trace=True) as f:
+        chunks = iter(f["Events"].chunks(step_size=1, steps_ahead=1, profile=profile))
+        next(chunks)  # (held: dropping the chunks cancels their read-ahead)
+        time.sleep(1.0)  # the read-ahead sends its requests in the background
+        asked = set(f.trace()["offset"].tolist())
+    assert sum(int(seek) in asked for seek in seeks) >= min(profile.depth + 1, MANY)
+
+
+@pytest.mark.parametrize("protocol", ["http", "root"])
 def test_a_deep_read_ahead_guesses_no_far_chunk_when_a_set_joins(remote_steps, protocol):
     """A fast reader has the learned set ("a") read far ahead. When "b" is used and speculated, its
-    guesses go no further than the depth asked for (1) past the chunk in use, plus one chunk: the
-    read-ahead that will carry it starts when the reader gets near, not after the far chunks."""
+    guesses go no further than the depth asked for (1) past the chunk in use, plus one chunk: they
+    ride on read-aheads of their own, not on the learned set's far chunks."""
     lab, local = remote_steps
     many = local.parent / "many.root"
     seeks = {name: uproot.open(many)["Events"][name].member("fBasketSeek")[:MANY] for name in "ab"}
@@ -185,6 +220,6 @@ def test_a_deep_read_ahead_guesses_no_far_chunk_when_a_set_joins(remote_steps, p
     expected = uproot.open(many)["Events"]["b"].array(library="np")
     np.testing.assert_array_equal(used, expected[joined * size : (joined + 1) * size])
     far = {name: max(c for c in range(MANY) if int(seeks[name][c]) in asked) for name in "ab"}
-    # chunks 11..12 on a guess, then a read-ahead from chunk 12 at most, two chunks in flight
+    # chunks 11..12 on a guess as chunk 10 begins (and 13 if chunk 11 begins meanwhile)
     assert far["b"] <= joined + 4, far
     assert far["a"] >= joined + 6, far  # the learned set's read-ahead had deepened

@@ -100,12 +100,11 @@ def test_a_set_used_every_other_chunk_costs_no_round_trip_of_its_own(url, data_d
     assert_values_equal(data_dir, seen)
     assert [start for start, _ in seen] == [start for start, _ in seen_off]
     if "://" not in url:
-        return  # round trips are counted by remote sources
-    # The extra set costs, beyond the fixed set alone, its miss and, when it joined, one request
-    # for the chunks already read ahead without it (at most 4 in flight, read in the
-    # background), for it alone: no chunk is asked for twice
-    assert with_extra - fixed_only <= 1 + 4, (fixed_only, with_extra)
-    # without speculation: one request per chunk using it
+        return  # requests are counted by remote sources
+    # Without speculation: one request per chunk using it, each waited for. With it, its miss
+    # and the requests that read it ahead, in the background (with the fixed set, or on their own
+    # for chunks whose read-ahead started without it: how many depends on how deep that
+    # read-ahead had grown; none twice, see test_a_miss_does_not_fetch_again_...)
     assert without - fixed_only == CLUSTERS // 2, (fixed_only, without)
 
 
@@ -143,11 +142,13 @@ def test_a_file_opened_ahead_switches_its_read_ahead_to_the_sets_found_meanwhile
     dataset, where it opens ahead) follows the set when told: the chunks its read-ahead had
     started get the extra branch by a read-ahead of their own, and the read-ahead of the chunks
     after them carries it. So the extra set of its next chunks is on the way before the reader
-    gets there, not asked for one round trip at a time as it does."""
+    gets there, not asked for one round trip at a time as it does: at once, for the chunks up to
+    the depth asked for (3) past the one taken, plus one."""
     lab = request.getfixturevalue("lab")
     profile = cherenkov.AccessProfile()
     first = iter(cherenkov.open(lab.url(protocol, NAME))["Events"].chunks(step_size=CLUSTER, profile=profile))
-    second_file = cherenkov.open(lab.url(protocol, COPY), trace=True)
+    # (a budget that guesses never reach here: what it allows is another test's matter)
+    second_file = cherenkov.open(lab.url(protocol, COPY), trace=True, speculate_budget=0.5)
     chunk = next(first)
     for name in FIXED:  # chunk 0 trains the profile
         chunk[name]
@@ -159,7 +160,7 @@ def test_a_file_opened_ahead_switches_its_read_ahead_to_the_sets_found_meanwhile
     assert profile.speculated == EXTRA
     second._core.follow_profile()
     seeks = uproot.open(data_dir / COPY)["Events"]["extra"].member("fBasketSeek")
-    wanted = {int(seeks[k]) for k in range(1, 7)}
+    wanted = {int(seeks[k]) for k in range(1, 5)}
     deadline = time.monotonic() + 5  # the read-aheads send their requests in the background
     while not wanted <= set(second_file.trace()["offset"].tolist()) and time.monotonic() < deadline:
         time.sleep(0.01)

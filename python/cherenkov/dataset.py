@@ -168,7 +168,8 @@ class _Opened:
 
     def follow_profile(self, pool: ThreadPoolExecutor) -> None:
         """Read ahead, in `pool`, the sets the profile speculates since this file's first chunk
-        was started (the file read now found them), unless the reader has got here."""
+        was started (the file read now found them), as deep as its read-ahead got there, unless
+        the reader has got here."""
         with self.lock:
             if self.first is not None and not self.taken:
                 try:
@@ -454,7 +455,7 @@ def chunks(
 
     def run(timings: list) -> Iterator[LazyChunk]:
         ahead = iter(ahead_files)
-        trained, speculated = profile.trained, profile.speculated
+        trained, speculated, depth = profile.trained, profile.speculated, profile.depth
 
         def for_files_ahead(action: Callable[[_Opened], None]) -> None:
             for future in list(ahead_files.pending):
@@ -473,8 +474,8 @@ def chunks(
                     if not trained and profile.trained:  # learned now: the files opened ahead start too
                         trained = True
                         for_files_ahead(lambda o: o.start_chunks(ahead_files.pool))
-                    elif trained and profile.speculated != speculated:  # and follow what is guessed now
-                        speculated = profile.speculated
+                    elif trained and (profile.speculated, profile.depth) != (speculated, depth):
+                        speculated, depth = profile.speculated, profile.depth  # follow them
                         for_files_ahead(lambda o: o.follow_profile(ahead_files.pool))
                 opened.tree.last_chunk_stats = core.stats()
                 timings.append(opened.timing(time.perf_counter()))

@@ -46,6 +46,12 @@ impl AccessProfile {
     fn stopped(&self) -> Vec<String> {
         self.inner.snapshot().stopped.into_iter().collect()
     }
+    /// Chunks ahead of use the learned set's read-ahead reached (it deepens while the reader
+    /// waits for it): the next file's starts there.
+    #[getter]
+    fn depth(&self) -> usize {
+        self.inner.snapshot().depth
+    }
     /// Per branch of the miss set: the fraction of recent chunks that used it (a moving rate).
     #[getter]
     fn rates(&self) -> std::collections::BTreeMap<String, f64> {

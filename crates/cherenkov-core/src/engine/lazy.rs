@@ -7,23 +7,23 @@
 //!   and only the baskets of branches used are decompressed;
 //! - *prefetch*: later chunks of the learned set are fetched and decompressed ahead of use; the
 //!   branches the first chunk asks for together (`will_use`) from that moment, the others when
-//!   it ends. That read-ahead deepens while the reader waits for it (see `prefetch.rs`), unless
-//!   it carries guesses;
+//!   it ends. That read-ahead starts as deep as the training chunk's pace says a round trip
+//!   needs, and deepens while the reader waits for it (see `prefetch.rs`);
 //! - *miss (trigger) cache*: the first time a chunk touches a branch never missed before, every
 //!   branch of that chunk not read yet is fetched in one request (within `startup_bytes`), and the
 //!   branches then used become the miss set; later, a miss fetches the miss set in one request.
 //!   This is how conditional access ("all branches every 50th event") costs one round trip
 //!   instead of hundreds;
 //! - *speculation*: per branch of the miss set, how often the chunks use it; branches used in
-//!   more than the threshold of chunks are fetched with the learned set, ahead of use, so a
+//!   more than the threshold of chunks are fetched ahead of use, beside the learned set, so a
 //!   conditional set used every other chunk costs no round trip of its own. A set starts at the
 //!   threshold after its first chunk if a chunk of it fits the budget (a trigger that fired
-//!   usually fires again). Chunks already in flight when a set joins get its branches by a
-//!   read-ahead of their own, as many as the budget allows were they all unused. The bytes
-//!   fetched so and not used stay within a budget (see `speculation.rs`, the file's
-//!   `speculation` options);
+//!   usually fires again). Its read-ahead keeps to a window of the depth asked for, however deep
+//!   the learned set's goes (a set whose rate falls is not guessed far ahead), and to as many
+//!   chunks as the budget allows were they all unused. The bytes fetched so and not used stay
+//!   within a budget (see `speculation.rs`, the file's `speculation` options);
 //! - the learned sets live in an [`AccessProfile`] that the next file of a dataset reuses, so it
-//!   needs no training.
+//!   needs no training, and its learned set's read-ahead starts as deep as the last file's got.
 
 use super::prefetch::{ReadAhead, StepReader};
 use super::speculation::{self, Ledger};
@@ -31,6 +31,7 @@ use super::table::{fetch, read, stored_bytes, Held, Table};
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// Which branches an analysis uses, by path; shared by the files of a dataset.
 #[derive(Debug, Default)]
@@ -51,6 +52,8 @@ pub struct ProfileState {
     pub speculated: BTreeSet<String>,
     /// Branches no longer speculated: their unused bytes went over the budget.
     pub stopped: BTreeSet<String>,
+    /// Chunks ahead of use the learned set's read-ahead reached: the next file's starts there.
+    pub depth: usize,
 }
 
 impl AccessProfile {
@@ -114,6 +117,10 @@ pub struct LazyReader<T: Table> {
     held_branches: BTreeSet<usize>,
     used: BTreeSet<usize>,
     training: bool,
+    /// When the training chunk began, and how long its startup read took (about a round trip):
+    /// together they say how many chunks the reader uses in one round trip.
+    training_began: Instant,
+    startup_took: Duration,
     /// Whether this chunk already had its one read of every unread branch.
     triggered: bool,
     /// Read-aheads, oldest first: the last is the current set's; those before were halted when
@@ -133,21 +140,20 @@ pub struct LazyReader<T: Table> {
     pub stats: LazyStats,
 }
 
-/// The learned set (and the speculated branches, `speculated`) read ahead of use, over chunks
-/// `first..` (`..end` once halted).
+/// Branches read ahead of use over chunks `first..` (`..end` once halted).
 struct Pipeline<T: Table> {
     set: Vec<usize>,
-    speculated: Vec<usize>,
     reader: StepReader<T>,
     first: usize,
     end: Option<usize>,
 }
 
-/// A read-ahead of branches that joined a set (speculated, or learned after a read-ahead of the
-/// learned set started) over chunks `read.first..read.end`, and per chunk not taken yet the
-/// bytes guessed (they count against the budget until settled; 0 for learned branches).
+/// A read-ahead of branches the learned set's does not carry (speculated, or learned after it
+/// started) over chunks `read.first..read.end`, and per chunk not taken yet the bytes `guessed`
+/// (they count against the budget until settled; 0 for learned branches).
 struct Ahead<T: Table> {
     read: Pipeline<T>,
+    guessed: bool,
     bytes: VecDeque<u64>,
 }
 
@@ -192,6 +198,8 @@ impl<T: Table> LazyReader<T> {
             held_branches: BTreeSet::new(),
             used: BTreeSet::new(),
             training: false,
+            training_began: Instant::now(),
+            startup_took: Duration::ZERO,
             triggered: false,
             pipelines: VecDeque::new(),
             speculated_now: Vec::new(),
@@ -218,9 +226,11 @@ impl<T: Table> LazyReader<T> {
         }
         if self.training {
             let learned: BTreeSet<String> = self.used.iter().map(|&b| self.table.path(b)).collect();
+            let depth = self.depth_for_round_trip();
             let mut state = self.profile.state.lock().unwrap();
             state.learned = learned;
             state.trained = true;
+            state.depth = state.depth.max(depth);
             self.training = false;
         }
         let unused: u64 = self.cache.values().map(|a| self.table.item_len(a)).sum();
@@ -248,6 +258,7 @@ impl<T: Table> LazyReader<T> {
         let state = self.profile.snapshot();
         if self.options.learning && !state.trained {
             self.training = true;
+            self.training_began = Instant::now();
         } else if self.options.read_ahead.steps > 0 {
             self.next_from_pipeline(&state, next).await?;
         }
@@ -275,15 +286,16 @@ impl<T: Table> LazyReader<T> {
         set.sort_unstable();
         set.dedup();
         if !set.is_empty() {
-            self.start_pipeline(set, Vec::new(), k + 1).await?;
+            self.start_pipeline(set, k + 1).await?;
         }
         Ok(())
     }
 
     /// Follow, for the chunks after the current one, the sets speculated since this reader's
-    /// read-ahead started: a file opened ahead in a dataset starts before the file read now has
-    /// found its conditional sets, and would otherwise miss them in its first chunks, and wait a
-    /// round trip for the read-ahead of the new set when it gets to the chunks after those.
+    /// read-ahead started, and the depth the learned set's read-ahead reached meanwhile: a file
+    /// opened ahead in a dataset starts before the file read now has found its conditional sets
+    /// and its depth, and would otherwise miss those sets in its first chunks, and wait a round
+    /// trip for the chunks after those.
     pub async fn follow_profile(&mut self) -> Result<()> {
         let Some(current) = self.current.filter(|&c| c < self.steps.len()) else {
             return Ok(());
@@ -295,37 +307,44 @@ impl<T: Table> LazyReader<T> {
         self.follow_set(&state, current, true).await
     }
 
-    /// Take chunk `next` of the learned (and speculated) set from the read-ahead.
+    /// The chunks the reader uses, at the training chunk's pace, while the startup read took: how
+    /// deep the learned set's read-ahead must start to be ahead of it (instead of growing there
+    /// by a wait at each doubling). 0 without a startup read.
+    fn depth_for_round_trip(&self) -> usize {
+        let round_trip = self.startup_took.as_secs_f64();
+        let chunk = (self.training_began.elapsed().as_secs_f64() - round_trip).max(1e-3);
+        (round_trip / chunk).ceil() as usize
+    }
+
+    /// Take chunk `next` of the learned set from the read-ahead.
     async fn next_from_pipeline(&mut self, state: &ProfileState, next: usize) -> Result<()> {
         self.follow_set(state, next, false).await?;
         let Some(p) = self.pipelines.front_mut() else {
             return Ok(());
         };
         p.take_into(&mut self.cache).await?;
-        let speculated = p.speculated.clone();
-        self.count_speculated(&speculated).await
+        let mut state = self.profile.state.lock().unwrap();
+        state.depth = state.depth.max(p.reader.depth());
+        Ok(())
     }
 
-    /// Read the profile's set ahead of chunk `next` (in use, or about to be: `taken` says whether
-    /// a read-ahead handed it out already). When the set changed, the read-ahead of the old set
-    /// is halted (the chunks it started still come from it: nothing is asked for twice) and one
-    /// of the new set starts after them, once they are within the depth asked for (a learned
-    /// set's read-ahead may have deepened far ahead, and a new one starting there would guess
-    /// far chunks); branches that joined are read ahead for the chunks before it (speculated
-    /// ones within the budget).
+    /// Read the profile's sets ahead of chunk `next` (in use, or about to be: `taken` says
+    /// whether a read-ahead handed it out already). The learned set's read-ahead deepens while
+    /// the reader waits for it. When that set changed, its read-ahead is halted (the chunks it
+    /// started still come from it: nothing is asked for twice) and one of the new set starts
+    /// after them; branches that joined are read for those started chunks too. The speculated
+    /// branches are read ahead on their own, chunk by chunk, within the guess window however
+    /// deep the learned set is read (see `read_ahead_joined`).
     async fn follow_set(&mut self, state: &ProfileState, next: usize, taken: bool) -> Result<()> {
-        let learned = self.indices(&state.learned);
-        let speculated = self.speculated_extras(state);
-        let mut set: Vec<usize> = learned.iter().chain(&speculated).copied().collect();
-        set.sort_unstable();
-        set.dedup();
+        let mut learned = self.indices(&state.learned);
+        learned.sort_unstable();
         if learned.is_empty() {
             return Ok(());
         }
         let untaken = next + usize::from(taken);
         self.drop_finished_pipelines(untaken);
         let (from, halted) = match self.pipelines.back_mut() {
-            Some(p) if p.set == set && p.end.is_none() => (None, false),
+            Some(p) if p.set == learned => (None, false),
             Some(p) => {
                 let end = p.first + p.reader.halt();
                 p.end = Some(end);
@@ -333,9 +352,13 @@ impl<T: Table> LazyReader<T> {
             }
             None => (Some(untaken), false),
         };
-        let reach = untaken + self.options.read_ahead.steps + 1;
-        if let Some(from) = from.filter(|&f| f < self.steps.len() && f <= reach) {
-            self.start_pipeline(set, speculated.clone(), from).await?;
+        if let Some(from) = from.filter(|&f| f < self.steps.len()) {
+            self.start_pipeline(learned.clone(), from).await?;
+        }
+        // As deep as the profile's learned set got (in the last file, or in the file read now
+        // while this one was opened ahead): the reader would wait for the depth to grow again.
+        if let Some(p) = self.pipelines.back_mut().filter(|p| p.end.is_none()) {
+            p.reader.deepen_to(state.depth);
         }
         self.drop_finished_pipelines(untaken);
         // Learned branches that joined after a read-ahead started (training announced part of the
@@ -344,31 +367,21 @@ impl<T: Table> LazyReader<T> {
         if halted {
             self.read_ahead_joined(&learned, next, false).await?;
         }
+        let speculated = self.speculated_extras(state);
         self.read_ahead_joined(&speculated, next, true).await
     }
 
-    /// Read `set` (of which `speculated` on a guess) ahead over the chunks from `from` on.
-    async fn start_pipeline(
-        &mut self,
-        set: Vec<usize>,
-        speculated: Vec<usize>,
-        from: usize,
-    ) -> Result<()> {
-        let mut reader = StepReader::start(
+    /// Read `set` ahead over the chunks from `from` on.
+    async fn start_pipeline(&mut self, set: Vec<usize>, from: usize) -> Result<()> {
+        let reader = StepReader::start(
             self.table.clone(),
             set.clone(),
             self.steps[from..].to_vec(),
             self.options.read_ahead,
         )
         .await?;
-        // A set with guesses reads no deeper than asked: they are settled chunk by chunk. The
-        // learned set's deepens while the reader waits for it.
-        if !speculated.is_empty() {
-            reader.keep_depth();
-        }
         self.pipelines.push_back(Pipeline {
             set,
-            speculated,
             reader,
             first: from,
             end: None,
@@ -382,28 +395,36 @@ impl<T: Table> LazyReader<T> {
         for a in self.ahead.iter_mut().filter(|a| a.read.first <= next) {
             a.read.take_into(&mut self.cache).await?;
             a.bytes.pop_front();
-            fetched_ahead.extend(&a.read.speculated);
+            if a.guessed {
+                fetched_ahead.extend(&a.read.set);
+            }
         }
         self.ahead.retain(|a| !a.bytes.is_empty());
         self.count_speculated(&fetched_ahead).await
     }
 
-    /// Branches that the read-aheads of chunks after `next` do not carry (they joined after those
-    /// started): read them ahead for the first such chunks, in one read-ahead. Chunk `next` is
-    /// not read: it is in use, a miss fetches it if needed. Learned branches are read for every
-    /// chunk started without them. A `guess` stays within the budget, and within the depth asked
-    /// for plus one chunk (a file opened ahead has its first chunk taken already, so its
-    /// read-ahead reaches one further): a set whose rate falls stops being guessed before far
-    /// chunks are fetched for it.
+    /// Branches that the read-aheads of chunks after `next` do not carry (speculated, or learned
+    /// after those started): read them ahead for the first such chunks, in one read-ahead. Chunk
+    /// `next` is not read: it is in use, a miss fetches it if needed. Learned branches are read
+    /// for every chunk started without them. A `guess` stays within the budget and a window,
+    /// however deep the learned set is read, so that a set whose rate falls stops being guessed
+    /// before far chunks are fetched for it: a set read ahead already keeps the depth asked for
+    /// plus one chunk ahead of the chunk in use (a file opened ahead has its first chunk taken
+    /// already, so its read-ahead reaches one further); one that joins now reaches the depth
+    /// further (the reader may be near, and it must not wait a round trip at each of its chunks).
     async fn read_ahead_joined(
         &mut self,
         joined: &[usize],
         next: usize,
         guess: bool,
     ) -> Result<()> {
-        let depth = next + 1 + self.options.read_ahead.steps.max(1);
+        let steps = self.options.read_ahead.steps.max(1);
+        let depth = next + 1 + steps;
+        let read_ahead_already =
+            (joined.iter()).any(|b| self.ahead_end.get(b).is_some_and(|&end| end > next + 1));
         let window = match guess {
-            true => depth + 1,
+            true if read_ahead_already => depth + 1,
+            true => depth + 1 + steps,
             false => (self.pipelines.back()).map_or(depth, |p| {
                 depth.max(p.end.unwrap_or_else(|| p.first + p.reader.started()))
             }),
@@ -473,11 +494,16 @@ impl<T: Table> LazyReader<T> {
         if end == first {
             return Ok(());
         }
+        // Every chunk at once: the window and the budget bound them already.
+        let read_ahead = ReadAhead {
+            steps: end - first,
+            ..self.options.read_ahead
+        };
         let reader = StepReader::start(
             self.table.clone(),
             branches.clone(),
             self.steps[first..end].to_vec(),
-            self.options.read_ahead,
+            read_ahead,
         )
         .await?;
         for &b in &branches {
@@ -485,12 +511,12 @@ impl<T: Table> LazyReader<T> {
         }
         self.ahead.push(Ahead {
             read: Pipeline {
-                set: branches.clone(),
-                speculated: if guess { branches } else { Vec::new() },
+                set: branches,
                 reader,
                 first,
                 end: Some(end),
             },
+            guessed: guess,
             bytes,
         });
         Ok(())
@@ -635,7 +661,9 @@ impl<T: Table> LazyReader<T> {
             && self.fits_startup(start, stop).await?
         {
             let all = self.readable.clone();
+            let began = Instant::now();
             self.hold(&all, start, stop).await?;
+            self.startup_took = began.elapsed();
             self.count(LazyStats {
                 startup_fetches: 1,
                 ..Default::default()

@@ -100,7 +100,6 @@ pub struct StepReader<T: Table> {
     /// One place per step in flight (the one in use included); places are added to deepen.
     depth: Arc<Semaphore>,
     places: usize,
-    deepens: bool,
     handed_out: usize,
     _driver: AbortOnDrop,
     /// Time `next` spent waiting for data the consumer needed now.
@@ -193,7 +192,6 @@ impl<T: Table> StepReader<T> {
             gate,
             depth,
             places: options.in_flight(),
-            deepens: true,
             handed_out: 0,
             _driver: AbortOnDrop(driver),
             blocked: Duration::ZERO,
@@ -226,22 +224,30 @@ impl<T: Table> StepReader<T> {
             && (shared.owners[k].iter()).any(|&o| !shared.fetched[o].load(Ordering::Acquire))
     }
 
-    /// Read no deeper than the depth asked for, whatever the consumer waits for.
-    pub fn keep_depth(&mut self) {
-        self.deepens = false;
-    }
-
-    /// Whether the depth may grow: not kept, not off (a reader with no read-ahead stays so), not
-    /// at every step yet.
+    /// Whether the depth may grow: not off (a reader with no read-ahead stays so), not at every
+    /// step yet.
     fn can_deepen(&self) -> bool {
-        self.deepens && self.places >= 2 && self.places < self.shared.steps.len()
+        self.places >= 2 && self.places < self.shared.steps.len()
     }
 
     /// Double the steps in flight, up to every step.
     fn deepen(&mut self) {
-        let more = self.places.min(self.shared.steps.len() - self.places);
-        self.places += more;
-        self.depth.add_permits(more);
+        self.deepen_to(2 * self.places - 1);
+    }
+
+    /// Read up to `steps` ahead of the step in use (up to every step), if the depth may grow: the
+    /// depth another reader of the same items reached, or that a measured round trip needs.
+    pub fn deepen_to(&mut self, steps: usize) {
+        let places = (steps + 1).min(self.shared.steps.len());
+        if self.can_deepen() && places > self.places {
+            self.depth.add_permits(places - self.places);
+            self.places = places;
+        }
+    }
+
+    /// Steps read ahead of the one in use, at most, now.
+    pub fn depth(&self) -> usize {
+        self.places - 1
     }
 
     /// How many steps started so far.
