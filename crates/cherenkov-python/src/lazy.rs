@@ -50,7 +50,7 @@ impl AccessProfile {
     /// waits for it): the next file's starts there.
     #[getter]
     fn depth(&self) -> usize {
-        self.inner.snapshot().depth
+        self.inner.depth()
     }
     /// Per branch of the miss set: the fraction of recent chunks that used it (a moving rate).
     #[getter]

@@ -63,6 +63,11 @@ impl AccessProfile {
     pub fn snapshot(&self) -> ProfileState {
         self.state.lock().unwrap().clone()
     }
+
+    /// The depth alone (read once a chunk by datasets: no copy of the sets).
+    pub fn depth(&self) -> usize {
+        self.state.lock().unwrap().depth
+    }
 }
 
 /// Switches, so benchmarks can show what each part is worth.
