@@ -3,6 +3,7 @@
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import awkward as ak
@@ -85,3 +86,12 @@ def form(array) -> dict:
         return [strip(x) for x in d] if isinstance(d, list) else d
 
     return strip(array.layout.form.to_dict(verbose=False))
+
+
+def wait_for(condition, seconds: float, what: str):
+    """Poll `condition()` every 50 ms for at most `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what} did not happen within {seconds} s")
+        time.sleep(0.05)

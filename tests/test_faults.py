@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import uproot
 from cherenkov.lab import Lab, NginxServer, XrootdServer
-from conftest import TESTDATA
+from conftest import TESTDATA, wait_for
 from fault_server import FaultServer
 
 NAME = "nanolike-root6.40-zstd-4clusters.root"
@@ -55,15 +55,6 @@ def bounded(work, seconds: float, what: str = "the read"):
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
-
-
-def wait_for(condition, seconds: float, what: str):
-    """Poll `condition()` every 50 ms for at most `seconds`."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what} did not happen within {seconds} s")
-        time.sleep(0.05)
 
 
 _UPROOT = {}

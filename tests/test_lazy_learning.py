@@ -9,6 +9,7 @@ import awkward as ak
 import cherenkov
 import pytest
 from cherenkov.lab import Lab
+from conftest import wait_for
 
 USED = ["Muon_pt", "Muon_eta", "nMuon"]
 TRIGGER = ["Jet_pt", "Jet_eta", "Electron_pt"]
@@ -127,7 +128,7 @@ def test_a_training_chunk_that_asks_for_its_set_at_once_reads_the_next_chunks_me
     for i, chunk in enumerate(chunks):
         seen.append(chunk.arrays(USED))
         if i == 0:  # the startup read and chunks 1..3 of the set, before the training chunk ends
-            assert round_trips(f) - before == 4
+            wait_for(lambda: round_trips(f) - before >= 4, 10, "the read-ahead of chunks 1..3")
     assert round_trips(f) - before == 4  # nothing asked for twice
     stats = tree.last_chunk_stats
     assert (stats.startup_fetches, stats.learned_fetches, stats.misses) == (1, 0, 0)
@@ -135,8 +136,8 @@ def test_a_training_chunk_that_asks_for_its_set_at_once_reads_the_next_chunks_me
 
 
 def test_a_set_named_in_part_gets_what_the_chunk_used_beyond_it(nanolike_path):
-    """Training names two branches, then uses a third: the third joins the read-ahead (its chunk 1
-    on first use, the later chunks read ahead) and every value is right."""
+    """Training names two branches, then uses a third: the third joins the read-ahead, no chunk
+    misses, nothing is asked for twice, and every value is right."""
     f = cherenkov.open(nanolike_path, speculate=False)
     tree = f["Events"]
     full = tree.arrays(USED)
@@ -146,7 +147,11 @@ def test_a_set_named_in_part_gets_what_the_chunk_used_beyond_it(nanolike_path):
         got = chunk.arrays(USED[:2])
         seen.append({n: got[n] for n in USED[:2]} | {USED[2]: chunk[USED[2]]})
     stats = tree.last_chunk_stats
-    assert (stats.startup_fetches, stats.learned_fetches, stats.misses) == (1, 1, 0)
-    # startup + chunks 1..3 of two branches + chunk 1 of the third on use + chunks 2..3 of it
-    assert round_trips(f) - before == 1 + 3 + 1 + 2
+    assert (stats.startup_fetches, stats.misses) == (1, 0)
+    # The read-ahead of the two had begun k of chunks 1..3 when the set grew (k depends on timing):
+    # the third is read for those k (chunk 1 on use, the rest ahead), all three for the others.
+    # So startup + 3 chunks + k, nothing asked for twice.
+    k = round_trips(f) - before - (1 + 3)
+    assert 0 <= k <= 3
+    assert stats.learned_fetches == (k > 0)
     assert_chunks_equal(seen, full)
