@@ -230,9 +230,11 @@ def test_the_budget_holds_when_the_pattern_changes(url, data_dir):
 
 
 def test_a_tight_budget_stops_the_set(url):
+    """(The trigger's guess of every unread branch of the next chunk may fit the budget, when the
+    learned set was read far ahead by then: then `rare`, guessed once and unused, stops too.)"""
     f, _, _, profile = run(url, lambda i: i % 2 == 1, speculate_budget=0.05)
     s = f.stats()
-    assert profile.stopped == EXTRA and profile.speculated == []
+    assert set(EXTRA) <= set(profile.stopped) <= set(EXTRA + RARE) and profile.speculated == []
     assert s.speculative_wasted_bytes <= 0.05 * s.compressed_bytes
 
 
