@@ -64,7 +64,7 @@ pub async fn assemble_all(
         };
         prepared.push((b, interp, mine, offsets));
     }
-    super::cpu_work(|| {
+    super::cpu_turns::cpu_work(|| {
         prepared
             .into_par_iter()
             .map(|(b, interp, mine, offsets)| {
@@ -72,6 +72,7 @@ pub async fn assemble_all(
             })
             .collect()
     })
+    .await
 }
 
 /// Per basket: the entries of it that the read wants, as local indices.

@@ -45,6 +45,8 @@ pub struct RootFile {
     pub requests_before_open: u64,
     /// Metadata regions already read (the speculative head and tail, keys lists, objects).
     metadata: Mutex<Vec<(ByteRange, Bytes)>>,
+    /// Its place among the files opened so far: read-aheads of files opened first decode first.
+    pub opened: u64,
 }
 
 impl RootFile {
@@ -94,6 +96,7 @@ impl RootFile {
             stats: Default::default(),
             speculation: Default::default(),
             metadata: Mutex::new(opening),
+            opened: super::cpu_turns::next_file_number(),
         };
         let got = file.read_metadata(&speculative).await?;
         let header = FileHeader::parse(&got[0])?;

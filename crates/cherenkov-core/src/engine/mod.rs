@@ -2,6 +2,7 @@
 //! decompresses and interprets them in parallel.
 
 pub mod assemble;
+pub mod cpu_turns;
 pub mod file;
 pub mod lazy;
 pub mod ntuple;
@@ -27,13 +28,4 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .expect("the I/O runtime starts")
     })
-}
-
-/// Run CPU-heavy work (decompression) from async code: on the multi-thread runtime the worker
-/// hands its other tasks to the rest of the pool meanwhile.
-pub fn cpu_work<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
-        _ => work(),
-    }
 }

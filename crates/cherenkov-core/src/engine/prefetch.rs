@@ -8,6 +8,7 @@
 //! within the budget: a depth asked for is where it starts, as a TCP window starts small.
 //! Dropping the reader cancels everything in flight. Works on any `Table`.
 
+use super::cpu_turns::{in_order, Need};
 use super::output::ReadStats;
 use super::table::{check_entry_range, fetch, fetch_and_decode, stored_bytes, Held, Table};
 use crate::error::{Error, Result};
@@ -329,9 +330,10 @@ async fn drive<T: Table>(
                 let (done_tx, done_rx) = tokio::sync::oneshot::channel();
                 let task_shared = shared.clone();
                 let k = next;
-                in_flight.push_back(AbortOnDrop(tokio::spawn(async move {
+                let need = Need { file: shared.table.file().opened, entry: shared.steps[k].0 };
+                in_flight.push_back(AbortOnDrop(tokio::spawn(in_order(need, async move {
                     let _ = done_tx.send(read_step(&task_shared, k, permit).await);
-                })));
+                }))));
                 results.push_back(done_rx);
                 next += 1;
                 // Let the step just spawned send its request before the next one is spawned: the

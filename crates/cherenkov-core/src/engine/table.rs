@@ -151,14 +151,15 @@ pub async fn fetch_and_decode<T: Table + ?Sized>(
 
     let t1 = Instant::now();
     // Decompression is CPU work: let the runtime move its other tasks off this thread meanwhile.
-    let timed: Vec<(T::Decoded, Duration)> = super::cpu_work(|| {
+    let timed: Vec<(T::Decoded, Duration)> = super::cpu_turns::cpu_work(|| {
         jobs.into_par_iter()
             .map(|(u, stored)| {
                 let t = Instant::now();
                 table.decode(u, &stored).map(|d| (d, t.elapsed()))
             })
             .collect::<Result<_>>()
-    })?;
+    })
+    .await?;
     let decompress_cpu: Duration = timed.iter().map(|(_, d)| *d).sum();
     stats.decompress_cpu_seconds = decompress_cpu.as_secs_f64();
     let decoded: Vec<Arc<T::Decoded>> = timed.into_iter().map(|(d, _)| Arc::new(d)).collect();

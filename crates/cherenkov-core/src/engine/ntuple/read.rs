@@ -219,7 +219,7 @@ impl Table for Ntuple {
         let columns = UnitMap::new(&clusters, units, nodes.iter().map(|(_, n)| *n));
         let origin = |path: &str| format!("{} field '{path}'", self.origin);
         let (from, to) = ((start - base) as usize, (stop - base) as usize);
-        crate::engine::cpu_work(|| {
+        crate::engine::cpu_turns::cpu_work(|| {
             nodes
                 .par_iter()
                 .map(|(path, node)| {
@@ -233,6 +233,7 @@ impl Table for Ntuple {
                 })
                 .collect()
         })
+        .await
     }
 
     fn item_len(&self, item: &FieldArray) -> u64 {
