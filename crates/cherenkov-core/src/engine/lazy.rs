@@ -306,13 +306,15 @@ impl<T: Table> LazyReader<T> {
         self.follow_set(&state, current, true).await
     }
 
-    /// The chunks the reader uses, at the training chunk's pace, while the startup read took: how
-    /// deep the learned set's read-ahead must start to be ahead of it (instead of growing there
-    /// by a wait at each doubling). 0 without a startup read.
+    /// Twice the chunks the reader uses, at the training chunk's pace, while the startup read
+    /// took: how deep the learned set's read-ahead must start to stay ahead of it (instead of
+    /// growing there by a wait at each doubling). Twice, as a stream keeps two bandwidth-delay
+    /// products in flight: the chunks come in bursts, and a reader of chunks decoded ahead goes
+    /// faster than the training chunk, which decoded its own. 0 without a startup read.
     fn depth_for_round_trip(&self) -> usize {
         let round_trip = self.startup_took.as_secs_f64();
         let chunk = (self.training_began.elapsed().as_secs_f64() - round_trip).max(1e-3);
-        (round_trip / chunk).ceil() as usize
+        (2.0 * round_trip / chunk).ceil() as usize
     }
 
     /// Take chunk `next` of the learned set from the read-ahead.
