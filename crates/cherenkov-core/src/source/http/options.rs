@@ -25,7 +25,10 @@ pub struct HttpOptions {
     /// more throughput, up to `max_connections`; fewer after 503 or 429 answers. False keeps
     /// `connections`. Default true.
     pub adaptive: bool,
-    /// Most requests in flight with `adaptive`. Default 16.
+    /// Most requests in flight with `adaptive`. Default 32, twice XRootD's most connections: an
+    /// XRootD connection carries any number of requests at once, an HTTP/1.1 one a single request,
+    /// so here requests in flight are connections (a deep read-ahead of many branches sends two
+    /// requests per chunk, where an XRootD stream takes its chunks one after another).
     pub max_connections: usize,
     /// Longest wait for the server: to connect, for an answer's headers, or between two pieces of
     /// its body. Default 30 s.
@@ -60,7 +63,7 @@ impl Default for HttpOptions {
             max_header_bytes: 6000,
             connections: 8,
             adaptive: true,
-            max_connections: adaptive::DEFAULT_MAX_STREAMS,
+            max_connections: 2 * adaptive::DEFAULT_MAX_STREAMS,
             request_timeout: Duration::from_secs(30),
             retries: RetryPolicy::default().retries,
             retry_window: RetryPolicy::default().window,
