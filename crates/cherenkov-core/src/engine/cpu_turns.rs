@@ -37,7 +37,6 @@ pub fn next_file_number() -> u64 {
 /// parallel), so the first one needed is ready soonest.
 const TURNS: usize = 1;
 
-#[derive(Default)]
 struct Queue {
     busy: usize,
     /// Waiting steps by need (and arrival, for equal needs), each with where to hand a turn.

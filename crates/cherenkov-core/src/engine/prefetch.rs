@@ -1,5 +1,6 @@
 //! Reading a sequence of entry ranges ("steps") with the future known: while the consumer works
 //! on step k, steps k+1.. are fetched and decompressed, up to a memory budget and a depth.
+//! Their decompression takes turns, the step needed first first (`cpu_turns`).
 //! A unit (basket, cluster of a column) that straddles steps is fetched and decoded once.
 //! A step whose units alone exceed the budget is read in parts of whole items (branches, fields),
 //! each fetched, decoded and assembled before the next: what it holds beyond its arrays stays
