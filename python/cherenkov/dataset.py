@@ -352,6 +352,7 @@ def iterate(
                     log.warning("skipping %s: %s", opened.spec.replicas[0], opened.error)
                     continue
                 bar.grow(task, opened.tree.num_entries)
+                opened.file._core.begin_reading()
                 try:
                     for lo, hi, branches, stats in opened.stream:
                         bar.advance(task, hi - lo, stats.uncompressed_bytes)
@@ -467,6 +468,7 @@ def chunks(
                     log.warning("skipping %s: %s", opened.spec.replicas[0], opened.error)
                     continue
                 core = opened.chunks
+                opened.file._core.begin_reading()
                 span = opened.first_span()
                 while span:
                     yield LazyChunk(opened.tree, core, *span)

@@ -76,6 +76,12 @@ impl RootFile {
         self.inner.stats.snapshot()
     }
 
+    /// A dataset begins reading this file: its read-ahead steps decode after those of the files
+    /// it began before, and before those of files it only reads ahead.
+    fn begin_reading(&self) {
+        self.inner.order.begin();
+    }
+
     /// Requests, round trips, ranges and bytes the file's source has served so far.
     fn source_counters(&self) -> SourceCounters {
         self.inner.source.counters()

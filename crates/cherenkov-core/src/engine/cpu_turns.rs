@@ -7,14 +7,36 @@
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
-/// Where a read-ahead step stands in the order of need: files in the order they were opened (a
-/// dataset opens its next files ahead), then entries.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// Where a file stands in the order its steps are needed: the files a dataset reads, in the order
+/// it began them, then every file not begun (read ahead, or read on its own: they tie, and their
+/// steps go by entry).
+#[derive(Debug)]
+pub struct FileOrder(AtomicU64);
+
+impl Default for FileOrder {
+    fn default() -> Self {
+        FileOrder(AtomicU64::new(NOT_BEGUN))
+    }
+}
+
+const NOT_BEGUN: u64 = u64::MAX;
+
+impl FileOrder {
+    /// The file's steps are needed now, after those of the files begun before it.
+    pub fn begin(&self) {
+        static BEGUN: AtomicU64 = AtomicU64::new(0);
+        let place = BEGUN.fetch_add(1, Ordering::Relaxed);
+        let _ = (self.0).compare_exchange(NOT_BEGUN, place, Ordering::Relaxed, Ordering::Relaxed);
+    }
+}
+
+/// A read-ahead step's place in the order of need: its file's, then its first entry.
+#[derive(Clone, Debug)]
 pub struct Need {
-    pub file: u64,
+    pub file: Arc<FileOrder>,
     pub entry: u64,
 }
 
@@ -27,20 +49,15 @@ pub fn in_order<F: Future>(need: Need, work: F) -> impl Future<Output = F::Outpu
     NEED.scope(need, work)
 }
 
-/// A number per opened file, increasing: its place in [`Need`].
-pub fn next_file_number() -> u64 {
-    static OPENED: AtomicU64 = AtomicU64::new(0);
-    OPENED.fetch_add(1, Ordering::Relaxed)
-}
-
 /// Read-ahead steps doing CPU work at once. One: each step uses every core (its units decode in
 /// parallel), so the first one needed is ready soonest.
 const TURNS: usize = 1;
 
 struct Queue {
     busy: usize,
-    /// Waiting steps by need (and arrival, for equal needs), each with where to hand a turn.
-    waiting: BTreeMap<(Need, u64), oneshot::Sender<Turn>>,
+    /// Waiting steps by need (file, entry; then arrival), each with where to hand a turn. A file's
+    /// place is read when its step starts waiting.
+    waiting: BTreeMap<(u64, u64, u64), oneshot::Sender<Turn>>,
     arrivals: u64,
 }
 
@@ -68,7 +85,7 @@ impl Drop for Turn {
     }
 }
 
-async fn take_turn(need: Need) -> Option<Turn> {
+async fn take_turn(need: &Need) -> Option<Turn> {
     let waiting = {
         let mut queue = QUEUE.lock().unwrap();
         if queue.busy < TURNS {
@@ -78,7 +95,8 @@ async fn take_turn(need: Need) -> Option<Turn> {
         let (to, from) = oneshot::channel();
         let arrival = queue.arrivals;
         queue.arrivals += 1;
-        queue.waiting.insert((need, arrival), to);
+        let file = need.file.0.load(Ordering::Relaxed);
+        queue.waiting.insert((file, need.entry, arrival), to);
         from
     };
     // (A waiting step's sender is only ever taken to hand it a turn.)
@@ -88,8 +106,8 @@ async fn take_turn(need: Need) -> Option<Turn> {
 /// Run CPU-heavy work from async code: in a read-ahead step, in its turn. On the multi-thread
 /// runtime the worker hands its other tasks to the rest of the pool meanwhile.
 pub async fn cpu_work<T>(work: impl FnOnce() -> T) -> T {
-    let _turn = match NEED.try_with(|need| *need) {
-        Ok(need) => take_turn(need).await,
+    let _turn = match NEED.try_with(|need| need.clone()) {
+        Ok(need) => take_turn(&need).await,
         Err(_) => None,
     };
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
@@ -104,10 +122,18 @@ mod tests {
     use std::sync::{mpsc, Arc};
     use std::time::{Duration, Instant};
 
-    /// Steps of one file (a number no other test uses) that wait for a turn now.
-    fn waiting_of(file: u64) -> usize {
+    /// A file begun by one test alone: its place is its own.
+    fn file() -> Arc<FileOrder> {
+        let file = Arc::new(FileOrder::default());
+        file.begin();
+        file
+    }
+
+    /// Steps of `file` that wait for a turn now.
+    fn waiting_of(file: &FileOrder) -> usize {
+        let place = file.0.load(Ordering::Relaxed);
         let queue = QUEUE.lock().unwrap();
-        queue.waiting.keys().filter(|(n, _)| n.file == file).count()
+        queue.waiting.keys().filter(|(f, _, _)| *f == place).count()
     }
 
     async fn until(done: impl Fn() -> bool) {
@@ -119,11 +145,14 @@ mod tests {
     }
 
     /// A step that holds its turn (once it has it) until told to let go.
-    async fn holder(file: u64) -> (tokio::task::JoinHandle<()>, mpsc::Sender<()>) {
+    async fn holder(file: &Arc<FileOrder>) -> (tokio::task::JoinHandle<()>, mpsc::Sender<()>) {
         let (release, released) = mpsc::channel::<()>();
         let holding = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let has_turn = holding.clone();
-        let need = Need { file, entry: 0 };
+        let need = Need {
+            file: file.clone(),
+            entry: 0,
+        };
         let task = tokio::spawn(in_order(need, async move {
             cpu_work(move || {
                 has_turn.store(true, Ordering::Release);
@@ -137,18 +166,21 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn waiting_steps_get_their_turns_needed_first() {
-        let file = next_file_number();
-        let (first, release) = holder(file).await;
+        let file = file();
+        let (first, release) = holder(&file).await;
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut steps = Vec::new();
         for entry in [500, 300, 400, 100] {
             let order = order.clone();
-            let need = Need { file, entry };
+            let need = Need {
+                file: file.clone(),
+                entry,
+            };
             steps.push(tokio::spawn(in_order(need, async move {
                 cpu_work(|| order.lock().unwrap().push(entry)).await;
             })));
             // In the order they arrive, each after the last one waits.
-            until(|| waiting_of(file) == steps.len()).await;
+            until(|| waiting_of(&file) == steps.len()).await;
         }
         release.send(()).unwrap();
         first.await.unwrap();
@@ -160,24 +192,60 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_step_that_stops_waiting_passes_its_turn_on() {
-        let file = next_file_number();
-        let (first, release) = holder(file).await;
-        let stopped = tokio::spawn(in_order(Need { file, entry: 1 }, async {
+        let file = file();
+        let (first, release) = holder(&file).await;
+        let need = |entry| Need {
+            file: file.clone(),
+            entry,
+        };
+        let stopped = tokio::spawn(in_order(need(1), async {
             cpu_work(|| ()).await;
         }));
-        until(|| waiting_of(file) == 1).await;
+        until(|| waiting_of(&file) == 1).await;
         stopped.abort();
         let _ = stopped.await;
         // The aborted step's place is still queued; the turn skips it.
-        let next = tokio::spawn(in_order(Need { file, entry: 2 }, async {
-            cpu_work(|| 7).await
-        }));
-        until(|| waiting_of(file) == 2).await;
+        let next = tokio::spawn(in_order(need(2), async { cpu_work(|| 7).await }));
+        until(|| waiting_of(&file) == 2).await;
         release.send(()).unwrap();
         first.await.unwrap();
         let got = tokio::time::timeout(Duration::from_secs(10), next).await;
         assert_eq!(got.expect("the turn reached the next step").unwrap(), 7);
         // And work outside a read-ahead never waits for a turn.
         assert_eq!(cpu_work(|| 8).await, 8);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_file_read_ahead_waits_for_the_files_begun() {
+        let begun = file();
+        let (first, release) = holder(&begun).await;
+        let ahead = Arc::new(FileOrder::default());
+        // Entries no other test uses: how this test finds its steps among the files not begun.
+        let (early, late) = (u64::MAX - 2, u64::MAX - 1);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut steps = Vec::new();
+        for (file, entry) in [(&ahead, early), (&begun, late)] {
+            let order = order.clone();
+            let need = Need {
+                file: file.clone(),
+                entry,
+            };
+            steps.push(tokio::spawn(in_order(need, async move {
+                cpu_work(|| order.lock().unwrap().push(entry)).await;
+            })));
+            let waiting = || {
+                let queue = QUEUE.lock().unwrap();
+                let mine = |(_, e, _): &&(u64, u64, u64)| *e == early || *e == late;
+                queue.waiting.keys().filter(mine).count()
+            };
+            until(|| waiting() == steps.len()).await;
+        }
+        release.send(()).unwrap();
+        first.await.unwrap();
+        for step in steps {
+            step.await.unwrap();
+        }
+        // the begun file's later entry first
+        assert_eq!(*order.lock().unwrap(), vec![late, early]);
     }
 }

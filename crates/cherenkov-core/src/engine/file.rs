@@ -45,8 +45,8 @@ pub struct RootFile {
     pub requests_before_open: u64,
     /// Metadata regions already read (the speculative head and tail, keys lists, objects).
     metadata: Mutex<Vec<(ByteRange, Bytes)>>,
-    /// Its place among the files opened so far: read-aheads of files opened first decode first.
-    pub opened: u64,
+    /// Its place in the order read-ahead steps decode (a dataset begins its files in order).
+    pub order: std::sync::Arc<super::cpu_turns::FileOrder>,
 }
 
 impl RootFile {
@@ -96,7 +96,7 @@ impl RootFile {
             stats: Default::default(),
             speculation: Default::default(),
             metadata: Mutex::new(opening),
-            opened: super::cpu_turns::next_file_number(),
+            order: Default::default(),
         };
         let got = file.read_metadata(&speculative).await?;
         let header = FileHeader::parse(&got[0])?;
