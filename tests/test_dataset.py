@@ -194,3 +194,28 @@ def test_next_files_open_while_the_current_one_is_read(lab):
         f"4 files at {rtt * 1000:.0f} ms RTT: files ahead {timings[-1].finished - timings[0].open_started:.2f} s, "
         f"one after another {serial_timings[-1].finished - serial_timings[0].open_started:.2f} s"
     )
+
+
+def test_the_next_files_read_ahead_from_when_the_training_chunk_ends(lab):
+    """The files opened ahead start their learned set's read-ahead when the first file's training
+    chunk ends, not a round trip later when its next chunk has come."""
+    rtt = 0.3
+    urls = [lab.url("http", f"nano-{k}.root") for k in range(2)]
+    lab.set_rtt(rtt * 1000)
+    try:
+        it = cherenkov.chunks(urls, step_size=500, profile=cherenkov.AccessProfile())
+        seen, handed = [], []
+        for chunk in it:
+            handed.append(time.perf_counter())
+            # a column at a time: the learned set is known only when the training chunk ends
+            seen.append(ak.zip({b: chunk[b] for b in ["Muon_pt", "nMuon"]}, depth_limit=1))
+            if len(handed) == 1:
+                training_ended = time.perf_counter()
+    finally:
+        lab.set_rtt(0)
+    theirs = uproot.concatenate({str(lab.data_dir / f"nano-{k}.root"): "Events" for k in range(2)}, ["Muon_pt", "nMuon"], library="ak")
+    assert ak.array_equal(ak.concatenate(seen), theirs)
+    second_started = it.timings[1].first_step_started
+    # after the training chunk ended, and well before the first file's next chunk came (which
+    # takes a round trip from then: its read-ahead needed the learned set too)
+    assert training_ended <= second_started < handed[1] - rtt / 2, (training_ended, second_started, handed[1])

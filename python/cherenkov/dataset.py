@@ -472,11 +472,15 @@ def chunks(
                 span = opened.first_span()
                 while span:
                     yield LazyChunk(opened.tree, core, *span)
+                    if not trained:
+                        # Learn now, not after the next chunk came: the files opened ahead start
+                        # their read-ahead a round trip sooner.
+                        core.end_training()
+                        if profile.trained:
+                            trained, speculated, depth = True, profile.speculated, profile.depth
+                            for_files_ahead(lambda o: o.start_chunks(ahead_files.pool))
                     span = core.advance()
-                    if not trained and profile.trained:  # learned now: the files opened ahead start too
-                        trained = True
-                        for_files_ahead(lambda o: o.start_chunks(ahead_files.pool))
-                    elif trained and (profile.speculated, profile.depth) != (speculated, depth):
+                    if trained and (profile.speculated, profile.depth) != (speculated, depth):
                         speculated, depth = profile.speculated, profile.depth  # follow them
                         for_files_ahead(lambda o: o.follow_profile(ahead_files.pool))
                 opened.tree.last_chunk_stats = core.stats()

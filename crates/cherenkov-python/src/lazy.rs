@@ -93,6 +93,16 @@ impl LazyChunks {
         .map_err(to_py)
     }
 
+    /// End the training chunk: the profile learns its set now, before `advance` waits for the
+    /// next chunk (a dataset's files opened ahead start meanwhile).
+    fn end_training(&self, py: Python<'_>) -> PyResult<()> {
+        py.detach(|| match &mut *self.reader.lock().unwrap() {
+            Lazy::Tree(r) => runtime().block_on(r.end_training()),
+            Lazy::Ntuple(r) => runtime().block_on(r.end_training()),
+        })
+        .map_err(to_py)
+    }
+
     /// Read ahead what the profile speculates now and this reader's read-ahead lacks.
     fn follow_profile(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| match &mut *self.reader.lock().unwrap() {

@@ -124,6 +124,8 @@ pub struct LazyReader<T: Table> {
     held: Held,
     held_branches: BTreeSet<usize>,
     used: BTreeSet<usize>,
+    /// Whether the current chunk is settled (and, if it trained, learned from) already.
+    finished: bool,
     training: bool,
     /// When the training chunk began, and how long its startup read took (about a round trip):
     /// together they say how many chunks the reader uses in one round trip.
@@ -196,6 +198,7 @@ impl<T: Table> LazyReader<T> {
             held: Held::new(),
             held_branches: BTreeSet::new(),
             used: BTreeSet::new(),
+            finished: false,
             training: false,
             training_began: Instant::now(),
             startup_took: Duration::ZERO,
@@ -217,9 +220,22 @@ impl<T: Table> LazyReader<T> {
             .collect()
     }
 
-    /// Move to the next chunk; returns its entry range, or None after the last.
-    pub async fn advance(&mut self) -> Result<Option<(u64, u64)>> {
-        let next = self.current.map_or(0, |c| c + 1);
+    /// End the training chunk now, as `advance` would first: the profile learns its set, so that
+    /// other readers of it (a dataset's files opened ahead) start reading ahead before this one
+    /// waits for its next chunk (a round trip later).
+    pub async fn end_training(&mut self) -> Result<()> {
+        if self.training {
+            self.finish_chunk().await?;
+        }
+        Ok(())
+    }
+
+    /// Settle the current chunk (once) and, if it trained, learn its set.
+    async fn finish_chunk(&mut self) -> Result<()> {
+        if self.finished {
+            return Ok(());
+        }
+        self.finished = true;
         if self.current.is_some_and(|k| k < self.steps.len()) {
             self.settle_chunk(!self.training).await?;
         }
@@ -232,6 +248,13 @@ impl<T: Table> LazyReader<T> {
             state.depth = state.depth.max(depth);
             self.training = false;
         }
+        Ok(())
+    }
+
+    /// Move to the next chunk; returns its entry range, or None after the last.
+    pub async fn advance(&mut self) -> Result<Option<(u64, u64)>> {
+        let next = self.current.map_or(0, |c| c + 1);
+        self.finish_chunk().await?;
         let unused: u64 = self.cache.values().map(|a| self.table.item_len(a)).sum();
         let (start, stop) = self.current.map_or((0, 0), |k| self.steps[k]);
         let held_unused: Vec<usize> = self.held_branches.iter().copied().collect();
@@ -254,6 +277,7 @@ impl<T: Table> LazyReader<T> {
             return Ok(None);
         }
         self.current = Some(next);
+        self.finished = false;
         let state = self.profile.snapshot();
         if self.options.learning && !state.trained {
             self.training = true;
