@@ -124,6 +124,27 @@ def test_read_ahead_deepens_only_while_the_consumer_waits_for_the_network(remote
             np.testing.assert_array_equal(np.concatenate([s[name] for s in steps]), expected[name])
 
 
+def test_a_fast_consumer_has_every_step_asked_for_once_the_first_came(remote_steps):
+    """The first step's bytes took a round trip and the consumer uses steps in far less: from the
+    second step on, the read-ahead covers two round trips of its pace (here every step), instead
+    of doubling at each wait (a round trip each). Over XRootD, which takes every request at once
+    (HTTP's requests in flight follow the adaptive stream count)."""
+    lab, local = remote_steps
+    many = local.parent / "many.root"
+    with cherenkov.open(lab.url("root", many.name), trace=True) as f:
+        tree = f["Events"]
+        opening = len(set(f.trace()["request"].tolist()))
+        got = list(tree.iterate(["a"], step_size=STEP // 4, steps_ahead=1, library="np", progress=False))
+        trace = f.trace()
+    np.testing.assert_array_equal(np.concatenate([g["a"] for g in got]), uproot.open(many)["Events"]["a"].array(library="np"))
+    data = trace["request"] >= opening
+    sent, answered = trace["sent"][data], trace["answered"][data]
+    first_answer = answered.min()
+    late = sent > first_answer + 0.03  # half the round trip after the first step's bytes came
+    assert len(set(trace["request"][data].tolist())) == MANY
+    assert not late.any(), f"{late.sum()} of {MANY} steps asked for later"
+
+
 @pytest.mark.parametrize("protocol", ["http", "root"])
 def test_steps_read_ahead_are_asked_for_in_the_order_they_are_used(remote_steps, protocol):
     """Where a server takes few requests at once, the step needed first must not wait behind later

@@ -4,9 +4,10 @@
 //! A unit (basket, cluster of a column) that straddles steps is fetched and decoded once.
 //! A step whose units alone exceed the budget is read in parts of whole items (branches, fields),
 //! each fetched, decoded and assembled before the next: what it holds beyond its arrays stays
-//! within the budget. When the consumer still waits for bytes of a step read ahead (the link's
-//! round trip is longer than the steps ahead take to use), the depth doubles, up to every step,
-//! within the budget: a depth asked for is where it starts, as a TCP window starts small.
+//! within the budget. From the second step on, the depth covers two round trips of the
+//! consumer's pace; when the consumer still waits for bytes of a step read ahead (the link's
+//! round trip is longer than the steps ahead take to use), it doubles, up to every step, within
+//! the budget: a depth asked for is where it starts, as a TCP window starts small.
 //! Dropping the reader cancels everything in flight. Works on any `Table`.
 
 use super::cpu_turns::{in_order, Need};
@@ -85,6 +86,11 @@ struct Shared<T: Table> {
     /// shared with no other step).
     in_parts: Vec<bool>,
     memory_budget: u64,
+    /// When the reader started; how long after it the first step's bytes were in (about a round
+    /// trip), and how long they took to decode then (see `StepReader::deepen_for_pace`).
+    began: Instant,
+    first_bytes: std::sync::OnceLock<Duration>,
+    first_decode: std::sync::OnceLock<Duration>,
 }
 
 /// Whether more steps may start, and how many did.
@@ -103,6 +109,8 @@ pub struct StepReader<T: Table> {
     depth: Arc<Semaphore>,
     places: usize,
     handed_out: usize,
+    /// When the last step was handed out: the consumer's pace is the time until it asks again.
+    handed_at: Option<Instant>,
     _driver: AbortOnDrop,
     /// Time `next` spent waiting for data the consumer needed now.
     pub blocked: Duration,
@@ -176,6 +184,9 @@ impl<T: Table> StepReader<T> {
             steps,
             in_parts,
             memory_budget: options.memory_budget,
+            began: Instant::now(),
+            first_bytes: Default::default(),
+            first_decode: Default::default(),
         });
         // The places bound the steps in flight; the channel never holds more.
         let (tx, rx) = mpsc::channel(shared.steps.len().max(1));
@@ -195,6 +206,7 @@ impl<T: Table> StepReader<T> {
             depth,
             places: options.in_flight(),
             handed_out: 0,
+            handed_at: None,
             _driver: AbortOnDrop(driver),
             blocked: Duration::ZERO,
         })
@@ -204,19 +216,48 @@ impl<T: Table> StepReader<T> {
     pub async fn next(&mut self) -> Option<Result<StepResult<T::Item>>> {
         let k = self.handed_out;
         self.handed_out += 1;
-        if let Ok(ready) = self.results.try_recv() {
-            return Some(ready);
-        }
-        // The first step waits for the network whatever the depth; a later one only when too
-        // few steps were read ahead to cover the round trip.
-        if k > 0 && k < self.shared.steps.len() && self.can_deepen() && self.waits_for_bytes(k) {
-            self.deepen();
-        }
-        let t = Instant::now();
-        let out = self.results.recv().await;
-        self.blocked += t.elapsed();
-        self.shared.table.file().stats.record_blocked(t.elapsed());
+        self.deepen_for_pace();
+        let out = match self.results.try_recv() {
+            Ok(ready) => Some(ready),
+            Err(_) => {
+                // The first step waits for the network whatever the depth; a later one only when
+                // too few steps were read ahead to cover the round trip.
+                if k > 0
+                    && k < self.shared.steps.len()
+                    && self.can_deepen()
+                    && self.waits_for_bytes(k)
+                {
+                    self.deepen();
+                }
+                let t = Instant::now();
+                let out = self.results.recv().await;
+                self.blocked += t.elapsed();
+                self.shared.table.file().stats.record_blocked(t.elapsed());
+                out
+            }
+        };
+        self.handed_at = Some(Instant::now());
         out
+    }
+
+    /// Read as deep as two round trips of the consumer's pace, as lazy chunks start: the steps
+    /// read ahead come in bursts, and waiting for the consumer to run dry before doubling costs a
+    /// round trip per doubling. The pace is the time the consumer took with the last step, or
+    /// the first step's decoding if longer (steps come no faster); the round trip, how long the
+    /// first step's bytes took. A consumer slower than the round trip, or bytes faster than
+    /// decoding (a local file), keep the depth.
+    fn deepen_for_pace(&mut self) {
+        let shared = &self.shared;
+        let (Some(handed_at), Some(round_trip), Some(decode)) = (
+            self.handed_at,
+            shared.first_bytes.get(),
+            shared.first_decode.get(),
+        ) else {
+            return;
+        };
+        let pace = handed_at.elapsed().max(*decode).as_secs_f64().max(1e-4);
+        let steps = (2.0 * round_trip.as_secs_f64() / pace).ceil();
+        self.deepen_to(steps.min(self.shared.steps.len() as f64) as usize);
     }
 
     /// Whether step `k` still waits for bytes (not only for decoding).
@@ -359,7 +400,13 @@ async fn owned_units<T: Table>(shared: &Shared<T>, k: usize) -> Result<DecodedUn
         let mut held = Held::new();
         fetch(&*shared.table, plan, &mut held).await?;
         shared.fetched[k].store(true, Ordering::Release);
+        if k == 0 {
+            let _ = shared.first_bytes.set(shared.began.elapsed());
+        }
         let (decoded, _) = fetch_and_decode(&*shared.table, plan, &held).await?;
+        if let Some(bytes) = shared.first_bytes.get().filter(|_| k == 0) {
+            let _ = shared.first_decode.set(shared.began.elapsed() - *bytes);
+        }
         Ok::<_, Error>(Arc::new(plan.iter().copied().zip(decoded).collect()))
     })
     .await
