@@ -146,8 +146,11 @@ mod tests {
         }
     }
 
+    /// A step holding a turn, and how to tell it to let go.
+    type Holder = (tokio::task::JoinHandle<()>, mpsc::Sender<()>);
+
     /// A step that holds its turn (once it has it) until told to let go.
-    async fn holder(file: &Arc<FileOrder>) -> (tokio::task::JoinHandle<()>, mpsc::Sender<()>) {
+    async fn holder(file: &Arc<FileOrder>) -> Holder {
         let (release, released) = mpsc::channel::<()>();
         let holding = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let has_turn = holding.clone();
@@ -170,41 +173,34 @@ mod tests {
     static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
     /// Steps holding every turn.
-    async fn hold_every_turn(
-        file: &Arc<FileOrder>,
-    ) -> Vec<(tokio::task::JoinHandle<()>, mpsc::Sender<()>)> {
+    async fn hold_every_turn() -> Vec<Holder> {
+        let file = file();
         let mut held = Vec::new();
         for _ in 0..TURNS {
-            held.push(holder(file).await);
+            held.push(holder(&file).await);
         }
         held
     }
 
     /// Let go of one held turn: the waiting steps then run one at a time.
-    async fn let_go(held: &mut Vec<(tokio::task::JoinHandle<()>, mpsc::Sender<()>)>) {
+    async fn let_go(held: &mut Vec<Holder>) {
         let (task, release) = held.pop().unwrap();
         release.send(()).unwrap();
         task.await.unwrap();
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn waiting_steps_get_their_turns_needed_first() {
-        let _alone = ONE_AT_A_TIME.lock().await;
-        let file = file();
-        let mut held = hold_every_turn(&file).await;
+    /// With every turn held, queue a step per need, in this order (each once `waiting` counts
+    /// the one before), then let one turn go: the entries of the steps in the order they ran.
+    async fn run_one_at_a_time(needs: Vec<Need>, waiting: impl Fn() -> usize) -> Vec<u64> {
+        let mut held = hold_every_turn().await;
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut steps = Vec::new();
-        for entry in [500, 300, 400, 100] {
-            let order = order.clone();
-            let need = Need {
-                file: file.clone(),
-                entry,
-            };
+        for need in needs {
+            let (order, entry) = (order.clone(), need.entry);
             steps.push(tokio::spawn(in_order(need, async move {
                 cpu_work(|| order.lock().unwrap().push(entry)).await;
             })));
-            // In the order they arrive, each after the last one waits.
-            until(|| waiting_of(&file) == steps.len()).await;
+            until(|| waiting() == steps.len()).await;
         }
         let_go(&mut held).await;
         for step in steps {
@@ -213,14 +209,27 @@ mod tests {
         while !held.is_empty() {
             let_go(&mut held).await;
         }
-        assert_eq!(*order.lock().unwrap(), vec![100, 300, 400, 500]);
+        let order = order.lock().unwrap().clone();
+        order
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn waiting_steps_get_their_turns_needed_first() {
+        let _alone = ONE_AT_A_TIME.lock().await;
+        let file = file();
+        let needs = [500, 300, 400, 100].map(|entry| Need {
+            file: file.clone(),
+            entry,
+        });
+        let order = run_one_at_a_time(needs.to_vec(), || waiting_of(&file)).await;
+        assert_eq!(order, vec![100, 300, 400, 500]);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_step_that_stops_waiting_passes_its_turn_on() {
         let _alone = ONE_AT_A_TIME.lock().await;
         let file = file();
-        let mut held = hold_every_turn(&file).await;
+        let mut held = hold_every_turn().await;
         let need = |entry| Need {
             file: file.clone(),
             entry,
@@ -247,37 +256,25 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_file_read_ahead_waits_for_the_files_begun() {
         let _alone = ONE_AT_A_TIME.lock().await;
-        let begun = file();
-        let mut held = hold_every_turn(&begun).await;
-        let ahead = Arc::new(FileOrder::default());
+        let (begun, ahead) = (file(), Arc::new(FileOrder::default()));
         // Entries no other test uses: how this test finds its steps among the files not begun.
         let (early, late) = (u64::MAX - 2, u64::MAX - 1);
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut steps = Vec::new();
-        for (file, entry) in [(&ahead, early), (&begun, late)] {
-            let order = order.clone();
-            let need = Need {
-                file: file.clone(),
-                entry,
-            };
-            steps.push(tokio::spawn(in_order(need, async move {
-                cpu_work(|| order.lock().unwrap().push(entry)).await;
-            })));
-            let waiting = || {
-                let queue = QUEUE.lock().unwrap();
-                let mine = |(_, e, _): &&(u64, u64, u64)| *e == early || *e == late;
-                queue.waiting.keys().filter(mine).count()
-            };
-            until(|| waiting() == steps.len()).await;
-        }
-        let_go(&mut held).await;
-        for step in steps {
-            step.await.unwrap();
-        }
-        while !held.is_empty() {
-            let_go(&mut held).await;
-        }
+        let needs = vec![
+            Need {
+                file: ahead,
+                entry: early,
+            },
+            Need {
+                file: begun,
+                entry: late,
+            },
+        ];
+        let waiting = || {
+            let queue = QUEUE.lock().unwrap();
+            let mine = |(_, e, _): &&(u64, u64, u64)| *e == early || *e == late;
+            queue.waiting.keys().filter(mine).count()
+        };
         // the begun file's later entry first
-        assert_eq!(*order.lock().unwrap(), vec![late, early]);
+        assert_eq!(run_one_at_a_time(needs, waiting).await, vec![late, early]);
     }
 }
