@@ -372,7 +372,8 @@ async fn drive<T: Table>(
                 let (done_tx, done_rx) = tokio::sync::oneshot::channel();
                 let task_shared = shared.clone();
                 let k = next;
-                let need = Need { file: shared.table.file().order.clone(), entry: shared.steps[k].0 };
+                let file = shared.table.file().order.clone();
+                let need = Need { file, entry: shared.steps[k].0 };
                 in_flight.push_back(AbortOnDrop(tokio::spawn(in_order(need, async move {
                     let _ = done_tx.send(read_step(&task_shared, k, permit).await);
                 }))));
