@@ -239,7 +239,10 @@ class _Ahead:
                     return
                 current = self.pending.popleft()
                 self._fill(self.depth)  # the next files open while this one is read
-                yield current.result()
+                opened = current.result()
+                if opened.error is None:  # its read-ahead decodes before that of the files ahead
+                    opened.file._core.begin_reading()
+                yield opened
         finally:
             for future in self.pending:
                 if not future.cancel():  # already running: close its reads when it is done
@@ -352,7 +355,6 @@ def iterate(
                     log.warning("skipping %s: %s", opened.spec.replicas[0], opened.error)
                     continue
                 bar.grow(task, opened.tree.num_entries)
-                opened.file._core.begin_reading()
                 try:
                     for lo, hi, branches, stats in opened.stream:
                         bar.advance(task, hi - lo, stats.uncompressed_bytes)
@@ -468,7 +470,6 @@ def chunks(
                     log.warning("skipping %s: %s", opened.spec.replicas[0], opened.error)
                     continue
                 core = opened.chunks
-                opened.file._core.begin_reading()
                 span = opened.first_span()
                 while span:
                     yield LazyChunk(opened.tree, core, *span)

@@ -57,8 +57,7 @@ const TURNS: usize = 2;
 
 struct Queue {
     busy: usize,
-    /// Waiting steps by need (file, entry; then arrival), each with where to hand a turn. A file's
-    /// place is read when its step starts waiting.
+    /// Waiting steps by need (file, entry; then arrival), each with where to hand a turn.
     waiting: BTreeMap<(u64, u64, u64), oneshot::Sender<Turn>>,
     arrivals: u64,
 }
@@ -87,7 +86,8 @@ impl Drop for Turn {
     }
 }
 
-async fn take_turn(need: &Need) -> Option<Turn> {
+/// A turn for a step at `place` (its file's, then its entry) in the order of need.
+async fn take_turn(place: (u64, u64)) -> Option<Turn> {
     let waiting = {
         let mut queue = QUEUE.lock().unwrap();
         if queue.busy < TURNS {
@@ -97,8 +97,7 @@ async fn take_turn(need: &Need) -> Option<Turn> {
         let (to, from) = oneshot::channel();
         let arrival = queue.arrivals;
         queue.arrivals += 1;
-        let file = need.file.0.load(Ordering::Relaxed);
-        queue.waiting.insert((file, need.entry, arrival), to);
+        queue.waiting.insert((place.0, place.1, arrival), to);
         from
     };
     // (A waiting step's sender is only ever taken to hand it a turn.)
@@ -108,8 +107,9 @@ async fn take_turn(need: &Need) -> Option<Turn> {
 /// Run CPU-heavy work from async code: in a read-ahead step, in its turn. On the multi-thread
 /// runtime the worker hands its other tasks to the rest of the pool meanwhile.
 pub async fn cpu_work<T>(work: impl FnOnce() -> T) -> T {
-    let _turn = match NEED.try_with(|need| need.clone()) {
-        Ok(need) => take_turn(&need).await,
+    // A file's place is read when its step starts waiting (a dataset may begin it meanwhile).
+    let _turn = match NEED.try_with(|need| (need.file.0.load(Ordering::Relaxed), need.entry)) {
+        Ok(place) => take_turn(place).await,
         Err(_) => None,
     };
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {

@@ -89,8 +89,7 @@ struct Shared<T: Table> {
     /// When the reader started; how long after it the first step's bytes were in (about a round
     /// trip), and how long they took to decode then (see `StepReader::deepen_for_pace`).
     began: Instant,
-    first_bytes: std::sync::OnceLock<Duration>,
-    first_decode: std::sync::OnceLock<Duration>,
+    first_step: std::sync::OnceLock<(Duration, Duration)>,
 }
 
 /// Whether more steps may start, and how many did.
@@ -185,8 +184,7 @@ impl<T: Table> StepReader<T> {
             in_parts,
             memory_budget: options.memory_budget,
             began: Instant::now(),
-            first_bytes: Default::default(),
-            first_decode: Default::default(),
+            first_step: Default::default(),
         });
         // The places bound the steps in flight; the channel never holds more.
         let (tx, rx) = mpsc::channel(shared.steps.len().max(1));
@@ -247,12 +245,9 @@ impl<T: Table> StepReader<T> {
     /// first step's bytes took. A consumer slower than the round trip, or bytes faster than
     /// decoding (a local file), keep the depth.
     fn deepen_for_pace(&mut self) {
-        let shared = &self.shared;
-        let (Some(handed_at), Some(round_trip), Some(decode)) = (
-            self.handed_at,
-            shared.first_bytes.get(),
-            shared.first_decode.get(),
-        ) else {
+        let (Some(handed_at), Some((round_trip, decode))) =
+            (self.handed_at, self.shared.first_step.get())
+        else {
             return;
         };
         let pace = handed_at.elapsed().max(*decode).as_secs_f64().max(1e-4);
@@ -401,12 +396,11 @@ async fn owned_units<T: Table>(shared: &Shared<T>, k: usize) -> Result<DecodedUn
         let mut held = Held::new();
         fetch(&*shared.table, plan, &mut held).await?;
         shared.fetched[k].store(true, Ordering::Release);
-        if k == 0 {
-            let _ = shared.first_bytes.set(shared.began.elapsed());
-        }
+        let bytes_in = shared.began.elapsed();
         let (decoded, _) = fetch_and_decode(&*shared.table, plan, &held).await?;
-        if let Some(bytes) = shared.first_bytes.get().filter(|_| k == 0) {
-            let _ = shared.first_decode.set(shared.began.elapsed() - *bytes);
+        if k == 0 {
+            let decode = shared.began.elapsed() - bytes_in;
+            let _ = shared.first_step.set((bytes_in, decode));
         }
         Ok::<_, Error>(Arc::new(plan.iter().copied().zip(decoded).collect()))
     })
