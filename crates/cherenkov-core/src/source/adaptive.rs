@@ -221,6 +221,11 @@ impl Streams {
         self.max
     }
 
+    /// The link's round trip, once a request was answered (see [`State::round_trip`]).
+    pub fn round_trip(&self) -> Option<Duration> {
+        self.lock().round_trip()
+    }
+
     /// The steps measured so far.
     pub fn steps(&self) -> Vec<StreamStep> {
         self.lock().steps.clone()

@@ -152,6 +152,10 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
     fn stream_steps(&self) -> Vec<adaptive::StreamStep> {
         Vec::new()
     }
+    /// The link's round trip as measured so far (see `adaptive`), for sources that measure it.
+    fn round_trip(&self) -> Option<std::time::Duration> {
+        None
+    }
     /// What tells this version of the file from a replaced one (a modification time, an ETag),
     /// where the source knows it without a request; the disk cache keys its entries on it.
     fn version(&self) -> Option<String> {
@@ -314,6 +318,9 @@ impl ByteSource for SourceRef {
     }
     fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
         self.0.opening_reads()
+    }
+    fn round_trip(&self) -> Option<std::time::Duration> {
+        self.0.round_trip()
     }
     fn version(&self) -> Option<String> {
         self.0.version()

@@ -96,6 +96,9 @@ impl ByteSource for TracingSource {
     fn stream_steps(&self) -> Vec<super::adaptive::StreamStep> {
         self.inner.stream_steps()
     }
+    fn round_trip(&self) -> Option<std::time::Duration> {
+        self.inner.round_trip()
+    }
     async fn checksum(&self) -> Result<Option<String>> {
         self.inner.checksum().await
     }

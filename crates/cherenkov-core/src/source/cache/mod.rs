@@ -418,6 +418,9 @@ impl ByteSource for CachedSource {
     fn stream_steps(&self) -> Vec<super::adaptive::StreamStep> {
         self.inner.stream_steps()
     }
+    fn round_trip(&self) -> Option<std::time::Duration> {
+        self.inner.round_trip()
+    }
     fn version(&self) -> Option<String> {
         self.inner.version()
     }

@@ -631,6 +631,9 @@ impl ByteSource for HttpSource {
     fn stream_steps(&self) -> Vec<StreamStep> {
         self.streams.steps()
     }
+    fn round_trip(&self) -> Option<std::time::Duration> {
+        self.streams.round_trip()
+    }
 }
 
 /// Open `extra` more connections to the file's server (HEAD requests, sent with the first one):

@@ -495,6 +495,14 @@ impl ByteSource for MultiSource {
     fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
         self.opening.clone()
     }
+
+    /// The nearest replica's: reads go to it first.
+    fn round_trip(&self) -> Option<std::time::Duration> {
+        self.all()
+            .iter()
+            .filter_map(|r| r.source.round_trip())
+            .min()
+    }
 }
 
 impl MultiSource {

@@ -639,6 +639,9 @@ impl ByteSource for XrootdSource {
     fn stream_steps(&self) -> Vec<StreamStep> {
         self.inner.streams.steps()
     }
+    fn round_trip(&self) -> Option<std::time::Duration> {
+        self.inner.streams.round_trip()
+    }
 }
 
 #[cfg(test)]
