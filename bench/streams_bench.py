@@ -40,7 +40,7 @@ def read_fixed(url: str, branches: list[str], **options) -> tuple[float, dict, l
     f = cherenkov.open(url, **options)
     tree = f["Events"]
     sums = dict.fromkeys(branches, 0.0)
-    for arrays in tree.iterate(branches, step_size=1, library="np", steps_ahead=3, progress=False):
+    for arrays in tree.iterate(branches, step_size=1, library="np", progress=False):
         for b in branches:
             values = arrays[b]
             flat = values.content if hasattr(values, "content") else values

@@ -146,6 +146,26 @@ def test_a_fast_consumer_has_every_step_asked_for_once_the_first_came(remote_ste
 
 
 @pytest.mark.parametrize("protocol", ["http", "root"])
+def test_by_default_the_first_wave_covers_the_round_trip_measured_while_opening(remote_steps, protocol):
+    """Without `steps_ahead`, where two round trips of the link outlast decoding the steps read
+    ahead (here a step decodes in well under a millisecond), the first wave asks for 8 steps, not
+    4, so a fast consumer waits less for a second wave. A depth asked for is where it starts."""
+    lab, local = remote_steps
+    many = local.parent / "many.root"
+    expected = uproot.open(many)["Events"]["a"].array(library="np")
+    for steps_ahead, first_wave in ((None, 8), (3, 4)):
+        with cherenkov.open(lab.url(protocol, many.name), trace=True) as f:
+            tree = f["Events"]
+            opening = len(set(f.trace()["request"].tolist()))
+            got = list(tree.iterate(["a"], step_size=STEP // 4, steps_ahead=steps_ahead, library="np", progress=False))
+            trace = f.trace()
+        np.testing.assert_array_equal(np.concatenate([g["a"] for g in got]), expected)
+        data = trace["request"] >= opening
+        asked_before_bytes = set(trace["request"][data & (trace["sent"] < trace["answered"][data].min())].tolist())
+        assert len(asked_before_bytes) == first_wave, (steps_ahead, len(asked_before_bytes))
+
+
+@pytest.mark.parametrize("protocol", ["http", "root"])
 def test_steps_read_ahead_are_asked_for_in_the_order_they_are_used(remote_steps, protocol):
     """Where a server takes few requests at once, the step needed first must not wait behind later
     ones: the read-ahead sends them in order."""

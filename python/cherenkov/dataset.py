@@ -317,7 +317,7 @@ def iterate(
     allow_missing: bool = False,
     files_ahead: int | None = None,
     memory_budget: int = 256 << 20,
-    steps_ahead: int = 3,
+    steps_ahead: int | None = None,
     progress=None,
     **open_options,
 ) -> DatasetIterator:

@@ -54,15 +54,23 @@ pub fn iterate_items<T: Table>(
     table: Arc<T>,
     items: Vec<usize>,
     steps: Vec<(u64, u64)>,
-    read_ahead: ReadAhead,
+    memory_budget: u64,
+    steps_ahead: Option<usize>,
 ) -> PyResult<StepIterator>
 where
     Steps: From<StepReader<T>>,
 {
     check_items(&*table, &items)?;
-    let reader = py
+    let read_ahead = ReadAhead {
+        memory_budget,
+        steps: steps_ahead.unwrap_or(ReadAhead::default().steps),
+    };
+    let mut reader = py
         .detach(|| runtime().block_on(StepReader::start(table, items, steps, read_ahead)))
         .map_err(to_py)?;
+    if steps_ahead.is_none() {
+        reader.deepen_for_link();
+    }
     Ok(StepIterator {
         reader: Mutex::new(Some(reader.into())),
     })

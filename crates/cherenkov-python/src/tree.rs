@@ -164,21 +164,25 @@ impl Tree {
     }
 
     /// Read branches over consecutive entry ranges with the next ones read ahead while the
-    /// current one is used. Yields (start, stop, arrays, stats).
-    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=3))]
+    /// current one is used (`steps_ahead` to start with; None: as the link needs). Yields
+    /// (start, stop, arrays, stats).
+    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=None))]
     fn iterate(
         &self,
         py: Python<'_>,
         indices: Vec<usize>,
         steps: Vec<(u64, u64)>,
         memory_budget: u64,
-        steps_ahead: usize,
+        steps_ahead: Option<usize>,
     ) -> PyResult<StepIterator> {
-        let read_ahead = ReadAhead {
+        iterate_items(
+            py,
+            Arc::new(self.table()),
+            indices,
+            steps,
             memory_budget,
-            steps: steps_ahead,
-        };
-        iterate_items(py, Arc::new(self.table()), indices, steps, read_ahead)
+            steps_ahead,
+        )
     }
 
     /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).

@@ -250,9 +250,31 @@ impl<T: Table> StepReader<T> {
         else {
             return;
         };
-        let pace = handed_at.elapsed().max(*decode).as_secs_f64().max(1e-4);
-        let steps = (2.0 * round_trip.as_secs_f64() / pace).ceil();
-        self.deepen_to(steps.min(self.shared.steps.len() as f64) as usize);
+        self.deepen_to(steps_covering(
+            *round_trip,
+            handed_at.elapsed().max(*decode),
+        ));
+    }
+
+    /// Before the first step, when no depth was chosen: twice as deep where two round trips of
+    /// the link (measured while the file opened) outlast decoding the steps read ahead at best.
+    /// The first steps' bytes come together, so with only the steps asked for in that first wave
+    /// a fast consumer would wait a round trip for the next ones. Not deeper: before the link's
+    /// width is measured, bytes asked for go to the first connections and stay there, so a deep
+    /// first wave on a narrow link would keep the read on them. Sources that measure no round
+    /// trip (local files) keep the depth.
+    pub fn deepen_for_link(&mut self) {
+        let shared = &self.shared;
+        let Some(round_trip) = shared.table.file().source.round_trip() else {
+            return;
+        };
+        let Some(first) = shared.plans.first() else {
+            return;
+        };
+        let decoded: u64 = first.iter().map(|u| shared.table.decoded_estimate(u)).sum();
+        let rate = DECODE_RATE_PER_CORE * rayon::current_num_threads() as f64;
+        let steps = steps_covering(round_trip, Duration::from_secs_f64(decoded as f64 / rate));
+        self.deepen_to(steps.min(2 * self.places - 1));
     }
 
     /// Whether step `k` still waits for bytes (not only for decoding).
@@ -276,7 +298,7 @@ impl<T: Table> StepReader<T> {
     /// Read up to `steps` ahead of the step in use (up to every step), if the depth may grow: the
     /// depth another reader of the same items reached, or that a measured round trip needs.
     pub fn deepen_to(&mut self, steps: usize) {
-        let places = (steps + 1).min(self.shared.steps.len());
+        let places = steps.saturating_add(1).min(self.shared.steps.len());
         if self.can_deepen() && places > self.places {
             self.depth.add_permits(places - self.places);
             self.places = places;
@@ -301,6 +323,15 @@ impl<T: Table> StepReader<T> {
         gate.halted = true;
         gate.started
     }
+}
+
+/// Bytes a second one core decodes at best: a guess that sets the depth before the first step
+/// is measured (a guess too fast reads deeper, within the memory budget).
+const DECODE_RATE_PER_CORE: f64 = 500e6;
+
+/// Steps that keep a consumer going for two round trips at `pace` a step.
+fn steps_covering(round_trip: Duration, pace: Duration) -> usize {
+    (2.0 * round_trip.as_secs_f64() / pace.as_secs_f64().max(1e-4)).ceil() as usize
 }
 
 /// Memory units take while read: as stored, plus their estimated decoded size.
