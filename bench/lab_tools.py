@@ -266,8 +266,9 @@ def run_cherenkov(spec: dict, run: Run) -> None:
     # The files are read as a dataset, as cherenkov users read one: the next file opens while one is
     # read (the "prefetch off" ablation opens each only when the previous one is done).
     files = {url: spec["tree"] for url in spec["urls"]}
-    steps_ahead = 0 if variant == "prefetch off" else 3
-    options.update(step_size=spec["step_size"], steps_ahead=steps_ahead, files_ahead=None if steps_ahead else 0)
+    options.update(step_size=spec["step_size"])
+    if variant == "prefetch off":
+        options.update(steps_ahead=0, files_ahead=0)
     if scenario == "fixed":  # the branches are known: iterate prefetches them
         for arrays, report in cherenkov.iterate(files, fixed, library="np", report=True, progress=False, **options):
             run.reading(report.file)
