@@ -151,8 +151,8 @@ impl Ntuple {
     }
 
     /// Read fields over consecutive entry ranges with the next ones read ahead while the
-    /// current one is used (`steps_ahead` to start with; None: as the link needs). Yields
-    /// (start, stop, arrays, stats).
+    /// current one is used (`steps_ahead` to start with; None: 3, or 7 on a far link, see
+    /// `StepReader::deepen_for_link`). Yields (start, stop, arrays, stats).
     #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=None))]
     fn iterate(
         &self,
