@@ -146,7 +146,7 @@ def test_a_fast_consumer_has_every_step_asked_for_once_the_first_came(remote_ste
 
 
 @pytest.mark.parametrize("protocol", ["http", "root"])
-def test_by_default_the_first_wave_covers_the_round_trip_measured_while_opening(remote_steps, protocol):
+def test_by_default_a_far_file_starts_twice_as_deep(remote_steps, protocol):
     """Without `steps_ahead`, where two round trips of the link outlast decoding the steps read
     ahead (here a step decodes in well under a millisecond), the first wave asks for 8 steps, not
     4, so a fast consumer waits less for a second wave. A depth asked for is where it starts."""
