@@ -108,6 +108,20 @@ def most_requests_in_flight(trace) -> int:
     return most
 
 
+def read_many_traced(lab, local, protocol, steps_ahead):
+    """Iterate over "many.root" one cluster a step, check the values against uproot's, and return
+    the requests after the opening's: their numbers, when each was sent and when answered."""
+    many = local.parent / "many.root"
+    with cherenkov.open(lab.url(protocol, many.name), trace=True) as f:
+        tree = f["Events"]
+        opening = len(set(f.trace()["request"].tolist()))
+        got = list(tree.iterate(["a"], step_size=STEP // 4, steps_ahead=steps_ahead, library="np", progress=False))
+        trace = f.trace()
+    np.testing.assert_array_equal(np.concatenate([g["a"] for g in got]), uproot.open(many)["Events"]["a"].array(library="np"))
+    data = trace["request"] >= opening
+    return trace["request"][data], trace["sent"][data], trace["answered"][data]
+
+
 @pytest.mark.parametrize("protocol", ["http", "root"])
 def test_read_ahead_deepens_only_while_the_consumer_waits_for_the_network(remote_steps, protocol):
     lab, local = remote_steps
@@ -130,18 +144,10 @@ def test_a_fast_consumer_has_every_step_asked_for_once_the_first_came(remote_ste
     of doubling at each wait (a round trip each). Over XRootD, which takes every request at once
     (HTTP's requests in flight follow the adaptive stream count)."""
     lab, local = remote_steps
-    many = local.parent / "many.root"
-    with cherenkov.open(lab.url("root", many.name), trace=True) as f:
-        tree = f["Events"]
-        opening = len(set(f.trace()["request"].tolist()))
-        got = list(tree.iterate(["a"], step_size=STEP // 4, steps_ahead=1, library="np", progress=False))
-        trace = f.trace()
-    np.testing.assert_array_equal(np.concatenate([g["a"] for g in got]), uproot.open(many)["Events"]["a"].array(library="np"))
-    data = trace["request"] >= opening
-    sent, answered = trace["sent"][data], trace["answered"][data]
+    requests, sent, answered = read_many_traced(lab, local, "root", steps_ahead=1)
     first_answer = answered.min()
     late = sent > first_answer + 0.03  # half the round trip after the first step's bytes came
-    assert len(set(trace["request"][data].tolist())) == MANY
+    assert len(set(requests.tolist())) == MANY
     assert not late.any(), f"{late.sum()} of {MANY} steps asked for later"
 
 
@@ -151,17 +157,9 @@ def test_by_default_a_far_file_starts_twice_as_deep(remote_steps, protocol):
     ahead (here a step decodes in well under a millisecond), the first wave asks for 8 steps, not
     4, so a fast consumer waits less for a second wave. A depth asked for is where it starts."""
     lab, local = remote_steps
-    many = local.parent / "many.root"
-    expected = uproot.open(many)["Events"]["a"].array(library="np")
     for steps_ahead, first_wave in ((None, 8), (3, 4)):
-        with cherenkov.open(lab.url(protocol, many.name), trace=True) as f:
-            tree = f["Events"]
-            opening = len(set(f.trace()["request"].tolist()))
-            got = list(tree.iterate(["a"], step_size=STEP // 4, steps_ahead=steps_ahead, library="np", progress=False))
-            trace = f.trace()
-        np.testing.assert_array_equal(np.concatenate([g["a"] for g in got]), expected)
-        data = trace["request"] >= opening
-        asked_before_bytes = set(trace["request"][data & (trace["sent"] < trace["answered"][data].min())].tolist())
+        requests, sent, answered = read_many_traced(lab, local, protocol, steps_ahead)
+        asked_before_bytes = set(requests[sent < answered.min()].tolist())
         assert len(asked_before_bytes) == first_wave, (steps_ahead, len(asked_before_bytes))
 
 

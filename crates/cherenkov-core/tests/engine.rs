@@ -76,6 +76,7 @@ async fn prefetching_reads_ahead_within_its_depth_and_a_dropped_reader_stops() {
         let options = ReadAhead {
             memory_budget: 1 << 30,
             steps: 2,
+            ..ReadAhead::default()
         };
         let before = source.requests().len();
         let mut reader = StepReader::start(table.clone(), branches, clusters(&tree), options)
@@ -114,6 +115,7 @@ async fn a_small_memory_budget_reads_one_step_at_a_time() {
         let options = ReadAhead {
             memory_budget: 1,
             steps: 3,
+            ..ReadAhead::default()
         };
         let mut reader = StepReader::start(table.clone(), branches, clusters(&tree), options)
             .await
@@ -149,6 +151,7 @@ async fn a_step_larger_than_the_budget_is_read_in_parts_of_whole_branches() {
         let options = ReadAhead {
             memory_budget: budget,
             steps: 3,
+            ..ReadAhead::default()
         };
         let before = source.requests().len();
         let mut reader = StepReader::start(table.clone(), branches, vec![whole], options)

@@ -64,13 +64,11 @@ where
     let read_ahead = ReadAhead {
         memory_budget,
         steps: steps_ahead.unwrap_or(ReadAhead::default().steps),
+        deeper_when_far: steps_ahead.is_none(),
     };
-    let mut reader = py
+    let reader = py
         .detach(|| runtime().block_on(StepReader::start(table, items, steps, read_ahead)))
         .map_err(to_py)?;
-    if steps_ahead.is_none() {
-        reader.deepen_for_link();
-    }
     Ok(StepIterator {
         reader: Mutex::new(Some(reader.into())),
     })

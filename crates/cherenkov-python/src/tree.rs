@@ -165,7 +165,7 @@ impl Tree {
 
     /// Read branches over consecutive entry ranges with the next ones read ahead while the
     /// current one is used (`steps_ahead` to start with; None: 3, or 7 on a far link, see
-    /// `StepReader::deepen_for_link`). Yields (start, stop, arrays, stats).
+    /// `ReadAhead::deeper_when_far`). Yields (start, stop, arrays, stats).
     #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=None))]
     fn iterate(
         &self,
@@ -199,6 +199,7 @@ impl Tree {
         let read_ahead = ReadAhead {
             memory_budget,
             steps: steps_ahead,
+            ..ReadAhead::default()
         };
         lazy_chunks(
             Arc::new(self.table()),

@@ -31,6 +31,9 @@ pub struct ReadAhead {
     /// Steps read ahead of the one in use, to start with (more while the consumer waits for the
     /// network); 0 reads each step only when it is asked for.
     pub steps: usize,
+    /// `steps` is a default, not a choice: start twice as deep on a far link (see
+    /// `StepReader::deepen_for_link`).
+    pub deeper_when_far: bool,
 }
 
 impl Default for ReadAhead {
@@ -38,6 +41,7 @@ impl Default for ReadAhead {
         Self {
             memory_budget: 256 << 20,
             steps: 3,
+            deeper_when_far: false,
         }
     }
 }
@@ -197,7 +201,7 @@ impl<T: Table> StepReader<T> {
             gate.clone(),
             depth.clone(),
         ));
-        Ok(StepReader {
+        let mut reader = StepReader {
             shared,
             results: rx,
             gate,
@@ -207,7 +211,11 @@ impl<T: Table> StepReader<T> {
             handed_at: None,
             _driver: AbortOnDrop(driver),
             blocked: Duration::ZERO,
-        })
+        };
+        if options.deeper_when_far {
+            reader.deepen_for_link();
+        }
+        Ok(reader)
     }
 
     /// The next step, or `None` after the last.
@@ -263,7 +271,7 @@ impl<T: Table> StepReader<T> {
     /// width is measured, bytes asked for go to the first connections and stay there, so a deep
     /// first wave on a narrow link would keep the read on them. Sources that measure no round
     /// trip (local files) keep the depth.
-    pub fn deepen_for_link(&mut self) {
+    fn deepen_for_link(&mut self) {
         let shared = &self.shared;
         let Some(round_trip) = shared.table.file().source.round_trip() else {
             return;
@@ -427,9 +435,9 @@ async fn owned_units<T: Table>(shared: &Shared<T>, k: usize) -> Result<DecodedUn
         let mut held = Held::new();
         fetch(&*shared.table, plan, &mut held).await?;
         shared.fetched[k].store(true, Ordering::Release);
-        let bytes_in = shared.began.elapsed();
+        let bytes_in = (k == 0).then(|| shared.began.elapsed());
         let (decoded, _) = fetch_and_decode(&*shared.table, plan, &held).await?;
-        if k == 0 {
+        if let Some(bytes_in) = bytes_in {
             let decode = shared.began.elapsed() - bytes_in;
             let _ = shared.first_step.set((bytes_in, decode));
         }
