@@ -17,7 +17,7 @@ use cherenkov_core::source::xrootd::external::{set_external_opener, ExternalOpen
 use cherenkov_core::source::xrootd::XrootdOptions;
 use cherenkov_core::source::{
     describe_ranges, split_for_limits, ByteRange, ByteSource, SharedSource, SourceCounters,
-    SourceLimits,
+    SourceLimits, SourceReport,
 };
 use cherenkov_core::{Error, Result};
 use futures_util::future::join_all;
@@ -86,7 +86,7 @@ impl XrdclSource {
     /// (XrdCl sends both on its one connection: no round trip more). `offered` is what the
     /// server asked cherenkov for, said in the source's name.
     async fn open(url: String, options: &XrootdOptions, offered: &str) -> Result<Self, String> {
-        let timeout = options.request_timeout.as_secs().clamp(1, u16::MAX as u64) as u16;
+        let timeout = options.policy.timeout.as_secs().clamp(1, u16::MAX as u64) as u16;
         let opening = {
             let url = url.clone();
             blocking(move |py| open_file(py, &url, timeout))
@@ -297,8 +297,8 @@ impl ByteSource for XrdclSource {
         &self.name
     }
 
-    async fn size(&self) -> Result<u64> {
-        Ok(self.size)
+    fn size(&self) -> u64 {
+        self.size
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
@@ -361,13 +361,16 @@ impl ByteSource for XrdclSource {
         self.limits
     }
 
-    fn counters(&self) -> SourceCounters {
-        SourceCounters {
-            requests: self.requests.load(Ordering::Relaxed),
-            round_trips: self.round_trips.load(Ordering::Relaxed),
-            ranges: self.ranges.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            ..SourceCounters::default()
+    fn report(&self) -> SourceReport {
+        SourceReport {
+            counters: SourceCounters {
+                requests: self.requests.load(Ordering::Relaxed),
+                round_trips: self.round_trips.load(Ordering::Relaxed),
+                ranges: self.ranges.load(Ordering::Relaxed),
+                bytes: self.bytes.load(Ordering::Relaxed),
+                ..SourceCounters::default()
+            },
+            ..SourceReport::default()
         }
     }
 }
