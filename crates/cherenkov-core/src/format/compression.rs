@@ -186,6 +186,143 @@ fn read_fully(mut reader: impl Read, dest: &mut [u8]) -> std::result::Result<usi
     Ok(filled)
 }
 
+/// Bytes one block holds at most, compressed or not (the header's 3-byte sizes).
+const MAX_BLOCK: usize = 0xFF_FFFF;
+
+/// ROOT's compression settings, `algorithm * 100 + level` (505: zstd at level 5; 0: none), as
+/// `TFile::SetCompressionSettings` and `RNTupleWriteOptions::SetCompression` take them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    pub algorithm: Algorithm,
+    /// 1 to 9 (ROOT's scale, mapped onto each library's own); 0 means uncompressed.
+    pub level: u32,
+}
+
+impl Settings {
+    pub const NONE: Settings = Settings {
+        algorithm: Algorithm::Uncompressed,
+        level: 0,
+    };
+
+    /// Parse ROOT's number. Algorithm 0 is ROOT's "global default", zlib; ROOT's old deflate (3)
+    /// is refused, as no current reader wants it written.
+    pub fn from_root(code: u32) -> std::result::Result<Settings, String> {
+        let level = (code % 100).min(9);
+        let algorithm = match code / 100 {
+            _ if level == 0 => return Ok(Settings::NONE),
+            0 | 1 => Algorithm::Zlib,
+            2 => Algorithm::Lzma,
+            4 => Algorithm::Lz4,
+            5 => Algorithm::Zstd,
+            other => return Err(format!(
+                "compression settings algorithm * 100 + level with algorithm 1 (zlib), 2 (lzma), \
+                     4 (lz4) or 5 (zstd), found {code} (algorithm {other})"
+            )),
+        };
+        Ok(Settings { algorithm, level })
+    }
+
+    /// ROOT's number for these settings (0 when uncompressed).
+    pub fn root_code(&self) -> u32 {
+        let algorithm = match self.algorithm {
+            Algorithm::Uncompressed => return 0,
+            Algorithm::Zlib => 1,
+            Algorithm::Lzma => 2,
+            Algorithm::OldDeflate => 3,
+            Algorithm::Lz4 => 4,
+            Algorithm::Zstd => 5,
+        };
+        algorithm * 100 + self.level
+    }
+}
+
+/// Compress `data` into ROOT compression blocks of at most 16 MiB each, as ROOT's
+/// `R__zipMultipleAlgorithm` does; `data` itself when compression would not make it smaller
+/// (readers take a payload whose stored size equals its uncompressed size as raw). Levels map as
+/// in ROOT: zstd runs at twice the level (505 is zstd level 10), lz4 in its fast mode at every
+/// level (ROOT switches to LZ4 HC from level 4; the blocks decode alike), zlib and lzma at the level.
+pub fn compress(data: &[u8], settings: Settings) -> Vec<u8> {
+    if settings.algorithm == Algorithm::Uncompressed || settings.level == 0 || data.is_empty() {
+        return data.to_vec();
+    }
+    let mut out = Vec::with_capacity(data.len() / 2 + HEADER_LEN);
+    for chunk in data.chunks(MAX_BLOCK) {
+        let start = out.len();
+        out.extend_from_slice(&[0; HEADER_LEN]);
+        let (magic, method): (&[u8; 2], u8) = match settings.algorithm {
+            Algorithm::Zlib => (b"ZL", 8),
+            Algorithm::Lzma => (b"XZ", 0),
+            Algorithm::Lz4 => (b"L4", 1),
+            Algorithm::Zstd => (b"ZS", 1),
+            Algorithm::OldDeflate | Algorithm::Uncompressed => {
+                unreachable!("never chosen by Settings::from_root")
+            }
+        };
+        compress_block(settings, chunk, &mut out);
+        let block_len = out.len() - start - HEADER_LEN;
+        if block_len > MAX_BLOCK || out.len() >= data.len() {
+            return data.to_vec();
+        }
+        let header = &mut out[start..start + HEADER_LEN];
+        header[..2].copy_from_slice(magic);
+        header[2] = method;
+        header[3..6].copy_from_slice(&(block_len as u32).to_le_bytes()[..3]);
+        header[6..9].copy_from_slice(&(chunk.len() as u32).to_le_bytes()[..3]);
+    }
+    out
+}
+
+/// Append the compressed bytes of one block (without its header) to `out`.
+fn compress_block(settings: Settings, chunk: &[u8], out: &mut Vec<u8>) {
+    let level = settings.level;
+    match settings.algorithm {
+        Algorithm::Zstd => ZSTD_OUT.with(|cell| {
+            let level = 2 * level as i32;
+            let mut slot = cell.borrow_mut();
+            if slot.as_ref().is_none_or(|(l, _)| *l != level) {
+                let c = zstd::bulk::Compressor::new(level).expect("a zstd context");
+                *slot = Some((level, c));
+            }
+            let compressor = &mut slot.as_mut().unwrap().1;
+            let at = out.len();
+            out.resize(at + zstd::zstd_safe::compress_bound(chunk.len()), 0);
+            let n = compressor
+                .compress_to_buffer(chunk, &mut out[at..])
+                .expect("a buffer of zstd's bound");
+            out.truncate(at + n);
+        }),
+        Algorithm::Lz4 => {
+            let at = out.len();
+            out.resize(
+                at + LZ4_CHECKSUM_LEN + lz4_flex::block::get_maximum_output_size(chunk.len()),
+                0,
+            );
+            let n = lz4_flex::block::compress_into(chunk, &mut out[at + LZ4_CHECKSUM_LEN..])
+                .expect("a buffer of lz4's bound");
+            out.truncate(at + LZ4_CHECKSUM_LEN + n);
+            let sum = twox_hash::XxHash64::oneshot(0, &out[at + LZ4_CHECKSUM_LEN..]);
+            out[at..at + LZ4_CHECKSUM_LEN].copy_from_slice(&sum.to_be_bytes());
+        }
+        Algorithm::Zlib => {
+            let mut e = flate2::write::ZlibEncoder::new(out, flate2::Compression::new(level));
+            std::io::Write::write_all(&mut e, chunk).expect("writing to memory");
+            e.finish().expect("writing to memory");
+        }
+        Algorithm::Lzma => {
+            let stream = xz2::stream::Stream::new_easy_encoder(level, xz2::stream::Check::Crc32)
+                .expect("an lzma preset of 1 to 9");
+            let mut e = xz2::write::XzEncoder::new_stream(out, stream);
+            std::io::Write::write_all(&mut e, chunk).expect("writing to memory");
+            e.finish().expect("writing to memory");
+        }
+        Algorithm::OldDeflate | Algorithm::Uncompressed => unreachable!(),
+    }
+}
+
+thread_local! {
+    static ZSTD_OUT: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> = const { std::cell::RefCell::new(None) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,5 +437,43 @@ mod tests {
         assert!(decompress(&data, raw.len() + 10, "t").is_err());
         assert!(decompress(&data, raw.len() - 10, "t").is_err());
         assert!(decompress(b"QQ\x08\x01\x00\x00\x01\x00\x00x", 1, "t").is_err());
+    }
+
+    #[test]
+    fn compress_round_trips_every_algorithm_and_keeps_incompressible_data_raw() {
+        let raw = sample();
+        for code in [101, 209, 404, 505, 1, 109] {
+            let s = Settings::from_root(code).unwrap();
+            assert_eq!(s.root_code(), if code < 100 { code + 100 } else { code });
+            let packed = compress(&raw, s);
+            assert!(packed.len() < raw.len() / 2, "{code}");
+            assert_eq!(algorithm_of(&packed), Some(s.algorithm), "{code}");
+            assert_eq!(decompress(&packed, raw.len(), "t").unwrap(), raw, "{code}");
+        }
+        // xorshift: bytes no algorithm can shrink.
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let noise: Vec<u8> = (0..5000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect();
+        assert!(compress(&noise, Settings::from_root(505).unwrap()) == noise);
+        assert!(compress(&raw, Settings::from_root(500).unwrap()) == raw);
+        assert!(Settings::from_root(305).is_err() && Settings::from_root(905).is_err());
+    }
+
+    #[test]
+    fn payloads_over_16_mib_take_several_blocks() {
+        let raw: Vec<u8> = (0..(MAX_BLOCK + 1000) as u32)
+            .map(|i| (i % 7) as u8)
+            .collect();
+        let packed = compress(&raw, Settings::from_root(505).unwrap());
+        let first = u24_le(&packed[3..6]);
+        assert_eq!(u24_le(&packed[6..9]), MAX_BLOCK);
+        assert_eq!(&packed[HEADER_LEN + first..HEADER_LEN + first + 2], b"ZS");
+        assert_eq!(decompress(&packed, raw.len(), "t").unwrap(), raw);
     }
 }
