@@ -214,10 +214,12 @@ impl Settings {
             2 => Algorithm::Lzma,
             4 => Algorithm::Lz4,
             5 => Algorithm::Zstd,
-            other => return Err(format!(
+            other => {
+                return Err(format!(
                 "compression settings algorithm * 100 + level with algorithm 1 (zlib), 2 (lzma), \
                      4 (lz4) or 5 (zstd), found {code} (algorithm {other})"
-            )),
+            ))
+            }
         };
         Ok(Settings { algorithm, level })
     }

@@ -224,8 +224,9 @@ fn column_record(c: &mut Cursor) -> Result<ColumnRecord> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::descriptor::tests::field;
     use super::super::writing::frames::Out;
-    use super::super::writing::schema::tests::{column, field};
+    use super::super::writing::schema::tests::column;
     use super::super::writing::schema::{column_record, field_record, write_schema};
     use super::*;
 
@@ -235,7 +236,7 @@ mod tests {
         // A later minor version appends a field: the frame grows, this reader skips it.
         o.list(1, |o| {
             o.record(|o| {
-                field_record(o, &field(0, Role::Leaf, "pt", "float"));
+                field_record(o, &field(0, Role::Leaf, "pt", "float", 0));
                 o.bytes.extend_from_slice(&[1, 2, 3, 4]);
             })
         });
@@ -254,7 +255,7 @@ mod tests {
             let mut c = column(kind, 0);
             c.bits = bits;
             let schema = Schema {
-                fields: vec![field(0, Role::Leaf, "x", "float")],
+                fields: vec![field(0, Role::Leaf, "x", "float", 0)],
                 columns: vec![c],
                 aliases: vec![],
             };

@@ -130,6 +130,8 @@ fn index_column(split: bool) -> ColumnType {
 pub struct Model {
     pub fields: Vec<(String, FieldType)>,
     pub schema: Schema,
+    /// Per top-level field, its field ID.
+    pub roots: Vec<usize>,
     /// Per top-level field, the range of its columns.
     pub columns: Vec<std::ops::Range<usize>>,
 }
@@ -139,16 +141,19 @@ impl Model {
     pub fn new(fields: Vec<(String, FieldType)>, split: bool) -> Result<Model, String> {
         let mut schema = Schema::default();
         let mut columns = Vec::with_capacity(fields.len());
+        let mut roots = Vec::with_capacity(fields.len());
         for (name, ty) in &fields {
             ty.check().map_err(|e| format!("field '{name}': {e}"))?;
             let first = schema.columns.len();
             let id = schema.fields.len();
             add_field(&mut schema, id, name, ty, split);
+            roots.push(id);
             columns.push(first..schema.columns.len());
         }
         Ok(Model {
             fields,
             schema,
+            roots,
             columns,
         })
     }

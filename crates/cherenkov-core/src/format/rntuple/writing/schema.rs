@@ -68,24 +68,10 @@ pub(in crate::format::rntuple) fn column_record(o: &mut Out, c: &ColumnRecord) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::super::super::column::ColumnType;
+    use super::super::super::descriptor::tests::field;
     use super::super::super::schema::{AliasColumn, Role};
     use super::*;
     use crate::format::cursor::Cursor;
-
-    pub fn field(parent: usize, role: Role, name: &str, type_name: &str) -> FieldRecord {
-        FieldRecord {
-            field_version: 0,
-            type_version: 0,
-            parent,
-            role,
-            name: name.into(),
-            type_name: type_name.into(),
-            type_alias: String::new(),
-            description: String::new(),
-            repetition: 0,
-            source: None,
-        }
-    }
 
     pub fn column(kind: ColumnType, field: usize) -> ColumnRecord {
         ColumnRecord {
@@ -101,20 +87,20 @@ pub(crate) mod tests {
     /// A schema using every optional part of the records.
     pub fn sample() -> Schema {
         let mut fields = vec![
-            field(0, Role::Collection, "jets", "std::vector<Jet>"),
-            field(0, Role::Record, "_0", "Jet"),
-            field(1, Role::Leaf, "pt", "float"),
-            field(3, Role::Leaf, "bits", "std::bitset<5>"),
+            field(0, Role::Collection, "jets", "std::vector<Jet>", 0),
+            field(0, Role::Record, "_0", "Jet", 0),
+            field(1, Role::Leaf, "pt", "float", 0),
+            field(3, Role::Leaf, "bits", "std::bitset<5>", 5),
             field(
                 4,
                 Role::Leaf,
                 "njets",
                 "ROOT::RNTupleCardinality<std::uint32_t>",
+                0,
             ),
-            field(5, Role::Leaf, "x", "double"),
+            field(5, Role::Leaf, "x", "double", 0),
         ];
         fields[2].description = "transverse momentum".into();
-        fields[3].repetition = 5;
         fields[4].source = Some(0);
         fields[5].type_alias = "Double32_t".into();
         fields[5].field_version = 3;
