@@ -15,4 +15,4 @@ pub mod schema;
 pub mod shred;
 
 #[cfg(test)]
-mod round_trip;
+pub(crate) mod round_trip;

@@ -181,7 +181,7 @@ fn list(sizes: &[i64], content: Array) -> Array {
 }
 
 /// Seven entries of every type the writer takes, empty lists and strings, NaN and extremes.
-fn sample() -> (Vec<(String, FieldType)>, Vec<Array>) {
+pub(crate) fn sample() -> (Vec<(String, FieldType)>, Vec<Array>) {
     use FieldType::{Number, Record, Vector};
     let n = 7;
     let mut fields = Vec::new();
