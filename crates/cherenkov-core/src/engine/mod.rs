@@ -1,5 +1,5 @@
-//! The read engine: opens files through a byte source, fetches the baskets a read needs, and
-//! decompresses and interprets them in parallel.
+//! The engine: opens files through a byte source, fetches the baskets a read needs, and
+//! decompresses and interprets them in parallel; and writes files (`writer/`) through a sink.
 
 pub mod assemble;
 pub mod cpu_turns;
@@ -14,6 +14,7 @@ pub mod read;
 pub mod speculation;
 pub mod stats;
 pub mod table;
+pub mod writer;
 
 use std::sync::OnceLock;
 

@@ -3,4 +3,7 @@
 //! (the engine's writer decides where they go, a sink puts them there).
 
 pub mod buffer;
+pub mod classes;
+pub mod compression;
 pub mod directory;
+pub mod streamers;
