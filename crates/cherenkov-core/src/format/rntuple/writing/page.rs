@@ -4,7 +4,7 @@
 
 use super::super::envelope::{xxh3, Locator};
 use super::super::page_list::PageInfo;
-use crate::format::compression::{compress, Settings};
+use crate::format::writing::compression::Compression;
 
 /// A page ready for the file: `bytes` (stored page, then its checksum if any) go at
 /// `info.locator.offset`, which the caller sets when it places them.
@@ -15,8 +15,10 @@ pub struct SealedPage {
 }
 
 /// Compress the packed bytes of a page of `elements` elements and append their checksum.
-pub fn seal(packed: &[u8], elements: u32, settings: Settings, checksum: bool) -> SealedPage {
-    let mut bytes = compress(packed, settings);
+pub fn seal(packed: &[u8], elements: u32, compression: Compression, checksum: bool) -> SealedPage {
+    let mut bytes = compression
+        .compress(packed)
+        .unwrap_or_else(|| packed.to_vec());
     let size = bytes.len() as u64;
     if checksum {
         let sum = xxh3(&bytes);
@@ -48,13 +50,18 @@ mod tests {
         let packed: Vec<u8> = (0..5000i32).flat_map(|v| (v / 7).to_le_bytes()).collect();
         for code in [0, 101, 207, 404, 505] {
             for checksum in [true, false] {
-                let page = seal(&packed, 5000, Settings::from_root(code).unwrap(), checksum);
+                let page = seal(
+                    &packed,
+                    5000,
+                    Compression::from_setting(code).unwrap(),
+                    checksum,
+                );
                 let back = packed_page(&coding, &page.info, &page.bytes, "p").unwrap();
                 assert_eq!(back, &packed[..], "{code} {checksum}");
                 assert_eq!(code == 0, page.info.locator.size == packed.len() as u64);
             }
         }
-        let mut page = seal(&packed, 5000, Settings::from_root(505).unwrap(), true);
+        let mut page = seal(&packed, 5000, Compression::from_setting(505).unwrap(), true);
         page.bytes[3] ^= 1;
         assert!(packed_page(&coding, &page.info, &page.bytes, "p").is_err());
     }

@@ -18,7 +18,7 @@ use super::page::seal;
 use super::shred::{shred, ColumnData};
 use crate::error::Result;
 use crate::format::array::{AlignedBytes, Array, DType};
-use crate::format::compression::{compress, Settings};
+use crate::format::writing::compression::Compression;
 use std::sync::Arc;
 
 /// An RNTuple in memory: its pages in `file`, its metadata parsed back.
@@ -30,8 +30,9 @@ struct Written {
 
 /// Write `arrays` (one per field of `model`, all of one length) in clusters of `cluster`
 /// entries and pages of at most `page` elements.
-fn write(model: &Model, arrays: &[Array], cluster: usize, page: usize, code: u32) -> Written {
-    let settings = Settings::from_root(code).unwrap();
+fn write(model: &Model, arrays: &[Array], cluster: usize, page: usize, code: i32) -> Written {
+    let settings = Compression::from_setting(code).unwrap();
+    let compress = |data: &[u8]| settings.compress(data).unwrap_or_else(|| data.to_vec());
     let codings = model.codings();
     let entries = arrays.first().map_or(0, Array::len);
     let mut file = vec![0u8; 100];
@@ -62,7 +63,7 @@ fn write(model: &Model, arrays: &[Array], cluster: usize, page: usize, code: u32
             cluster_pages.push(ColumnPages::Stored {
                 pages,
                 first_element: first_element[c],
-                compression: settings.root_code(),
+                compression: settings.setting() as u32,
             });
             first_element[c] += data.elements;
         }
@@ -74,7 +75,7 @@ fn write(model: &Model, arrays: &[Array], cluster: usize, page: usize, code: u32
     }
     let (head, checksum) = header("t", "", "test", &model.schema);
     let pl = page_list(checksum, &list);
-    let stored = compress(&pl, settings);
+    let stored = compress(&pl);
     let link = EnvelopeLink {
         length: pl.len() as u64,
         locator: Locator {
@@ -100,7 +101,7 @@ fn write(model: &Model, arrays: &[Array], cluster: usize, page: usize, code: u32
         },
     );
     // Read back the way a reader does: envelopes as stored, decompressed, parsed.
-    let head = envelope_bytes(&compress(&head, settings), head.len() as u64, "h").unwrap();
+    let head = envelope_bytes(&compress(&head), head.len() as u64, "h").unwrap();
     let header = Header::parse(&head, "h").unwrap();
     let footer = Footer::parse(&foot, header.checksum, "f").unwrap();
     let pl = envelope_bytes(&stored, pl.len() as u64, "pl").unwrap();

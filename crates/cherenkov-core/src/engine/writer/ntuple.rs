@@ -1,0 +1,402 @@
+//! RNTuples written (`TableWriter`), as ROOT's `RNTupleWriter` lays them out with its default
+//! `RNTupleWriteOptions`: pages of at most 1 MiB of elements, clusters closed when their
+//! uncompressed size reaches what the last cluster's compression says makes about 128 MiB on
+//! disk (at most 1280 MiB), every page with its XXH3-64. A full cluster's pages are packed,
+//! compressed and checksummed on every core while the next cluster fills (at most two clusters
+//! in memory), then written column after column in RBlob keys. Page lists, header and footer go
+//! at the end with the anchor, so a reader's opening tail read finds every cluster.
+
+use super::file::{DirectoryId, FileWriter};
+use super::{check_arrays, Column, ColumnType, TableWriter};
+use crate::error::{Error, Result};
+use crate::format::array::Array;
+use crate::format::rntuple::anchor::Anchor;
+use crate::format::rntuple::column::Coding;
+use crate::format::rntuple::envelope::{EnvelopeLink, Locator};
+use crate::format::rntuple::footer::{ClusterGroup, Footer};
+use crate::format::rntuple::page_list::{ClusterSummary, ColumnPages, PageList};
+use crate::format::rntuple::writing::anchor::anchor_object;
+use crate::format::rntuple::writing::column::pack;
+use crate::format::rntuple::writing::envelopes::{footer, header, page_list};
+use crate::format::rntuple::writing::model::{FieldType, Model};
+use crate::format::rntuple::writing::page::{seal, SealedPage};
+use crate::format::rntuple::writing::shred::{shred, ColumnData};
+use crate::format::writing::classes::class;
+use crate::format::writing::compression::Compression;
+use rayon::prelude::*;
+use std::sync::mpsc;
+
+/// The class of an RNTuple's anchor key, and of the keys holding its pages and envelopes.
+pub const ANCHOR_CLASS: &str = "ROOT::RNTuple";
+const BLOB_CLASS: &str = "RBlob";
+/// The format version written (the released format, as ROOT 6.34 to 6.40 write it).
+const VERSION: [u16; 4] = [1, 0, 0, 1];
+/// Payloads larger than this would be split over several keys (ROOT's `kDefaultMaxKeySize`);
+/// pages and envelopes never are, and a cluster's pages take as many keys as they need.
+const MAX_KEY_SIZE: u64 = 1 << 30;
+
+/// Sizes of clusters and pages (ROOT's `RNTupleWriteOptions` defaults).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NtupleLayout {
+    /// A cluster closes when it would take about this much on disk (`ApproxZippedClusterSize`).
+    pub zipped_cluster_bytes: u64,
+    /// ... or holds this much uncompressed (`MaxUnzippedClusterSize`).
+    pub max_unzipped_cluster_bytes: u64,
+    /// Elements of a page in memory (`MaxUnzippedPageSize`).
+    pub page_bytes: u64,
+    /// An XXH3-64 after every page (`EnablePageChecksums`).
+    pub checksums: bool,
+}
+
+impl Default for NtupleLayout {
+    fn default() -> Self {
+        NtupleLayout {
+            zipped_cluster_bytes: 128 << 20,
+            max_unzipped_cluster_bytes: 1280 << 20,
+            page_bytes: 1 << 20,
+            checksums: true,
+        }
+    }
+}
+
+/// A cluster being compressed on the pool.
+struct Sealing {
+    first_entry: u64,
+    entries: u64,
+    unzipped: u64,
+    /// Per column, its pages.
+    pages: mpsc::Receiver<Vec<Vec<SealedPage>>>,
+}
+
+pub struct NtupleWriter {
+    name: String,
+    title: String,
+    dir: DirectoryId,
+    columns: Vec<Column>,
+    model: Model,
+    codings: Vec<Coding>,
+    compression: Compression,
+    layout: NtupleLayout,
+    entries: u64,
+    /// The cluster being filled: its columns' elements, and its entries.
+    filling: Vec<ColumnData>,
+    filling_entries: u64,
+    sealing: Option<Sealing>,
+    /// Clusters written so far, and each column's elements in them.
+    written: PageList,
+    first_element: Vec<u64>,
+    /// Uncompressed bytes at which the cluster being filled closes.
+    cluster_target: u64,
+}
+
+/// The RNTuple field type of a column type: lists are `std::vector`s (a counter named by a list
+/// is a TTree's need: an RNTuple collection holds its own sizes).
+fn field_type(kind: &ColumnType) -> FieldType {
+    match kind {
+        ColumnType::Number(d) => FieldType::Number(*d),
+        ColumnType::Fixed { items, size } => FieldType::Array(Box::new(field_type(items)), *size),
+        ColumnType::List { items, .. } => FieldType::Vector(Box::new(field_type(items))),
+        ColumnType::String => FieldType::String,
+        ColumnType::Record(fields) => FieldType::Record(
+            fields
+                .iter()
+                .map(|(n, t)| (n.clone(), field_type(t)))
+                .collect(),
+        ),
+    }
+}
+
+impl NtupleWriter {
+    /// An RNTuple `name` in `dir` with `columns` (top-level fields; titles become their
+    /// descriptions), its pages compressed with `compression`.
+    pub fn new(
+        file: &FileWriter,
+        dir: DirectoryId,
+        name: &str,
+        title: &str,
+        columns: Vec<Column>,
+        compression: Compression,
+        layout: NtupleLayout,
+    ) -> Result<NtupleWriter> {
+        let bad = |why: String| {
+            Error::InvalidArgument(format!("{}: RNTuple '{name}': {why}", file.name()))
+        };
+        if name.is_empty()
+            || name.contains(['.', '/', ' ', '\\'])
+            || name.chars().any(char::is_control)
+        {
+            return Err(bad("a name without '.', '/', '\\', spaces or control characters (RNTuple's naming rules)".into()));
+        }
+        let fields = columns
+            .iter()
+            .map(|c| (c.name.clone(), field_type(&c.kind)))
+            .collect();
+        let mut model = Model::new(fields, compression != Compression::NONE).map_err(bad)?;
+        for (c, &f) in columns.iter().zip(&model.roots.clone()) {
+            model.schema.fields[f].description = c.title.clone();
+        }
+        let codings = model.codings();
+        Ok(NtupleWriter {
+            name: name.to_string(),
+            title: title.to_string(),
+            dir,
+            filling: vec![ColumnData::default(); codings.len()],
+            first_element: vec![0; codings.len()],
+            columns,
+            model,
+            codings,
+            compression,
+            layout,
+            entries: 0,
+            filling_entries: 0,
+            sealing: None,
+            written: PageList {
+                clusters: Vec::new(),
+                columns: Vec::new(),
+            },
+            cluster_target: layout
+                .zipped_cluster_bytes
+                .min(layout.max_unzipped_cluster_bytes),
+        })
+    }
+
+    fn filling_bytes(&self) -> u64 {
+        self.filling.iter().map(|c| c.bytes.len() as u64).sum()
+    }
+
+    /// Close the cluster being filled: wait for the one before to be compressed and write it,
+    /// then start compressing this one.
+    fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
+        if self.filling_entries == 0 {
+            return Ok(());
+        }
+        self.write_sealed(file)?;
+        let columns = std::mem::replace(
+            &mut self.filling,
+            vec![ColumnData::default(); self.codings.len()],
+        );
+        let unzipped = columns.iter().map(|c| c.bytes.len() as u64).sum();
+        let (send, pages) = mpsc::channel();
+        let (codings, compression, layout) = (self.codings.clone(), self.compression, self.layout);
+        rayon::spawn(move || {
+            let _ = send.send(seal_cluster(&codings, &columns, compression, layout));
+        });
+        self.sealing = Some(Sealing {
+            first_entry: self.entries - self.filling_entries,
+            entries: self.filling_entries,
+            unzipped,
+            pages,
+        });
+        self.filling_entries = 0;
+        Ok(())
+    }
+
+    /// Write the cluster being compressed, if any, and list its pages.
+    fn write_sealed(&mut self, file: &mut FileWriter) -> Result<()> {
+        let Some(sealing) = self.sealing.take() else {
+            return Ok(());
+        };
+        let mut pages = sealing.pages.recv().map_err(|_| {
+            Error::InvalidArgument(format!(
+                "{}: RNTuple '{}': compressing a cluster failed",
+                file.name(),
+                self.name
+            ))
+        })?;
+        // Whole pages, column after column, in keys of at most MAX_KEY_SIZE.
+        let mut zipped = 0u64;
+        let mut all: Vec<&mut SealedPage> = pages.iter_mut().flatten().collect();
+        let mut at = 0;
+        while at < all.len() {
+            let mut end = at;
+            let mut len = 0u64;
+            while end < all.len()
+                && (end == at || len + all[end].bytes.len() as u64 <= MAX_KEY_SIZE)
+            {
+                len += all[end].bytes.len() as u64;
+                end += 1;
+            }
+            let mut payload = Vec::with_capacity(len as usize);
+            for p in &all[at..end] {
+                payload.extend_from_slice(&p.bytes);
+            }
+            let start = self.write_blob(file, &payload, payload.len())?;
+            let mut offset = start;
+            for p in &mut all[at..end] {
+                p.info.locator.offset = offset;
+                offset += p.bytes.len() as u64;
+            }
+            zipped += len;
+            at = end;
+        }
+        drop(all);
+        let setting = self.compression.setting() as u32;
+        let listed = pages
+            .into_iter()
+            .enumerate()
+            .map(|(c, column)| {
+                let first_element = self.first_element[c];
+                self.first_element[c] += column.iter().map(|p| p.info.elements as u64).sum::<u64>();
+                ColumnPages::Stored {
+                    pages: column.into_iter().map(|p| p.info).collect(),
+                    first_element,
+                    compression: setting,
+                }
+            })
+            .collect();
+        self.written.clusters.push(ClusterSummary {
+            first_entry: sealing.first_entry,
+            entries: sealing.entries,
+        });
+        self.written.columns.push(listed);
+        // As ROOT: the next cluster aims at the zipped size with this cluster's compression.
+        let ratio = sealing.unzipped as f64 / zipped.max(1) as f64;
+        self.cluster_target = ((self.layout.zipped_cluster_bytes as f64 * ratio) as u64)
+            .clamp(1, self.layout.max_unzipped_cluster_bytes);
+        Ok(())
+    }
+
+    /// Write `payload` as an RBlob key (`objlen` its uncompressed length); where it starts.
+    fn write_blob(&self, file: &mut FileWriter, payload: &[u8], objlen: usize) -> Result<u64> {
+        let key = file.write_stored_key(self.dir, BLOB_CLASS, "", "", 0, payload, objlen)?;
+        Ok(key.seek_key + key.keylen as u64)
+    }
+
+    /// Write an envelope, compressed; its link.
+    fn write_envelope(&self, file: &mut FileWriter, envelope: &[u8]) -> Result<EnvelopeLink> {
+        let stored = self.compression.compress(envelope);
+        let stored = stored.as_deref().unwrap_or(envelope);
+        let offset = self.write_blob(file, stored, envelope.len())?;
+        Ok(EnvelopeLink {
+            length: envelope.len() as u64,
+            locator: Locator {
+                offset,
+                size: stored.len() as u64,
+            },
+        })
+    }
+}
+
+/// Cut each column of a cluster into pages of at most `layout.page_bytes`, then pack, compress
+/// and checksum every page on the pool.
+fn seal_cluster(
+    codings: &[Coding],
+    columns: &[ColumnData],
+    compression: Compression,
+    layout: NtupleLayout,
+) -> Vec<Vec<SealedPage>> {
+    let mut work = Vec::new();
+    for (c, data) in columns.iter().enumerate() {
+        let size = codings[c].kind.element().map_or(1, |e| e.size());
+        let per_page = (layout.page_bytes as usize / size).max(1);
+        for (i, chunk) in data.bytes.chunks(per_page * size).enumerate() {
+            work.push((c, i, chunk));
+        }
+    }
+    let sealed: Vec<(usize, SealedPage)> = work
+        .into_par_iter()
+        .map(|(c, _, chunk)| {
+            let n = chunk.len() / codings[c].kind.element().map_or(1, |e| e.size());
+            let mut packed = Vec::with_capacity(chunk.len());
+            pack(&codings[c], chunk, n, &mut packed);
+            (c, seal(&packed, n as u32, compression, layout.checksums))
+        })
+        .collect();
+    let mut out: Vec<Vec<SealedPage>> = vec![Vec::new(); codings.len()];
+    for (c, page) in sealed {
+        out[c].push(page);
+    }
+    out
+}
+
+impl TableWriter for NtupleWriter {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn columns(&self) -> &[Column] {
+        &self.columns
+    }
+
+    fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    fn extend(&mut self, file: &mut FileWriter, arrays: Vec<Array>) -> Result<()> {
+        let n = check_arrays(&self.name, &self.columns, &arrays)?;
+        let bytes: usize = arrays.iter().map(Array::nbytes).sum();
+        let per_entry = (bytes / n.max(1)).max(1) as u64;
+        let mut start = 0;
+        while start < n {
+            let room = self.cluster_target.saturating_sub(self.filling_bytes()) / per_entry;
+            let stop = n.min(start + room.max(1) as usize);
+            for (i, array) in arrays.iter().enumerate() {
+                let range = self.model.columns[i].clone();
+                shred(
+                    &self.model.fields[i].1,
+                    array,
+                    start,
+                    stop,
+                    &mut self.filling[range],
+                )
+                .map_err(|why| {
+                    Error::InvalidArgument(format!(
+                        "'{}' column '{}' of type {}: {why}",
+                        self.name, self.columns[i].name, self.columns[i].kind
+                    ))
+                })?;
+            }
+            self.filling_entries += (stop - start) as u64;
+            self.entries += (stop - start) as u64;
+            if self.filling_bytes() >= self.cluster_target {
+                self.close_cluster(file)?;
+            }
+            start = stop;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>, file: &mut FileWriter) -> Result<()> {
+        self.close_cluster(file)?;
+        self.write_sealed(file)?;
+        let (head, checksum) = header(&self.name, &self.title, WRITER, &self.model.schema);
+        let groups = if self.written.clusters.is_empty() {
+            Vec::new()
+        } else {
+            let link = self.write_envelope(file, &page_list(checksum, &self.written))?;
+            vec![ClusterGroup {
+                min_entry: 0,
+                entry_span: self.entries,
+                clusters: self.written.clusters.len() as u64,
+                page_list: link,
+            }]
+        };
+        let foot = footer(
+            checksum,
+            &Footer {
+                extension: Default::default(),
+                groups,
+            },
+        );
+        let head = self.write_envelope(file, &head)?;
+        let foot = self.write_envelope(file, &foot)?;
+        let anchor = Anchor {
+            version: VERSION,
+            seek_header: head.locator.offset,
+            nbytes_header: head.locator.size,
+            len_header: head.length,
+            seek_footer: foot.locator.offset,
+            nbytes_footer: foot.locator.size,
+            len_footer: foot.length,
+            max_key_size: MAX_KEY_SIZE,
+        };
+        file.write_object(self.dir, ANCHOR_CLASS, &self.name, "", |_| {
+            anchor_object(&anchor)
+        })?;
+        file.add_streamers(class(ANCHOR_CLASS).map(|c| c.info()));
+        Ok(())
+    }
+}
+
+/// The writer's name in the header, as ROOT writes "ROOT v6.40.00".
+const WRITER: &str = concat!("cherenkov v", env!("CARGO_PKG_VERSION"));
