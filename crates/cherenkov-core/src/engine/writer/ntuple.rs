@@ -7,7 +7,7 @@
 //! at the end with the anchor, so a reader's opening tail read finds every cluster.
 
 use super::file::{DirectoryId, FileWriter};
-use super::{check_arrays, Column, ColumnType, TableWriter};
+use super::{check_arrays, Column, ColumnType, TableOptions, TableWriter};
 use crate::error::{Error, Result};
 use crate::format::array::Array;
 use crate::format::rntuple::anchor::Anchor;
@@ -35,10 +35,12 @@ const VERSION: [u16; 4] = [1, 0, 0, 1];
 /// pages and envelopes never are, and a cluster's pages take as many keys as they need.
 const MAX_KEY_SIZE: u64 = 1 << 30;
 
-/// Sizes of clusters and pages (ROOT's `RNTupleWriteOptions` defaults).
+/// What an RNTuple's layout takes beyond `TableOptions`: ROOT's `RNTupleWriteOptions`, with its
+/// defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NtupleLayout {
-    /// A cluster closes when it would take about this much on disk (`ApproxZippedClusterSize`).
+    /// Unless `TableOptions::cluster_bytes` says otherwise, a cluster closes when it would take
+    /// about this much on disk (`ApproxZippedClusterSize`).
     pub zipped_cluster_bytes: u64,
     /// ... or holds this much uncompressed (`MaxUnzippedClusterSize`).
     pub max_unzipped_cluster_bytes: u64,
@@ -77,6 +79,10 @@ pub struct NtupleWriter {
     codings: Vec<Coding>,
     compression: Compression,
     layout: NtupleLayout,
+    /// A fixed cluster size (`TableOptions::cluster_bytes`), else ROOT's estimate is followed.
+    fixed_cluster: Option<u64>,
+    /// No cluster grows past this: the one filling and the one compressing fit the budget.
+    max_cluster: u64,
     entries: u64,
     /// The cluster being filled: its columns' elements, and its entries.
     filling: Vec<ColumnData>,
@@ -108,16 +114,16 @@ fn field_type(kind: &ColumnType) -> FieldType {
 
 impl NtupleWriter {
     /// An RNTuple `name` in `dir` with `columns` (top-level fields; titles become their
-    /// descriptions), its pages compressed with `compression`.
+    /// descriptions; the table's title its description).
     pub fn new(
         file: &FileWriter,
         dir: DirectoryId,
         name: &str,
-        title: &str,
         columns: Vec<Column>,
-        compression: Compression,
+        options: &TableOptions,
         layout: NtupleLayout,
     ) -> Result<NtupleWriter> {
+        let compression = options.compression;
         let bad = |why: String| {
             Error::InvalidArgument(format!("{}: RNTuple '{name}': {why}", file.name()))
         };
@@ -136,9 +142,15 @@ impl NtupleWriter {
             model.schema.fields[f].description = c.title.clone();
         }
         let codings = model.codings();
+        let max_cluster = (options.memory_budget / 2)
+            .min(layout.max_unzipped_cluster_bytes)
+            .max(1);
+        let first = options.cluster_bytes.unwrap_or(layout.zipped_cluster_bytes);
         Ok(NtupleWriter {
             name: name.to_string(),
-            title: title.to_string(),
+            title: options.title.clone(),
+            fixed_cluster: options.cluster_bytes,
+            max_cluster,
             dir,
             filling: vec![ColumnData::default(); codings.len()],
             first_element: vec![0; codings.len()],
@@ -154,9 +166,7 @@ impl NtupleWriter {
                 clusters: Vec::new(),
                 columns: Vec::new(),
             },
-            cluster_target: layout
-                .zipped_cluster_bytes
-                .min(layout.max_unzipped_cluster_bytes),
+            cluster_target: first.clamp(1, max_cluster),
         })
     }
 
@@ -250,9 +260,11 @@ impl NtupleWriter {
         });
         self.written.columns.push(listed);
         // As ROOT: the next cluster aims at the zipped size with this cluster's compression.
-        let ratio = sealing.unzipped as f64 / zipped.max(1) as f64;
-        self.cluster_target = ((self.layout.zipped_cluster_bytes as f64 * ratio) as u64)
-            .clamp(1, self.layout.max_unzipped_cluster_bytes);
+        if self.fixed_cluster.is_none() {
+            let ratio = sealing.unzipped as f64 / zipped.max(1) as f64;
+            self.cluster_target = ((self.layout.zipped_cluster_bytes as f64 * ratio) as u64)
+                .clamp(1, self.max_cluster);
+        }
         Ok(())
     }
 

@@ -3,7 +3,7 @@
 
 use super::file::FileWriter;
 use super::ntuple::{NtupleLayout, NtupleWriter, ANCHOR_CLASS};
-use super::{Column, ColumnType, TableWriter};
+use super::{Column, ColumnType, TableOptions, TableWriter};
 use crate::engine::file::RootFile;
 use crate::engine::ntuple::Ntuple;
 use crate::engine::runtime;
@@ -39,7 +39,7 @@ fn write_and_read(
     fields: &[(String, FieldType)],
     arrays: &[Array],
     batches: usize,
-    compression: Compression,
+    options: &TableOptions,
     layout: NtupleLayout,
 ) -> (Vec<Array>, Vec<u64>) {
     let columns: Vec<Column> = fields
@@ -51,11 +51,10 @@ fn write_and_read(
         })
         .collect();
     let sink = crate::sink::create(path.to_str().unwrap()).unwrap();
-    let mut file = FileWriter::create(sink, "", compression).unwrap();
+    let mut file = FileWriter::create(sink, "", options.compression).unwrap();
     let dir = file.root();
-    let mut writer: Box<dyn TableWriter> = Box::new(
-        NtupleWriter::new(&file, dir, "Events", "", columns, compression, layout).unwrap(),
-    );
+    let mut writer: Box<dyn TableWriter> =
+        Box::new(NtupleWriter::new(&file, dir, "Events", columns, options, layout).unwrap());
     let n = arrays[0].len();
     let step = n.div_ceil(batches.max(1)).max(1);
     for start in (0..n).step_by(step) {
@@ -97,6 +96,15 @@ fn write_and_read(
     (read_back, bounds)
 }
 
+fn options(setting: i32) -> TableOptions {
+    TableOptions {
+        title: "a test".into(),
+        compression: Compression::from_setting(setting).unwrap(),
+        cluster_bytes: None,
+        memory_budget: 1 << 30,
+    }
+}
+
 /// NaN is not equal to itself: arrays compare by their debug text.
 fn same(a: &[Array], b: &[Array]) -> bool {
     format!("{a:?}") == format!("{b:?}")
@@ -107,16 +115,9 @@ fn every_type_reads_back_over_one_and_many_clusters_in_every_compression() {
     let dir = tempdir("types");
     let (fields, arrays) = sample();
     for setting in [505, 404, 101, 207, 0] {
-        let compression = Compression::from_setting(setting).unwrap();
         let path = dir.join(format!("w{setting}.root"));
-        let (back, bounds) = write_and_read(
-            &path,
-            &fields,
-            &arrays,
-            1,
-            compression,
-            NtupleLayout::default(),
-        );
+        let default = NtupleLayout::default();
+        let (back, bounds) = write_and_read(&path, &fields, &arrays, 1, &options(setting), default);
         assert_eq!(bounds, [0, 7], "{setting}: one cluster");
         assert!(same(&back, &arrays), "{setting}");
         // Clusters of a few hundred bytes and pages of 16: many of each, across extend calls.
@@ -125,7 +126,7 @@ fn every_type_reads_back_over_one_and_many_clusters_in_every_compression() {
             page_bytes: 16,
             ..NtupleLayout::default()
         };
-        let (back, bounds) = write_and_read(&path, &fields, &arrays, 3, compression, small);
+        let (back, bounds) = write_and_read(&path, &fields, &arrays, 3, &options(setting), small);
         assert!(bounds.len() > 3, "{setting}: {bounds:?}");
         assert!(same(&back, &arrays), "{setting}");
     }
@@ -137,14 +138,8 @@ fn zero_entries_make_a_readable_rntuple() {
     let (fields, arrays) = sample();
     let empty: Vec<Array> = arrays.into_iter().map(|a| a.slice(0, 0)).collect();
     let path = dir.join("empty.root".into());
-    let (back, bounds) = write_and_read(
-        &path,
-        &fields,
-        &empty,
-        1,
-        Compression::from_setting(505).unwrap(),
-        NtupleLayout::default(),
-    );
+    let default = NtupleLayout::default();
+    let (back, bounds) = write_and_read(&path, &fields, &empty, 1, &options(505), default);
     assert_eq!(bounds, [0]);
     assert!(back.iter().all(|a| a.is_empty()));
 }
@@ -162,6 +157,32 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+#[test]
+fn clusters_close_at_the_size_asked_for_and_within_the_memory_budget() {
+    let dir = tempdir("sizes");
+    let (fields, arrays) = sample();
+    let path = dir.join("sizes.root".into());
+    // The sample takes about 150 bytes an entry.
+    let asked = TableOptions {
+        cluster_bytes: Some(300),
+        ..options(505)
+    };
+    let (back, bounds) =
+        write_and_read(&path, &fields, &arrays, 1, &asked, NtupleLayout::default());
+    assert!(same(&back, &arrays));
+    assert!(bounds.len() > 3, "{bounds:?}");
+    let asked_bounds = bounds;
+    let budget = TableOptions {
+        memory_budget: 600,
+        ..options(505)
+    };
+    let (back, bounds) =
+        write_and_read(&path, &fields, &arrays, 1, &budget, NtupleLayout::default());
+    assert!(same(&back, &arrays));
+    // Half the budget is the same 300 bytes: the same clusters.
+    assert_eq!(bounds, asked_bounds);
 }
 
 fn tempdir(test: &str) -> TempDir {
