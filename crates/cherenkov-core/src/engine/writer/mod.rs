@@ -4,7 +4,11 @@
 //! described by `ColumnType` (awkward's vocabulary, no format's), extended with arrays of
 //! `format::array`, finished into the file.
 
+mod branches;
 pub mod file;
+mod fill;
+pub mod layout;
+pub mod tree;
 
 use crate::error::{Error, Result};
 use crate::format::array::{Array, DType, Layout};
