@@ -2,7 +2,7 @@ use super::*;
 use crate::engine::file::RootFile;
 use crate::engine::runtime;
 use crate::format::directory::parse_free_segments;
-use crate::format::writing::buffer::{Buffer, ON_HEAP};
+use crate::format::writing::buffer::Buffer;
 use crate::format::writing::classes::class;
 
 fn scratch(name: &str) -> String {
@@ -25,7 +25,7 @@ fn create(path: &str, compression: i32) -> FileWriter {
 fn named(w: &mut FileWriter, dir: DirectoryId, name: &str, text: &str) -> Key {
     w.write_object(dir, "TNamed", name, "", |keylen| {
         let mut b = Buffer::new(keylen);
-        b.tnamed(name, text, ON_HEAP);
+        b.tnamed(name, text, 0);
         b.into_bytes()
     })
     .unwrap()

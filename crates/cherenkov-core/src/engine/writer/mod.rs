@@ -4,10 +4,14 @@
 //! described by `ColumnType` (awkward's vocabulary, no format's), extended with arrays of
 //! `format::array`, finished into the file.
 
+mod branches;
 pub mod file;
+mod fill;
+pub mod layout;
 pub mod ntuple;
 #[cfg(test)]
 mod ntuple_tests;
+pub mod tree;
 
 use crate::error::{Error, Result};
 use crate::format::array::{Array, DType, Layout};

@@ -1,12 +1,13 @@
 //! RNTuples written (`TableWriter`), as ROOT's `RNTupleWriter` lays them out with its default
 //! `RNTupleWriteOptions`: pages of at most 1 MiB of elements, clusters closed when their
-//! uncompressed size reaches what the last cluster's compression says makes about 128 MiB on
-//! disk (at most 1280 MiB), every page with its XXH3-64. A full cluster's pages are packed,
+//! uncompressed size reaches what the compression so far says makes about 128 MiB on disk
+//! (`layout.rs`: within a third of the memory budget), every page with its XXH3-64. A full cluster's pages are packed,
 //! compressed and checksummed on every core while the next cluster fills (at most two clusters
 //! in memory), then written column after column in RBlob keys. Page lists, header and footer go
 //! at the end with the anchor, so a reader's opening tail read finds every cluster.
 
 use super::file::{DirectoryId, FileWriter};
+use super::layout::{ClusterPolicy, RNTUPLE_CLUSTER_BYTES};
 use super::{check_arrays, Column, ColumnType, TableOptions, TableWriter};
 use crate::error::{Error, Result};
 use crate::format::array::Array;
@@ -35,15 +36,10 @@ const VERSION: [u16; 4] = [1, 0, 0, 1];
 /// pages and envelopes never are, and a cluster's pages take as many keys as they need.
 const MAX_KEY_SIZE: u64 = 1 << 30;
 
-/// What an RNTuple's layout takes beyond `TableOptions`: ROOT's `RNTupleWriteOptions`, with its
-/// defaults.
+/// What an RNTuple's layout takes beyond `TableOptions`: ROOT's `RNTupleWriteOptions` for pages,
+/// with its defaults.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct NtupleLayout {
-    /// Unless `TableOptions::cluster_bytes` says otherwise, a cluster closes when it would take
-    /// about this much on disk (`ApproxZippedClusterSize`).
-    pub zipped_cluster_bytes: u64,
-    /// ... or holds this much uncompressed (`MaxUnzippedClusterSize`).
-    pub max_unzipped_cluster_bytes: u64,
     /// Elements of a page in memory (`MaxUnzippedPageSize`).
     pub page_bytes: u64,
     /// An XXH3-64 after every page (`EnablePageChecksums`).
@@ -53,8 +49,6 @@ pub struct NtupleLayout {
 impl Default for NtupleLayout {
     fn default() -> Self {
         NtupleLayout {
-            zipped_cluster_bytes: 128 << 20,
-            max_unzipped_cluster_bytes: 1280 << 20,
             page_bytes: 1 << 20,
             checksums: true,
         }
@@ -79,10 +73,7 @@ pub struct NtupleWriter {
     codings: Vec<Coding>,
     compression: Compression,
     layout: NtupleLayout,
-    /// A fixed cluster size (`TableOptions::cluster_bytes`), else ROOT's estimate is followed.
-    fixed_cluster: Option<u64>,
-    /// No cluster grows past this: the one filling and the one compressing fit the budget.
-    max_cluster: u64,
+    policy: ClusterPolicy,
     entries: u64,
     /// The cluster being filled: its columns' elements, and its entries.
     filling: Vec<ColumnData>,
@@ -91,8 +82,6 @@ pub struct NtupleWriter {
     /// Clusters written so far, and each column's elements in them.
     written: PageList,
     first_element: Vec<u64>,
-    /// Uncompressed bytes at which the cluster being filled closes.
-    cluster_target: u64,
 }
 
 /// The RNTuple field type of a column type: lists are `std::vector`s (a counter named by a list
@@ -142,15 +131,10 @@ impl NtupleWriter {
             model.schema.fields[f].description = c.title.clone();
         }
         let codings = model.codings();
-        let max_cluster = (options.memory_budget / 2)
-            .min(layout.max_unzipped_cluster_bytes)
-            .max(1);
-        let first = options.cluster_bytes.unwrap_or(layout.zipped_cluster_bytes);
         Ok(NtupleWriter {
             name: name.to_string(),
             title: options.title.clone(),
-            fixed_cluster: options.cluster_bytes,
-            max_cluster,
+            policy: ClusterPolicy::aiming_at(RNTUPLE_CLUSTER_BYTES, options),
             dir,
             filling: vec![ColumnData::default(); codings.len()],
             first_element: vec![0; codings.len()],
@@ -166,7 +150,6 @@ impl NtupleWriter {
                 clusters: Vec::new(),
                 columns: Vec::new(),
             },
-            cluster_target: first.clamp(1, max_cluster),
         })
     }
 
@@ -259,12 +242,7 @@ impl NtupleWriter {
             entries: sealing.entries,
         });
         self.written.columns.push(listed);
-        // As ROOT: the next cluster aims at the zipped size with this cluster's compression.
-        if self.fixed_cluster.is_none() {
-            let ratio = sealing.unzipped as f64 / zipped.max(1) as f64;
-            self.cluster_target = ((self.layout.zipped_cluster_bytes as f64 * ratio) as u64)
-                .clamp(1, self.max_cluster);
-        }
+        self.policy.observe(sealing.unzipped, zipped);
         Ok(())
     }
 
@@ -340,7 +318,7 @@ impl TableWriter for NtupleWriter {
         let per_entry = (bytes / n.max(1)).max(1) as u64;
         let mut start = 0;
         while start < n {
-            let room = self.cluster_target.saturating_sub(self.filling_bytes()) / per_entry;
+            let room = self.policy.threshold().saturating_sub(self.filling_bytes()) / per_entry;
             let stop = n.min(start + room.max(1) as usize);
             for (i, array) in arrays.iter().enumerate() {
                 let range = self.model.columns[i].clone();
@@ -360,7 +338,7 @@ impl TableWriter for NtupleWriter {
             }
             self.filling_entries += (stop - start) as u64;
             self.entries += (stop - start) as u64;
-            if self.filling_bytes() >= self.cluster_target {
+            if self.filling_bytes() >= self.policy.threshold() {
                 self.close_cluster(file)?;
             }
             start = stop;

@@ -122,11 +122,14 @@ fn every_type_reads_back_over_one_and_many_clusters_in_every_compression() {
         assert!(same(&back, &arrays), "{setting}");
         // Clusters of a few hundred bytes and pages of 16: many of each, across extend calls.
         let small = NtupleLayout {
-            zipped_cluster_bytes: 300,
             page_bytes: 16,
             ..NtupleLayout::default()
         };
-        let (back, bounds) = write_and_read(&path, &fields, &arrays, 3, &options(setting), small);
+        let clusters = TableOptions {
+            cluster_bytes: Some(300),
+            ..options(setting)
+        };
+        let (back, bounds) = write_and_read(&path, &fields, &arrays, 3, &clusters, small);
         assert!(bounds.len() > 3, "{setting}: {bounds:?}");
         assert!(same(&back, &arrays), "{setting}");
     }
@@ -157,32 +160,6 @@ impl Drop for TempDir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-#[test]
-fn clusters_close_at_the_size_asked_for_and_within_the_memory_budget() {
-    let dir = tempdir("sizes");
-    let (fields, arrays) = sample();
-    let path = dir.join("sizes.root".into());
-    // The sample takes about 150 bytes an entry.
-    let asked = TableOptions {
-        cluster_bytes: Some(300),
-        ..options(505)
-    };
-    let (back, bounds) =
-        write_and_read(&path, &fields, &arrays, 1, &asked, NtupleLayout::default());
-    assert!(same(&back, &arrays));
-    assert!(bounds.len() > 3, "{bounds:?}");
-    let asked_bounds = bounds;
-    let budget = TableOptions {
-        memory_budget: 600,
-        ..options(505)
-    };
-    let (back, bounds) =
-        write_and_read(&path, &fields, &arrays, 1, &budget, NtupleLayout::default());
-    assert!(same(&back, &arrays));
-    // Half the budget is the same 300 bytes: the same clusters.
-    assert_eq!(bounds, asked_bounds);
 }
 
 fn tempdir(test: &str) -> TempDir {

@@ -6,9 +6,6 @@
 use crate::format::objects::{BYTE_COUNT_MASK, CLASS_MASK, MAP_OFFSET, NEW_CLASS_TAG};
 use std::collections::HashMap;
 
-/// TObject's fBits as ROOT 6.40 writes them for an object on the heap (kIsOnHeap).
-pub const ON_HEAP: u32 = 0x0100_0000;
-
 /// Where a version header's byte count goes, to be filled in when the object ends.
 #[must_use = "an object begun must be ended"]
 pub struct Mark(usize);
@@ -192,7 +189,7 @@ mod tests {
     #[test]
     fn named_objects_read_back() {
         let mut b = Buffer::new(0);
-        b.tnamed("Events", "the events", ON_HEAP);
+        b.tnamed("Events", "the events", 0);
         let mut c = Cursor::new(b.as_bytes(), "t", 0);
         assert_eq!(
             read_tnamed(&mut c).unwrap(),

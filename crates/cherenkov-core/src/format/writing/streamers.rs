@@ -1,7 +1,7 @@
 //! The StreamerInfo record: a TList of TStreamerInfo, each a TObjArray of its elements, written
 //! as `format::streamers` parses it (and as ROOT 6.40 streams it).
 
-use super::buffer::{Buffer, ON_HEAP};
+use super::buffer::Buffer;
 use crate::format::streamers::{ElementTail, StreamerElement, StreamerInfo};
 
 /// The StreamerInfo key's class, name and title, as ROOT names them.
@@ -11,16 +11,17 @@ pub const STREAMER_INFO_TITLE: &str = "Doubly linked list";
 
 const TLIST_VERSION: i16 = 5;
 const TOBJARRAY_VERSION: i16 = 3;
+/// ROOT 6.40 writes version 10 with the same members; 9 is what every ROOT 6 reads.
 const TSTREAMERINFO_VERSION: i16 = 9;
 const TSTREAMERELEMENT_VERSION: i16 = 4;
-/// fBits of a TStreamerInfo as ROOT writes it: on the heap, and kCompiled... (bit 16).
-const INFO_BITS: u32 = ON_HEAP | 0x0001_0000;
+/// fBits of a TStreamerInfo as ROOT writes it (bit 16 set).
+const INFO_BITS: u32 = 0x0001_0000;
 
 /// The record's object (after its key header of `key_len` bytes).
 pub fn write_streamer_infos(infos: &[StreamerInfo], key_len: u32) -> Vec<u8> {
     let mut b = Buffer::new(key_len);
     let list = b.begin(TLIST_VERSION);
-    b.tobject(ON_HEAP);
+    b.tobject(0);
     b.string("");
     b.i32(infos.len() as i32);
     for info in infos {
@@ -62,7 +63,7 @@ fn write_element(b: &mut Buffer, e: &StreamerElement) {
     let outer = b.begin(element_class_version(&e.class));
     let stl = (e.class == "TStreamerSTLstring").then(|| b.begin(3));
     let base = b.begin(TSTREAMERELEMENT_VERSION);
-    b.tnamed(&e.name, &e.title, ON_HEAP);
+    b.tnamed(&e.name, &e.title, 0);
     b.i32(e.type_code);
     b.i32(e.size);
     b.i32(e.array_length);
