@@ -7,7 +7,7 @@ mod support;
 use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::lazy::{AccessProfile, LazyOptions, LazyReader};
 use cherenkov_core::engine::prefetch::{ReadAhead, StepReader};
-use cherenkov_core::engine::read::{read_branches, TreeTable};
+use cherenkov_core::engine::tree::{read_branches, TreeTable};
 use cherenkov_core::format::tree::TreeMeta;
 use cherenkov_core::source::memory::MemorySource;
 use cherenkov_core::source::multi::{MultiOptions, MultiSource};

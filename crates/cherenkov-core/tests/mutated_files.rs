@@ -16,9 +16,9 @@ mod support;
 
 use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::ntuple::{Ntuple, ANCHOR_CLASS};
-use cherenkov_core::engine::read::{read_branches, TreeTable};
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::table::{read, Held, Table};
+use cherenkov_core::engine::tree::{read_branches, TreeTable};
 use cherenkov_core::format::array::Array;
 use cherenkov_core::format::cursor::Cursor;
 use cherenkov_core::format::directory::{DirectoryRecord, FileHeader};

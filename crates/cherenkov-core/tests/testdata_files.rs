@@ -3,8 +3,8 @@
 //! Python suite; this checks the Rust core on its own.
 
 use cherenkov_core::engine::file::RootFile;
-use cherenkov_core::engine::read::{read_branches, TreeTable};
 use cherenkov_core::engine::runtime;
+use cherenkov_core::engine::tree::{read_branches, TreeTable};
 use cherenkov_core::Error;
 mod support;
 

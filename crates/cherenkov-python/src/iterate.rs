@@ -4,9 +4,9 @@ use crate::convert::{arrays_to_py, ItemToPy};
 use crate::errors::to_py;
 use cherenkov_core::engine::ntuple::Ntuple;
 use cherenkov_core::engine::prefetch::{StepReader, StepResult};
-use cherenkov_core::engine::read::TreeTable;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::table::Table;
+use cherenkov_core::engine::tree::TreeTable;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 

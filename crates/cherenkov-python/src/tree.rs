@@ -5,7 +5,7 @@ use crate::lazy::{AccessProfile, LazyChunks};
 use crate::reading::{iterate_items, lazy_chunks, read_items};
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::prefetch::ReadAhead;
-use cherenkov_core::engine::read::TreeTable;
+use cherenkov_core::engine::tree::TreeTable;
 use cherenkov_core::format::interpretation::{interpret, Interpretation};
 use cherenkov_core::format::tree::TreeMeta;
 use pyo3::prelude::*;

@@ -1,19 +1,17 @@
 //! The engine: opens files through a byte source, fetches the baskets a read needs, and
 //! decompresses and interprets them in parallel; and writes files (`writer/`) through a sink.
 
-pub mod assemble;
 pub mod cpu_turns;
 pub mod file;
 pub mod lazy;
 pub mod ntuple;
 pub mod output;
-pub mod plan;
 pub mod prefetch;
 pub mod raw_ahead;
-pub mod read;
 pub mod speculation;
 pub mod stats;
 pub mod table;
+pub mod tree;
 pub mod writer;
 
 use std::sync::OnceLock;

@@ -1,10 +1,10 @@
 //! TBasket on disk: a key header followed by the (usually compressed) entry data and, for
-//! variable-size entries, the table of where each entry starts.
+//! variable-size entries, the table of where each entry starts; and the baskets a TTree keeps in
+//! its own metadata (the writer's last basket, never flushed).
 
 use super::compression::decompress;
 use super::cursor::Cursor;
 use super::directory::Key;
-use super::tree::relative_offsets;
 use crate::error::Result;
 
 /// A decompressed basket.
@@ -15,6 +15,16 @@ pub struct Basket {
     pub content: Vec<u8>,
     /// `entries + 1` boundaries within `content` when entries vary in size. `None` when entries
     /// are fixed-size, or when the writer left the table out to be rebuilt from a count branch.
+    pub offsets: Option<Vec<u32>>,
+}
+
+/// A basket stored inside the TTree metadata (the writer's last, unflushed basket).
+#[derive(Clone, Debug, PartialEq)]
+pub struct EmbeddedBasket {
+    pub entries: u32,
+    /// The entry data, without key header.
+    pub content: Vec<u8>,
+    /// Entry boundaries within `content` (entries + 1 values), when entries vary in size.
     pub offsets: Option<Vec<u32>>,
 }
 
@@ -120,4 +130,96 @@ pub fn decode_basket(raw: &[u8], origin: &str) -> Result<Basket> {
         content,
         offsets,
     })
+}
+
+/// A TBasket streamed inside its branch (in the TTree metadata): key header, basket header, then
+/// (flag permitting) the entry offsets and the buffer. `None` when only the header is there (the
+/// data is on disk, listed in the branch's fBasketSeek).
+pub fn parse_embedded_basket(cur: &mut Cursor) -> Result<Option<EmbeddedBasket>> {
+    let start = cur.pos();
+    let key = Key::parse(cur)?;
+    let (nbytes, keylen) = (key.nbytes as i64, key.keylen as i64);
+    let BasketHeader {
+        version,
+        nev_buf,
+        nev_pos,
+        last,
+    } = BasketHeader::parse(cur)?;
+    let mut flag = cur.u8("TBasket flag")?;
+    let generate_offsets = flag >= 80;
+    if generate_offsets {
+        flag -= 80;
+    }
+    if nbytes > keylen {
+        // Only a header: the data is on disk, listed in fBasketSeek.
+        return Ok(None);
+    }
+    let nev = cur.non_negative(nev_pos, nev_buf as i64, "TBasket fNevBuf")?;
+    let keylen = keylen as usize;
+    let mut offsets = None;
+    if !generate_offsets && flag != 0 && flag % 10 != 2 {
+        // As TBasket::Streamer: the offsets only when the basket holds entries (g4tools
+        // writes empty ones), the displacements whenever flagged.
+        let raw = if nev_buf > 0 {
+            let n = cur.count("TBasket entry offset count", 4)?;
+            cur.i32_array(n, "TBasket entry offsets")?
+        } else {
+            Vec::new()
+        };
+        if flag > 40 {
+            let n = cur.count("TBasket displacement count", 4)?;
+            cur.skip(n * 4)?;
+        }
+        offsets = Some(raw);
+    }
+    if !(flag == 1 || flag > 10) {
+        return Err(cur.error_at(start, "an embedded TBasket carrying its buffer"));
+    }
+    let last = cur.check_count(cur.pos(), last as i64, "TBasket fLast", 1)?;
+    let buffer = if version > 1 {
+        cur.bytes(last, "embedded TBasket buffer")?
+    } else {
+        let n = cur.count("embedded TBasket buffer length", 1)?;
+        cur.bytes(n, "embedded TBasket buffer")?
+    };
+    let content = buffer.get(keylen..).unwrap_or_default().to_vec();
+    let offsets = match offsets {
+        Some(raw) if raw.len() >= nev => Some(
+            relative_offsets(&raw[..nev], keylen, content.len()).ok_or_else(|| {
+                cur.error_at(
+                    start,
+                    "embedded TBasket entry offsets inside its buffer, in order",
+                )
+            })?,
+        ),
+        Some(_) => {
+            return Err(cur.error_at(
+                start,
+                format!("{nev} entry offsets in the embedded TBasket"),
+            ))
+        }
+        None => None,
+    };
+    Ok(Some(EmbeddedBasket {
+        entries: nev as u32,
+        content,
+        offsets,
+    }))
+}
+
+/// Entry offsets as stored (relative to the key start) turned into `n + 1` offsets relative to the
+/// content, the last being the content length; `None` unless they are ordered and inside.
+pub fn relative_offsets(raw: &[i32], keylen: usize, content_len: usize) -> Option<Vec<u32>> {
+    let mut out = Vec::with_capacity(raw.len() + 1);
+    let mut prev = 0i64;
+    for &o in raw {
+        let rel = o as i64 - keylen as i64;
+        if rel < prev || rel > content_len as i64 {
+            return None;
+        }
+        out.push(rel as u32);
+        prev = rel;
+    }
+    out.push(content_len as u32);
+    Some(out)
 }

@@ -1,10 +1,9 @@
-//! TTree, TBranch, TBranchElement, TLeaf* and embedded TBasket models, read from the streamed
+//! TTree, TBranch, TBranchElement and TLeaf* models, read from the streamed
 //! TTree object. Class versions from ROOT 3 (TTree 5, TBranch 6) to 6.40 (TTree 20, TBranch 13);
 //! the members each version lays out differently are read in `tree_members.rs`.
 
-use super::basket::BasketHeader;
+use super::basket::{parse_embedded_basket, EmbeddedBasket};
 use super::cursor::Cursor;
-use super::directory::Key;
 use super::objects::{
     read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version,
 };
@@ -21,16 +20,6 @@ pub struct BasketLocation {
     pub bytes: u32,
     pub entry_start: u64,
     pub entry_stop: u64,
-}
-
-/// A basket stored inside the TTree metadata (the writer's last, unflushed basket).
-#[derive(Clone, Debug, PartialEq)]
-pub struct EmbeddedBasket {
-    pub entries: u32,
-    /// The entry data, without key header.
-    pub content: Vec<u8>,
-    /// Entry boundaries within `content` (entries + 1 values), when entries vary in size.
-    pub offsets: Option<Vec<u32>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -70,6 +59,9 @@ pub struct BranchMeta {
     pub leaves: Vec<usize>,
     pub compress: i32,
     pub entry_offset_len: i32,
+    /// The baskets leave out their entry offsets, to be rebuilt from the count branch
+    /// (TIOFeatures' kGenerateOffsetMap, ROOT 6.12 and later).
+    pub offsets_from_counts: bool,
     pub entries: u64,
     pub tot_bytes: i64,
     pub zip_bytes: i64,
@@ -345,7 +337,10 @@ impl TreeParser {
                 self.read_branch(cur, ptrs, class)
             }
             c if c.starts_with("TLeaf") => self.read_leaf(cur, ptrs, class),
-            "TBasket" => self.read_embedded_basket(cur),
+            "TBasket" => {
+                self.embedded.push(parse_embedded_basket(cur)?);
+                Ok(Item::Embedded(self.embedded.len() - 1))
+            }
             _ => match end {
                 Some(end) => {
                     cur.seek(end)?;
@@ -412,9 +407,7 @@ impl TreeParser {
         } else {
             cur.i64("TBranch fEntryNumber")?;
         }
-        if v.version >= 13 {
-            skip_object(cur, "TIOFeatures")?;
-        }
+        let offsets_from_counts = v.version >= 13 && read_io_bits(cur)? & GENERATE_OFFSET_MAP != 0;
         cur.i32("TBranch fOffset")?;
         let max_pos = cur.pos();
         let max_baskets = cur.i32("TBranch fMaxBaskets")?;
@@ -513,6 +506,7 @@ impl TreeParser {
         b.title = title;
         b.compress = compress;
         b.entry_offset_len = entry_offset_len;
+        b.offsets_from_counts = offsets_from_counts;
         b.entries = entries as u64;
         b.tot_bytes = tot_bytes;
         b.zip_bytes = zip_bytes;
@@ -581,99 +575,24 @@ impl TreeParser {
         };
         Ok(Item::Leaf(index))
     }
-
-    /// A TBasket streamed inside its branch: key header, basket header, then (flag permitting) the
-    /// entry offsets and the buffer.
-    fn read_embedded_basket(&mut self, cur: &mut Cursor) -> Result<Item> {
-        let start = cur.pos();
-        let key = Key::parse(cur)?;
-        let (nbytes, keylen) = (key.nbytes as i64, key.keylen as i64);
-        let BasketHeader {
-            version,
-            nev_buf,
-            nev_pos,
-            last,
-        } = BasketHeader::parse(cur)?;
-        let mut flag = cur.u8("TBasket flag")?;
-        let generate_offsets = flag >= 80;
-        if generate_offsets {
-            flag -= 80;
-        }
-        if nbytes > keylen {
-            // Only a header: the data is on disk, listed in fBasketSeek.
-            self.embedded.push(None);
-            return Ok(Item::Embedded(self.embedded.len() - 1));
-        }
-        let nev = cur.non_negative(nev_pos, nev_buf as i64, "TBasket fNevBuf")?;
-        let keylen = keylen as usize;
-        let mut offsets = None;
-        if !generate_offsets && flag != 0 && flag % 10 != 2 {
-            // As TBasket::Streamer: the offsets only when the basket holds entries (g4tools
-            // writes empty ones), the displacements whenever flagged.
-            let raw = if nev_buf > 0 {
-                let n = cur.count("TBasket entry offset count", 4)?;
-                cur.i32_array(n, "TBasket entry offsets")?
-            } else {
-                Vec::new()
-            };
-            if flag > 40 {
-                let n = cur.count("TBasket displacement count", 4)?;
-                cur.skip(n * 4)?;
-            }
-            offsets = Some(raw);
-        }
-        if !(flag == 1 || flag > 10) {
-            return Err(cur.error_at(start, "an embedded TBasket carrying its buffer"));
-        }
-        let last = cur.check_count(cur.pos(), last as i64, "TBasket fLast", 1)?;
-        let buffer = if version > 1 {
-            cur.bytes(last, "embedded TBasket buffer")?
-        } else {
-            let n = cur.count("embedded TBasket buffer length", 1)?;
-            cur.bytes(n, "embedded TBasket buffer")?
-        };
-        let content = buffer.get(keylen..).unwrap_or_default().to_vec();
-        let offsets = match offsets {
-            Some(raw) if raw.len() >= nev => Some(
-                relative_offsets(&raw[..nev], keylen, content.len()).ok_or_else(|| {
-                    cur.error_at(
-                        start,
-                        "embedded TBasket entry offsets inside its buffer, in order",
-                    )
-                })?,
-            ),
-            Some(_) => {
-                return Err(cur.error_at(
-                    start,
-                    format!("{nev} entry offsets in the embedded TBasket"),
-                ))
-            }
-            None => None,
-        };
-        self.embedded.push(Some(EmbeddedBasket {
-            entries: nev as u32,
-            content,
-            offsets,
-        }));
-        Ok(Item::Embedded(self.embedded.len() - 1))
-    }
 }
 
-/// Entry offsets as stored (relative to the key start) turned into `n + 1` offsets relative to the
-/// content, the last being the content length; `None` unless they are ordered and inside.
-pub fn relative_offsets(raw: &[i32], keylen: usize, content_len: usize) -> Option<Vec<u32>> {
-    let mut out = Vec::with_capacity(raw.len() + 1);
-    let mut prev = 0i64;
-    for &o in raw {
-        let rel = o as i64 - keylen as i64;
-        if rel < prev || rel > content_len as i64 {
-            return None;
+/// TIOFeatures' bit for baskets written without entry offsets (TBasket's kGenerateOffsetMap).
+const GENERATE_OFFSET_MAP: u8 = 1;
+
+/// The bits of a streamed TIOFeatures (its fIOBits). ROOT writes a zero byte when no feature
+/// is set, else four bytes before the bits.
+fn read_io_bits(cur: &mut Cursor) -> Result<u8> {
+    let v = read_version(cur, "TIOFeatures")?;
+    let bits = match cur.u8("TIOFeatures header")? {
+        0 => 0,
+        _ => {
+            cur.skip(3)?;
+            cur.u8("TIOFeatures fIOBits")?
         }
-        out.push(rel as u32);
-        prev = rel;
-    }
-    out.push(content_len as u32);
-    Some(out)
+    };
+    v.skip_to_end(cur, "TIOFeatures")?;
+    Ok(bits)
 }
 
 fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {

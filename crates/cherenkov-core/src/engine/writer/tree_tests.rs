@@ -1,6 +1,6 @@
 use super::*;
 use crate::engine::file::RootFile;
-use crate::engine::read::{read_branches, TreeTable};
+use crate::engine::tree::{read_branches, TreeTable};
 use crate::engine::runtime;
 use crate::engine::writer::ColumnType;
 use crate::format::array::{AlignedBytes, Layout};

@@ -1,10 +1,11 @@
 //! TTrees as the engine reads them (`TreeTable`): branches stored in baskets. Planning is in
 //! `plan.rs`, assembly in `assemble.rs`; the reading itself is `table::read`.
 
-use super::assemble::assemble_all;
+pub mod assemble;
+pub mod plan;
+
 use super::file::RootFile;
 use super::output::{BranchArray, ReadStats};
-use super::plan::{interpretations, plan_baskets, BasketSource, Planned};
 use super::table::{read, Held, Table};
 use crate::error::{Error, Result};
 use crate::format::array::Array;
@@ -12,8 +13,10 @@ use crate::format::basket::{decode_basket, Basket};
 use crate::format::interpretation::Interpretation;
 use crate::format::tree::TreeMeta;
 use crate::source::ByteRange;
+use assemble::assemble_all;
 use async_trait::async_trait;
 use bytes::Bytes;
+use plan::{interpretations, plan_baskets, BasketSource, Planned};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -68,7 +71,7 @@ impl Table for TreeTable {
 
     async fn plan(&self, items: &[usize], start: u64, stop: u64) -> Result<Vec<Planned>> {
         let (stored, _) = stored_branches(&self.file, &self.tree, items)?;
-        Ok(plan_baskets(&self.tree, &stored, start, stop))
+        plan_baskets(&self.file, &self.tree, &stored, start, stop)
     }
 
     fn ranges(&self, unit: &Planned) -> Vec<ByteRange> {
@@ -106,7 +109,10 @@ impl Table for TreeTable {
         let (stored, mut uses) = stored_branches(&self.file, &self.tree, items)?;
         let interps = interpretations(&self.file, &self.tree, &stored)?;
         let pairs: Vec<(&Planned, &Basket)> = units.iter().map(|(p, b)| (p, b.as_ref())).collect();
-        let arrays = assemble_all(self, &stored, interps, &pairs, start, stop).await?;
+        let arrays = assemble_all(
+            &self.file, &self.tree, &stored, interps, &pairs, start, stop,
+        )
+        .await?;
         let mut by_branch: HashMap<usize, BranchArray> = stored.into_iter().zip(arrays).collect();
         items
             .iter()

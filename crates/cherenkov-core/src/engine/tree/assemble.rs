@@ -1,11 +1,10 @@
 //! Assembling decoded baskets into each branch's native-endian arrays, entry offsets rebuilt
-//! from count branches where the writer left them out.
+//! from count branches where the writer left them out. No I/O: the plan brought every basket
+//! needed, count branches' included (see `plan::plan_baskets`).
 
-use super::file::RootFile;
-use super::output::BranchArray;
 use super::plan::Planned;
-use super::read::TreeTable;
-use super::table::{read, Held};
+use crate::engine::file::RootFile;
+use crate::engine::output::BranchArray;
 use crate::error::{Error, Result};
 use crate::format::array::{AlignedBytes, Array, Layout};
 use crate::format::basket::Basket;
@@ -17,18 +16,20 @@ use crate::format::packed::Packing;
 use crate::format::tree::TreeMeta;
 use rayon::prelude::*;
 
-/// Assemble each branch's arrays from its decoded baskets.
+/// A planned basket with its decoded content.
+type Decoded<'a> = (&'a Planned, &'a Basket);
+
+/// Assemble each branch's arrays from the decoded baskets (`baskets` holds those of every
+/// branch, count branches' included).
 pub async fn assemble_all(
-    table: &TreeTable,
+    file: &RootFile,
+    tree: &TreeMeta,
     branches: &[usize],
     interps: Vec<Interpretation>,
     baskets: &[(&Planned, &Basket)],
     start: u64,
     stop: u64,
 ) -> Result<Vec<BranchArray>> {
-    let (file, tree) = (&*table.file, &*table.tree);
-    // Entry offsets first: rebuilding them may read a count branch (I/O, in order); then the
-    // branches are assembled in parallel.
     let mut prepared = Vec::with_capacity(branches.len());
     for (&b, interp) in branches.iter().zip(interps) {
         let mine: Vec<(&Planned, &Basket)> = baskets
@@ -47,24 +48,23 @@ pub async fn assemble_all(
                 let item_bytes =
                     stored_size(*dtype, *packing) * inner_shape.iter().product::<usize>().max(1);
                 let name = tree.branch_path(b);
-                Some(
-                    basket_offsets(
-                        table,
-                        &mine,
-                        (start, stop),
-                        *count_branch,
-                        item_bytes,
-                        *header_bytes,
-                        &name,
-                    )
-                    .await?,
-                )
+                Some(basket_offsets(
+                    file,
+                    tree,
+                    &mine,
+                    baskets,
+                    (start, stop),
+                    *count_branch,
+                    item_bytes,
+                    *header_bytes,
+                    &name,
+                )?)
             }
             _ => None,
         };
         prepared.push((b, interp, mine, offsets));
     }
-    super::cpu_turns::cpu_work(|| {
+    crate::engine::cpu_turns::cpu_work(|| {
         prepared
             .into_par_iter()
             .map(|(b, interp, mine, offsets)| {
@@ -336,26 +336,25 @@ fn string_of_entry(entry: &[u8], header: usize) -> Option<&[u8]> {
     rest.get(..len)
 }
 
-/// Entry boundaries for each basket of a jagged branch: from the basket, or rebuilt from the
-/// count branch when the writer left them out (ROOT's kGenerateOffsetMap).
+/// Entry boundaries for each basket of a jagged branch (`mine`, of `all` the baskets read): from
+/// the basket, or rebuilt from the count branch's baskets when the writer left them out (ROOT's
+/// kGenerateOffsetMap).
 #[allow(clippy::too_many_arguments)]
-async fn basket_offsets<'a>(
-    table: &TreeTable,
-    baskets: &[(&Planned, &'a Basket)],
+fn basket_offsets<'a>(
+    file: &RootFile,
+    tree: &TreeMeta,
+    mine: &[Decoded<'a>],
+    all: &[Decoded<'_>],
     (start, stop): (u64, u64),
     count_branch: Option<usize>,
     item_bytes: usize,
     header_bytes: usize,
     name: &str,
 ) -> Result<Vec<std::borrow::Cow<'a, [u32]>>> {
-    let (file, tree) = (&*table.file, &*table.tree);
     let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
-    let missing: Vec<usize> = (0..baskets.len())
-        .filter(|&i| baskets[i].1.offsets.is_none())
-        .collect();
     let mut counts: Vec<i64> = Vec::new();
     let mut counts_start = 0;
-    if let (Some(&first), Some(&last)) = (missing.first(), missing.last()) {
+    if mine.iter().any(|(_, b)| b.offsets.is_none()) {
         let cb = count_branch.ok_or_else(|| {
             bad(
                 "entry offsets in its baskets (and there is no count branch to rebuild them)"
@@ -363,29 +362,41 @@ async fn basket_offsets<'a>(
             )
         })?;
         // A count branch that is itself jagged would recurse (forever, if it counts itself).
-        if !matches!(
-            interpret(tree, cb, file.streamers_read()),
-            Ok(Interpretation::Fixed { .. })
-        ) {
+        let count_interp = interpret(tree, cb, file.streamers_read());
+        if !matches!(count_interp, Ok(Interpretation::Fixed { .. })) {
             return Err(bad(format!(
                 "a count branch of one number per entry, found '{}'",
                 tree.branch_path(cb)
             )));
         }
-        counts_start = baskets[first].0.entry_start;
-        let counts_stop = baskets[last].0.entry_start + baskets[last].1.entries as u64;
-        let (arrays, _) = Box::pin(read(
-            table,
-            &[cb],
+        let theirs: Vec<(&Planned, &Basket)> = all
+            .iter()
+            .filter(|(p, _)| p.branch == cb)
+            .copied()
+            .collect();
+        let (Some(first), Some(last)) = (theirs.first(), theirs.last()) else {
+            return Err(bad(format!(
+                "entry offsets in its baskets, as its metadata says (its count branch '{}' was \
+                 not read with it)",
+                tree.branch_path(cb)
+            )));
+        };
+        counts_start = first.0.entry_start;
+        let counts_stop = (last.0.entry_start + last.1.entries as u64).min(tree.entries);
+        let interp = count_interp.expect("checked above");
+        let count_array = assemble(
+            file,
+            tree,
+            cb,
+            interp,
+            &theirs,
+            None,
             counts_start,
-            counts_stop.min(tree.entries),
-            &Held::new(),
-        ))
-        .await?;
-        counts = numbers_as_i64(&arrays[0].array);
+            counts_stop,
+        )?;
+        counts = numbers_as_i64(&count_array.array);
     }
-    baskets
-        .iter()
+    mine.iter()
         .map(|(p, b)| match &b.offsets {
             Some(o) => Ok(std::borrow::Cow::Borrowed(o.as_slice())),
             None => {
