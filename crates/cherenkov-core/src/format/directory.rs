@@ -1,5 +1,6 @@
 //! The file header, keys and directories: how a ROOT file says where its objects are.
 
+use super::compression::decompress;
 use super::cursor::Cursor;
 use crate::error::{Error, Result};
 
@@ -178,6 +179,24 @@ impl Key {
     /// Bytes of the object data as stored (compressed or not).
     pub fn stored_len(&self) -> usize {
         (self.nbytes as usize).saturating_sub(self.keylen as usize)
+    }
+
+    /// The object's data, given the key's stored bytes (`raw`, header included): decompressed
+    /// when the key says it is compressed.
+    pub fn object_data(&self, raw: &[u8]) -> Result<Vec<u8>> {
+        let stored = raw
+            .get(self.keylen as usize..self.nbytes as usize)
+            .ok_or_else(|| {
+                Error::format(
+                    format!("file offset {}", self.seek_key),
+                    format!("{} of {} bytes", self.describe(), self.nbytes),
+                )
+            })?;
+        if self.is_compressed() {
+            decompress(stored, self.objlen as usize, &self.describe())
+        } else {
+            Ok(stored[..(self.objlen as usize).min(stored.len())].to_vec())
+        }
     }
 
     pub fn is_compressed(&self) -> bool {

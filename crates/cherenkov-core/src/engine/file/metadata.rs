@@ -4,7 +4,6 @@
 
 use super::RootFile;
 use crate::error::{Error, Result};
-use crate::format::compression::decompress;
 use crate::format::directory::{check_inside, Key};
 use crate::source::ByteRange;
 use bytes::Bytes;
@@ -109,23 +108,6 @@ impl RootFile {
             .read_metadata(&[ByteRange::new(key.seek_key, key.nbytes as u64)])
             .await?
             .remove(0);
-        object_bytes(&raw, key).map_err(|e| e.in_file(self.name()))
-    }
-}
-
-/// The object data of a key, given the key's stored bytes (header included).
-pub(super) fn object_bytes(raw: &[u8], key: &Key) -> Result<Vec<u8>> {
-    let stored = raw
-        .get(key.keylen as usize..key.nbytes as usize)
-        .ok_or_else(|| {
-            Error::format(
-                format!("file offset {}", key.seek_key),
-                format!("{} of {} bytes", key.describe(), key.nbytes),
-            )
-        })?;
-    if key.is_compressed() {
-        decompress(stored, key.objlen as usize, &key.describe())
-    } else {
-        Ok(stored[..(key.objlen as usize).min(stored.len())].to_vec())
+        key.object_data(&raw).map_err(|e| e.in_file(self.name()))
     }
 }

@@ -6,7 +6,6 @@ mod keys;
 mod metadata;
 mod streamers;
 
-use self::metadata::object_bytes;
 use crate::error::{Error, Result};
 use crate::format::cursor::Cursor;
 use crate::format::directory::{

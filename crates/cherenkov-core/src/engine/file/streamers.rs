@@ -1,7 +1,7 @@
 //! The file's streamer infos, read when first needed: only members of split objects need them,
 //! and ROOT often writes them far from the end, where the opening's tail read misses them.
 
-use super::{object_bytes, RootFile};
+use super::RootFile;
 use crate::error::Result;
 use crate::format::cursor::Cursor;
 use crate::format::directory::Key;
@@ -37,7 +37,7 @@ impl RootFile {
         let range = ByteRange::new(self.header.seek_info, self.header.info_bytes as u64);
         let raw = self.read_metadata(&[range]).await?.remove(0);
         let key = Key::parse(&mut Cursor::new(&raw, "file", range.offset))?;
-        let data = object_bytes(&raw, &key)?;
+        let data = key.object_data(&raw)?;
         parse_streamer_infos(&data, key.keylen as usize, &key.describe())
     }
 }

@@ -229,22 +229,18 @@ const ALL: &[&Class] = &[
     &RNTUPLE,
 ];
 
+#[rustfmt::skip]
 const TOBJECT: Class = Class {
     name: "TObject",
     version: 1,
     checksum: 2417737773,
     elements: &[
-        basic(
-            "fUniqueID",
-            "object unique identifier",
-            13,
-            4,
-            "unsigned int",
-        ),
+        basic("fUniqueID", "object unique identifier", 13, 4, "unsigned int"),
         basic("fBits", "bit field status word", 15, 4, "unsigned int"),
     ],
 };
 
+#[rustfmt::skip]
 const TNAMED: Class = Class {
     name: "TNamed",
     version: 1,
@@ -256,6 +252,7 @@ const TNAMED: Class = Class {
     ],
 };
 
+#[rustfmt::skip]
 const TATTLINE: Class = Class {
     name: "TAttLine",
     version: 2,
@@ -267,6 +264,7 @@ const TATTLINE: Class = Class {
     ],
 };
 
+#[rustfmt::skip]
 const TATTFILL: Class = Class {
     name: "TAttFill",
     version: 2,
@@ -277,6 +275,7 @@ const TATTFILL: Class = Class {
     ],
 };
 
+#[rustfmt::skip]
 const TATTMARKER: Class = Class {
     name: "TAttMarker",
     version: 3,
@@ -288,39 +287,37 @@ const TATTMARKER: Class = Class {
     ],
 };
 
+#[rustfmt::skip]
 const TIOFEATURES: Class = Class {
     name: "ROOT::TIOFeatures",
     version: 1,
     checksum: 446770960,
-    elements: &[basic("fIOBits", "", 11, 1, "unsigned char")],
+    elements: &[
+        basic("fIOBits", "", 11, 1, "unsigned char"),
+    ],
 };
 
+#[rustfmt::skip]
 const TLIST: Class = Class {
     name: "TList",
     version: 5,
     checksum: 1774568379,
-    elements: &[base(
-        "TSeqCollection",
-        "Sequenceable collection ABC",
-        0,
-        0,
-        4234951622,
-    )],
+    elements: &[
+        base("TSeqCollection", "Sequenceable collection ABC", 0, 0, 4234951622),
+    ],
 };
 
+#[rustfmt::skip]
 const TSEQCOLLECTION: Class = Class {
     name: "TSeqCollection",
     version: 0,
     checksum: 4234951622,
-    elements: &[base(
-        "TCollection",
-        "Collection abstract base class",
-        0,
-        3,
-        1474546588,
-    )],
+    elements: &[
+        base("TCollection", "Collection abstract base class", 0, 3, 1474546588),
+    ],
 };
 
+#[rustfmt::skip]
 const TCOLLECTION: Class = Class {
     name: "TCollection",
     version: 3,
@@ -332,36 +329,28 @@ const TCOLLECTION: Class = Class {
     ],
 };
 
+#[rustfmt::skip]
 const TSTRING: Class = Class {
     name: "TString",
     version: 2,
     checksum: 95257,
-    elements: &[],
+    elements: &[
+    ],
 };
 
+#[rustfmt::skip]
 const TOBJARRAY: Class = Class {
     name: "TObjArray",
     version: 3,
     checksum: 2845730130,
     elements: &[
-        base(
-            "TSeqCollection",
-            "Sequenceable collection ABC",
-            0,
-            0,
-            4234951622,
-        ),
+        base("TSeqCollection", "Sequenceable collection ABC", 0, 0, 4234951622),
         basic("fLowerBound", "Lower bound of the array", 3, 4, "int"),
-        basic(
-            "fLast",
-            "Last element in array containing an object",
-            3,
-            4,
-            "int",
-        ),
+        basic("fLast", "Last element in array containing an object", 3, 4, "int"),
     ],
 };
 
+#[rustfmt::skip]
 const TTREE: Class = Class {
     name: "TTree",
     version: 20,
@@ -403,179 +392,59 @@ const TTREE: Class = Class {
     ],
 };
 
+#[rustfmt::skip]
 const TBRANCH: Class = Class {
     name: "TBranch",
     version: 13,
     checksum: 278366892,
     elements: &[
-        base(
-            "TNamed",
-            "The basis for a named object (name, title)",
-            67,
-            1,
-            3753331260,
-        ),
+        base("TNamed", "The basis for a named object (name, title)", 67, 1, 3753331260),
         base("TAttFill", "Fill area attributes", 0, 2, 4292422290),
         basic("fCompress", "Compression level and algorithm", 3, 4, "int"),
         basic("fBasketSize", "Initial Size of  Basket Buffer", 3, 4, "int"),
-        basic(
-            "fEntryOffsetLen",
-            "Initial Length of fEntryOffset table in the basket buffers",
-            3,
-            4,
-            "int",
-        ),
+        basic("fEntryOffsetLen", "Initial Length of fEntryOffset table in the basket buffers", 3, 4, "int"),
         basic("fWriteBasket", "Last basket number written", 3, 4, "int"),
-        basic(
-            "fEntryNumber",
-            "Current entry number (last one filled in this branch)",
-            16,
-            8,
-            "long long",
-        ),
-        object_any(
-            "fIOFeatures",
-            "IO features for newly-created baskets.",
-            62,
-            1,
-            "ROOT::TIOFeatures",
-        ),
+        basic("fEntryNumber", "Current entry number (last one filled in this branch)", 16, 8, "long long"),
+        object_any("fIOFeatures", "IO features for newly-created baskets.", 62, 1, "ROOT::TIOFeatures"),
         basic("fOffset", "Offset of this branch", 3, 4, "int"),
-        basic(
-            "fMaxBaskets",
-            "Maximum number of Baskets so far",
-            6,
-            4,
-            "int",
-        ),
+        basic("fMaxBaskets", "Maximum number of Baskets so far", 6, 4, "int"),
         basic("fSplitLevel", "Branch split level", 3, 4, "int"),
         basic("fEntries", "Number of entries", 16, 8, "long long"),
-        basic(
-            "fFirstEntry",
-            "Number of the first entry in this branch",
-            16,
-            8,
-            "long long",
-        ),
-        basic(
-            "fTotBytes",
-            "Total number of bytes in all leaves before compression",
-            16,
-            8,
-            "long long",
-        ),
-        basic(
-            "fZipBytes",
-            "Total number of bytes in all leaves after compression",
-            16,
-            8,
-            "long long",
-        ),
-        object(
-            "fBranches",
-            "-> List of Branches of this branch",
-            61,
-            64,
-            "TObjArray",
-        ),
-        object(
-            "fLeaves",
-            "-> List of leaves of this branch",
-            61,
-            64,
-            "TObjArray",
-        ),
-        object(
-            "fBaskets",
-            "-> List of baskets of this branch",
-            61,
-            64,
-            "TObjArray",
-        ),
-        counted(
-            "fBasketBytes",
-            "[fMaxBaskets] Length of baskets on file",
-            43,
-            4,
-            "int*",
-            (13, "fMaxBaskets", "TBranch"),
-        ),
-        counted(
-            "fBasketEntry",
-            "[fMaxBaskets] Table of first entry in each basket",
-            56,
-            8,
-            "long long*",
-            (13, "fMaxBaskets", "TBranch"),
-        ),
-        counted(
-            "fBasketSeek",
-            "[fMaxBaskets] Addresses of baskets on file",
-            56,
-            8,
-            "long long*",
-            (13, "fMaxBaskets", "TBranch"),
-        ),
-        string(
-            "fFileName",
-            "Name of file where buffers are stored (\"\" if in same file as Tree header)",
-            65,
-            24,
-            "TString",
-        ),
+        basic("fFirstEntry", "Number of the first entry in this branch", 16, 8, "long long"),
+        basic("fTotBytes", "Total number of bytes in all leaves before compression", 16, 8, "long long"),
+        basic("fZipBytes", "Total number of bytes in all leaves after compression", 16, 8, "long long"),
+        object("fBranches", "-> List of Branches of this branch", 61, 64, "TObjArray"),
+        object("fLeaves", "-> List of leaves of this branch", 61, 64, "TObjArray"),
+        object("fBaskets", "-> List of baskets of this branch", 61, 64, "TObjArray"),
+        counted("fBasketBytes", "[fMaxBaskets] Length of baskets on file", 43, 4, "int*", (13, "fMaxBaskets", "TBranch")),
+        counted("fBasketEntry", "[fMaxBaskets] Table of first entry in each basket", 56, 8, "long long*", (13, "fMaxBaskets", "TBranch")),
+        counted("fBasketSeek", "[fMaxBaskets] Addresses of baskets on file", 56, 8, "long long*", (13, "fMaxBaskets", "TBranch")),
+        string("fFileName", "Name of file where buffers are stored (\"\" if in same file as Tree header)", 65, 24, "TString"),
     ],
 };
 
+#[rustfmt::skip]
 const TBRANCHELEMENT: Class = Class {
     name: "TBranchElement",
     version: 10,
     checksum: 3880738403,
     elements: &[
         base("TBranch", "Branch descriptor", 0, 13, 278366892),
-        string(
-            "fClassName",
-            "Class name of referenced object",
-            65,
-            24,
-            "TString",
-        ),
+        string("fClassName", "Class name of referenced object", 65, 24, "TString"),
         string("fParentName", "Name of parent class", 65, 24, "TString"),
-        string(
-            "fClonesName",
-            "Name of class in TClonesArray or (STL) collection (if any)",
-            65,
-            24,
-            "TString",
-        ),
+        string("fClonesName", "Name of class in TClonesArray or (STL) collection (if any)", 65, 24, "TString"),
         basic("fCheckSum", "CheckSum of class", 13, 4, "unsigned int"),
         basic("fClassVersion", "Version number of class", 2, 2, "short"),
         basic("fID", "element serial number in fInfo", 3, 4, "int"),
         basic("fType", "Branch type", 3, 4, "int"),
         basic("fStreamerType", "branch streamer type", 3, 4, "int"),
-        basic(
-            "fMaximum",
-            "Maximum entries for a TClonesArray or variable array",
-            3,
-            4,
-            "int",
-        ),
-        object_pointer(
-            "fBranchCount",
-            "pointer to primary branchcount branch",
-            64,
-            8,
-            "TBranchElement*",
-        ),
-        object_pointer(
-            "fBranchCount2",
-            "pointer to secondary branchcount branch",
-            64,
-            8,
-            "TBranchElement*",
-        ),
+        basic("fMaximum", "Maximum entries for a TClonesArray or variable array", 3, 4, "int"),
+        object_pointer("fBranchCount", "pointer to primary branchcount branch", 64, 8, "TBranchElement*"),
+        object_pointer("fBranchCount2", "pointer to secondary branchcount branch", 64, 8, "TBranchElement*"),
     ],
 };
 
+#[rustfmt::skip]
 const TBRANCHREF: Class = Class {
     name: "TBranchRef",
     version: 1,
@@ -586,6 +455,7 @@ const TBRANCHREF: Class = Class {
     ],
 };
 
+#[rustfmt::skip]
 const TREFTABLE: Class = Class {
     name: "TRefTable",
     version: 3,
@@ -593,25 +463,13 @@ const TREFTABLE: Class = Class {
     elements: &[
         base("TObject", "Basic ROOT object", 66, 1, 2417737773),
         basic("fSize", "dummy for backward compatibility", 3, 4, "int"),
-        object_pointer(
-            "fParents",
-            "array of Parent objects  (eg TTree branch) holding the referenced objects",
-            64,
-            8,
-            "TObjArray*",
-        ),
+        object_pointer("fParents", "array of Parent objects  (eg TTree branch) holding the referenced objects", 64, 8, "TObjArray*"),
         object_pointer("fOwner", "Object owning this TRefTable", 64, 8, "TObject*"),
-        stl(
-            "fProcessGUIDs",
-            "UUIDs of TProcessIDs used in fParentIDs",
-            500,
-            24,
-            "vector<string>",
-            (1, 61),
-        ),
+        stl("fProcessGUIDs", "UUIDs of TProcessIDs used in fParentIDs", 500, 24, "vector<string>", (1, 61)),
     ],
 };
 
+#[rustfmt::skip]
 const TLEAF: Class = Class {
     name: "TLeaf",
     version: 2,
@@ -627,227 +485,104 @@ const TLEAF: Class = Class {
     ],
 };
 
+#[rustfmt::skip]
 const TLEAFB: Class = Class {
     name: "TLeafB",
     version: 1,
     checksum: 253643614,
     elements: &[
-        base(
-            "TLeaf",
-            "Leaf: description of a Branch data type",
-            0,
-            2,
-            1830715730,
-        ),
-        basic(
-            "fMinimum",
-            "Minimum value if leaf range is specified",
-            1,
-            1,
-            "char",
-        ),
-        basic(
-            "fMaximum",
-            "Maximum value if leaf range is specified",
-            1,
-            1,
-            "char",
-        ),
+        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
+        basic("fMinimum", "Minimum value if leaf range is specified", 1, 1, "char"),
+        basic("fMaximum", "Maximum value if leaf range is specified", 1, 1, "char"),
     ],
 };
 
+#[rustfmt::skip]
 const TLEAFS: Class = Class {
     name: "TLeafS",
     version: 1,
     checksum: 353169103,
     elements: &[
-        base(
-            "TLeaf",
-            "Leaf: description of a Branch data type",
-            0,
-            2,
-            1830715730,
-        ),
-        basic(
-            "fMinimum",
-            "Minimum value if leaf range is specified",
-            2,
-            2,
-            "short",
-        ),
-        basic(
-            "fMaximum",
-            "Maximum value if leaf range is specified",
-            2,
-            2,
-            "short",
-        ),
+        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
+        basic("fMinimum", "Minimum value if leaf range is specified", 2, 2, "short"),
+        basic("fMaximum", "Maximum value if leaf range is specified", 2, 2, "short"),
     ],
 };
 
+#[rustfmt::skip]
 const TLEAFI: Class = Class {
     name: "TLeafI",
     version: 1,
     checksum: 2120920601,
     elements: &[
-        base(
-            "TLeaf",
-            "Leaf: description of a Branch data type",
-            0,
-            2,
-            1830715730,
-        ),
-        basic(
-            "fMinimum",
-            "Minimum value if leaf range is specified",
-            3,
-            4,
-            "int",
-        ),
-        basic(
-            "fMaximum",
-            "Maximum value if leaf range is specified",
-            3,
-            4,
-            "int",
-        ),
+        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
+        basic("fMinimum", "Minimum value if leaf range is specified", 3, 4, "int"),
+        basic("fMaximum", "Maximum value if leaf range is specified", 3, 4, "int"),
     ],
 };
 
+#[rustfmt::skip]
 const TLEAFL: Class = Class {
     name: "TLeafL",
     version: 1,
     checksum: 3727820898,
     elements: &[
-        base(
-            "TLeaf",
-            "Leaf: description of a Branch data type",
-            0,
-            2,
-            1830715730,
-        ),
-        basic(
-            "fMinimum",
-            "Minimum value if leaf range is specified",
-            16,
-            8,
-            "long long",
-        ),
-        basic(
-            "fMaximum",
-            "Maximum value if leaf range is specified",
-            16,
-            8,
-            "long long",
-        ),
+        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
+        basic("fMinimum", "Minimum value if leaf range is specified", 16, 8, "long long"),
+        basic("fMaximum", "Maximum value if leaf range is specified", 16, 8, "long long"),
     ],
 };
 
+#[rustfmt::skip]
 const TLEAFF: Class = Class {
     name: "TLeafF",
     version: 1,
     checksum: 987602290,
     elements: &[
-        base(
-            "TLeaf",
-            "Leaf: description of a Branch data type",
-            0,
-            2,
-            1830715730,
-        ),
-        basic(
-            "fMinimum",
-            "Minimum value if leaf range is specified",
-            5,
-            4,
-            "float",
-        ),
-        basic(
-            "fMaximum",
-            "Maximum value if leaf range is specified",
-            5,
-            4,
-            "float",
-        ),
+        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
+        basic("fMinimum", "Minimum value if leaf range is specified", 5, 4, "float"),
+        basic("fMaximum", "Maximum value if leaf range is specified", 5, 4, "float"),
     ],
 };
 
+#[rustfmt::skip]
 const TLEAFD: Class = Class {
     name: "TLeafD",
     version: 1,
     checksum: 294553462,
     elements: &[
-        base(
-            "TLeaf",
-            "Leaf: description of a Branch data type",
-            0,
-            2,
-            1830715730,
-        ),
-        basic(
-            "fMinimum",
-            "Minimum value if leaf range is specified",
-            8,
-            8,
-            "double",
-        ),
-        basic(
-            "fMaximum",
-            "Maximum value if leaf range is specified",
-            8,
-            8,
-            "double",
-        ),
+        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
+        basic("fMinimum", "Minimum value if leaf range is specified", 8, 8, "double"),
+        basic("fMaximum", "Maximum value if leaf range is specified", 8, 8, "double"),
     ],
 };
 
+#[rustfmt::skip]
 const TLEAFO: Class = Class {
     name: "TLeafO",
     version: 1,
     checksum: 44976339,
     elements: &[
-        base(
-            "TLeaf",
-            "Leaf: description of a Branch data type",
-            0,
-            2,
-            1830715730,
-        ),
-        basic(
-            "fMinimum",
-            "Minimum value if leaf range is specified",
-            18,
-            1,
-            "bool",
-        ),
-        basic(
-            "fMaximum",
-            "Maximum value if leaf range is specified",
-            18,
-            1,
-            "bool",
-        ),
+        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
+        basic("fMinimum", "Minimum value if leaf range is specified", 18, 1, "bool"),
+        basic("fMaximum", "Maximum value if leaf range is specified", 18, 1, "bool"),
     ],
 };
 
+#[rustfmt::skip]
 const TLEAFELEMENT: Class = Class {
     name: "TLeafElement",
     version: 1,
     checksum: 2689566867,
     elements: &[
-        base(
-            "TLeaf",
-            "Leaf: description of a Branch data type",
-            0,
-            2,
-            1830715730,
-        ),
+        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
         basic("fID", "element serial number in fInfo", 3, 4, "int"),
         basic("fType", "leaf type", 3, 4, "int"),
     ],
 };
 
 /// The anchor of an RNTuple (ROOT's `RNTuple::Streamer` adds its checksum after these members).
+#[rustfmt::skip]
 const RNTUPLE: Class = Class {
     name: "ROOT::RNTuple",
     version: 2,

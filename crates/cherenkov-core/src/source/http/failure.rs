@@ -4,6 +4,7 @@
 use crate::source::retry::{Retries, RetryPolicy};
 use reqwest::StatusCode;
 use std::future::Future;
+use std::time::Duration;
 
 /// Why one request did not give usable bytes; decides between retrying, asking differently and
 /// giving up.
@@ -128,6 +129,15 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     message
+}
+
+/// A request that outlived the time its size allows (see `HttpOptions::min_rate`).
+pub fn too_slow(allowed: Duration, min_rate: u64) -> Failure {
+    Failure::Unreachable(format!(
+        "the answer did not arrive within {:.1} s (the request timeout plus its bytes at {min_rate} \
+         bytes/s, the slowest transfer accepted)",
+        allowed.as_secs_f64()
+    ))
 }
 
 #[cfg(test)]

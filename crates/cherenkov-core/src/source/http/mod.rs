@@ -15,8 +15,10 @@ mod range_header;
 mod response;
 
 use self::auth::{is_refusal, trusting, web_url, HttpAuth};
-use self::failure::{error_chain, retrying, status_failure, Failure};
-use self::multipart::{boundary_from_content_type, parse_byteranges, MultipartError, Part};
+use self::failure::{error_chain, retrying, status_failure, too_slow, Failure};
+use self::multipart::{
+    boundary_from_content_type, parse_byteranges, MultipartError, Part, PART_OVERHEAD,
+};
 pub use self::options::HttpOptions;
 use self::probe::probe;
 use self::range_header::{plan_requests, range_header_value, ContentRange};
@@ -37,7 +39,6 @@ use reqwest::{Response, StatusCode, Url};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Ranges closer than this are asked as one: a multipart part costs about this much in headers.
@@ -46,8 +47,6 @@ const MERGE_GAP: u64 = 128;
 /// but not into ranges longer than `SINGLE_RANGE_MERGE_MAX`, so that requests still go in parallel.
 const SINGLE_RANGE_MERGE_GAP: u64 = 32 << 10;
 const SINGLE_RANGE_MERGE_MAX: u64 = 8 << 20;
-/// Room allowed per part for multipart headers and boundaries when bounding an answer's size.
-pub(crate) const PART_OVERHEAD: u64 = 512;
 /// The `Range:` header budget is never lowered below this.
 const MIN_HEADER_BYTES: usize = 256;
 
@@ -658,15 +657,6 @@ fn warm_up(
             let _ = request.await;
         }
     }
-}
-
-/// A request that outlived the time its size allows (see `HttpOptions::min_rate`).
-pub(crate) fn too_slow(allowed: Duration, min_rate: u64) -> Failure {
-    Failure::Unreachable(format!(
-        "the answer did not arrive within {:.1} s (the request timeout plus its bytes at {min_rate} \
-         bytes/s, the slowest transfer accepted)",
-        allowed.as_secs_f64()
-    ))
 }
 
 /// Merge ranges closer than `SINGLE_RANGE_MERGE_GAP` while the result stays within

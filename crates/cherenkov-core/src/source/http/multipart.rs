@@ -8,6 +8,8 @@ use crate::source::ByteRange;
 use bytes::Bytes;
 use memchr::memmem;
 
+/// Room allowed per part for multipart headers and boundaries when bounding an answer's size.
+pub const PART_OVERHEAD: u64 = 512;
 /// One part of the answer: which bytes of the file it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Part {

@@ -2,11 +2,11 @@
 //! tail, where ROOT keeps what opening needs.
 
 use super::auth::{is_refusal, HttpAuth};
-use super::failure::{status_failure, Failure};
-use super::multipart::{boundary_from_content_type, parse_byteranges, Part};
+use super::failure::{status_failure, too_slow, Failure};
+use super::multipart::{boundary_from_content_type, parse_byteranges, Part, PART_OVERHEAD};
+use super::options::HttpOptions;
 use super::range_header::ContentRange;
 use super::response::{content_range, header_str, read_body, reject_encoded, send, Version};
-use super::{too_slow, HttpOptions, PART_OVERHEAD};
 use crate::source::ByteRange;
 use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, RANGE};

@@ -29,7 +29,6 @@ mod replica;
 mod schedule;
 
 use self::checksum::agreed_checksum;
-pub use self::opening::Opening;
 pub use self::quality::Quality;
 use self::replica::Replica;
 pub use self::replica::{ReplicaFinder, ReplicaReport};
@@ -41,6 +40,12 @@ use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
+
+/// A replica being opened, with the name (URL) it is reported by.
+pub type Opening = (
+    String,
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<SharedSource>> + Send>>,
+);
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MultiOptions {
@@ -214,7 +219,7 @@ impl MultiSource {
 
     /// Dropped for good (its file changed on the server).
     fn dropped(&self, i: usize) -> bool {
-        self.replica(i).state.lock().unwrap().report.state == opening::DROPPED
+        self.replica(i).state.lock().unwrap().report.state == replica::DROPPED
     }
 
     fn quality(&self, i: usize) -> Quality {

@@ -8,24 +8,12 @@
 //! other protocols read them once per replica. The first replica's copy is then what the
 //! engine opens the file from (`ByteSource::opening_reads`): it costs the first no extra request.
 
-use super::{MultiOptions, MultiSource, ReplicaReport};
+use super::replica::{DROPPED, OPENING};
+use super::{MultiOptions, MultiSource, Opening, ReplicaReport};
 use crate::error::{Error, Result};
 use crate::source::{slice_from_fetched, ByteRange, OpeningHint, SharedSource};
 use bytes::Bytes;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-
-/// A replica being opened, with the name (URL) it is reported by.
-pub type Opening = (
-    String,
-    Pin<Box<dyn Future<Output = Result<SharedSource>> + Send>>,
-);
-
-/// State of a replica in [`ReplicaReport::state`].
-pub const IN_USE: &str = "in use";
-pub const OPENING: &str = "opening";
-pub const DROPPED: &str = "dropped";
 
 impl MultiSource {
     /// Open `openings` at once; the first that opens (and whose head and tail can be read) makes

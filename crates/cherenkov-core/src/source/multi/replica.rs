@@ -1,7 +1,6 @@
 //! One replica of a set: its source, its measured quality, its counters, and how a failure
 //! disables it for a while; and the finder that may bring one more.
 
-use super::opening::DROPPED;
 use super::quality::Quality;
 use crate::error::Result;
 use crate::source::{is_file_changed, ByteRange, SharedSource};
@@ -9,6 +8,12 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+/// States of a replica in [`ReplicaReport::state`]: reading, not opened yet (see `opening`), or
+/// left out for good.
+pub const IN_USE: &str = "in use";
+pub const OPENING: &str = "opening";
+pub const DROPPED: &str = "dropped";
 
 /// Finds one more replica of the file when every known one has failed.
 #[async_trait]
@@ -51,7 +56,7 @@ impl ReplicaReport {
             quality: Quality::prior(),
             disabled: false,
             last_error: None,
-            state: super::opening::IN_USE.to_string(),
+            state: IN_USE.to_string(),
         }
     }
 }

@@ -3,11 +3,11 @@
 //! TLS only), `sss` (a shared key from a keytab, see `sss`) or `unix`. A server asking only for
 //! protocols cherenkov does not speak gets an error listing what it offered.
 
-use super::connection::ConnError;
 use super::keytab::{self, Keytab, KEYTAB_DISCOVERY};
+use super::options::XrootdOptions;
+use super::reply::ConnError;
 use super::tls;
 use super::url::Endpoint;
-use super::XrootdOptions;
 use crate::source::credentials::{BearerToken, TOKEN_DISCOVERY};
 use crate::source::redact::Secret;
 use rustls::pki_types::ServerName;

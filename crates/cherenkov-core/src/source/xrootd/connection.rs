@@ -8,7 +8,8 @@
 
 use super::auth::{known_protocols, remember_protocols, Security};
 use super::keytab::Keytab;
-use super::protocol::{self as proto, Redirect, Request, ResponseHeader, RESPONSE_HEADER_LEN};
+use super::protocol::{self as proto, Request, ResponseHeader, RESPONSE_HEADER_LEN};
+use super::reply::{ConnError, Reply, SMALL_BODY_MAX};
 use super::sss;
 use super::streams::{read_responses, write_requests, Heard, Shared};
 use super::tls::{tls_failure, Negotiating, PlainAnswers};
@@ -21,52 +22,10 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// Largest body accepted for answers that carry no file data (errors, redirects, logins, ...).
-pub const SMALL_BODY_MAX: usize = 64 * 1024;
 /// Bytes buffered from the socket: many small answers are read with one system call.
 const READ_BUFFER: usize = 256 * 1024;
 /// Requests queued together are written with one system call, up to this many bytes.
 const WRITE_BUFFER: usize = 64 * 1024;
-
-/// The final answer to a request.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Reply {
-    /// `kXR_ok`, with every `kXR_oksofar` body before it joined in front.
-    Ok(Vec<u8>),
-    /// `kXR_error`.
-    Error { code: u32, message: String },
-    /// `kXR_redirect`: send the request to another server.
-    Redirect(Redirect),
-    /// `kXR_wait`: send the request again after this many seconds.
-    Wait { seconds: u32, message: String },
-}
-
-/// Why a request got no answer.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ConnError {
-    /// The connection failed or closed; the request may be sent again on a new connection.
-    Lost(String),
-    /// No answer in time; the connection was closed.
-    Timeout(String),
-    /// The server's answer broke the protocol.
-    Protocol(String),
-    /// The server would not let us in (authentication we do not support, login refused).
-    Refused(String),
-    /// The server wants TLS for the login, which a `root://` connection did not start.
-    TlsRequired(String),
-}
-
-impl std::fmt::Display for ConnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ConnError::Lost(m)
-            | ConnError::Timeout(m)
-            | ConnError::Protocol(m)
-            | ConnError::Refused(m)
-            | ConnError::TlsRequired(m) => f.write_str(m),
-        }
-    }
-}
 
 /// Who we say we are at login.
 fn user_name() -> String {

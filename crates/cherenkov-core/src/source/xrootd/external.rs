@@ -9,8 +9,8 @@
 //! not recognised (sites ask the same of both).
 
 use super::auth::{known_protocols, Security};
+use super::options::XrootdOptions;
 use super::url::parse_url;
-use super::XrootdOptions;
 use crate::error::{Error, Result};
 use crate::source::redact::redact;
 use crate::source::SharedSource;
@@ -64,7 +64,7 @@ pub async fn open(url: &str, options: XrootdOptions) -> Result<SharedSource> {
         let native = Error::io(&redact(url), format!("cannot open: {refusal}"));
         return through(opener, url, &options, &offered, native).await;
     }
-    let native = match super::open_discovering(url, options.clone()).await {
+    let native = match super::locate::open_discovering(url, options.clone()).await {
         Ok(source) => return Ok(source),
         Err(e) => e,
     };

@@ -11,10 +11,13 @@
 //!   `tried=host,...`, so that it picks a data server other than those in use (as XrdCl does after
 //!   a failure). cmsd matches `tried` hosts by IP address, not port.
 
-use super::connection::{Reply, SMALL_BODY_MAX};
+use super::file::XrootdSource;
+use super::options::XrootdOptions;
 use super::protocol as proto;
+use super::reply::Failure;
+use super::reply::{Reply, SMALL_BODY_MAX};
+use super::session::{connect, follow_redirect, wait_as_asked};
 use super::url::{parse_url, split_host_port};
-use super::{connect, follow_redirect, wait_as_asked, Failure, XrootdOptions, XrootdSource};
 use crate::error::{Error, Result};
 use crate::source::multi::{MultiOptions, MultiSource, ReplicaFinder};
 use crate::source::{ByteSource, SharedSource};
@@ -152,15 +155,15 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
     };
     let in_use = first.server_address();
     let mut servers = vec![in_use.clone()];
-    servers.extend(distinct_servers(&servers, &first.inner.located, MAX_REPLICAS - 1).await);
+    servers.extend(distinct_servers(&servers, first.located(), MAX_REPLICAS - 1).await);
     let mut urls = vec![direct_url(&first)];
-    let origin = &first.inner.origin;
+    let origin = first.origin();
     urls.extend(servers[1..].iter().map(|a| origin.url_on(a)));
     let opened = join_all(urls.iter().map(|u| XrootdSource::open(u, plain.clone()))).await;
     let mut servers = Vec::new();
     let mut sources: Vec<SharedSource> = Vec::new();
     for source in opened.into_iter().flatten() {
-        if source.inner.size == first.inner.size {
+        if source.file_size() == first.file_size() {
             servers.push(source.server_address());
             sources.push(Arc::new(source));
         }
@@ -204,7 +207,7 @@ async fn top_up(replicas: Weak<MultiSource>, finder: Arc<RedirectorFinder>) {
 /// The file on the data server `source` was opened on, as a `root://` URL that bypasses the
 /// redirector; its path keeps what the redirector added to it (opaque CGI some servers need).
 fn direct_url(source: &XrootdSource) -> String {
-    let server = &source.inner.server;
+    let server = source.server();
     server.url_on(&server.address())
 }
 

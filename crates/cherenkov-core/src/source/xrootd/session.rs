@@ -2,7 +2,16 @@
 //! open travels with the login (and the query of the server's readv limits, and `kXR_locate`),
 //! `kXR_wait` is honoured and `kXR_redirect` followed, within the options' bounds.
 
-use super::*;
+use super::auth::{self, Security};
+use super::connection::{Connection, Waiting};
+use super::options::XrootdOptions;
+use super::protocol::{self as proto, FileHandle, Redirect};
+use super::reply::{ConnError, Failure, Reply, SMALL_BODY_MAX};
+use super::url::{split_host_port, Endpoint, DEFAULT_PORT};
+use crate::source::retry::Retries;
+use futures_util::future::join_all;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A logged-in connection with the file open on it.
 pub(super) struct Session {
@@ -227,4 +236,58 @@ pub(super) async fn wait_as_asked(
     tokio::time::sleep(pause).await;
     *waited += pause;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_are_bounded_and_resolved() {
+        let from = Endpoint {
+            host: "a".into(),
+            port: 1,
+            path: "/f".into(),
+            tls: false,
+        };
+        let r = Redirect {
+            host: "b".into(),
+            port: 2,
+            opaque: Some("x=1".into()),
+        };
+        let to = follow_redirect(&from, &r, 1, 1).unwrap();
+        assert_eq!(
+            (to.host.as_str(), to.port, to.path.as_str()),
+            ("b", 2, "/f?x=1")
+        );
+        assert!(follow_redirect(&from, &r, 2, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("more than 1 redirects"));
+        let url = Redirect {
+            host: "root://c:3//other".into(),
+            port: -1,
+            opaque: None,
+        };
+        let to = follow_redirect(&from, &url, 1, 1).unwrap();
+        assert_eq!((to.host.as_str(), to.port, to.tls), ("c", 3, false));
+        // A redirect may ask for TLS; one from a TLS server never drops it.
+        let secure = Redirect {
+            host: "roots://c:3//other".into(),
+            port: -1,
+            opaque: None,
+        };
+        let to = follow_redirect(&from, &secure, 1, 1).unwrap();
+        assert!(to.tls);
+        assert!(follow_redirect(&to, &url, 1, 1).unwrap().tls);
+        let no_port = Redirect {
+            host: "d".into(),
+            port: 0,
+            opaque: None,
+        };
+        assert_eq!(
+            follow_redirect(&from, &no_port, 1, 1).unwrap().port,
+            DEFAULT_PORT
+        );
+    }
 }

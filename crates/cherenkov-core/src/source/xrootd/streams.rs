@@ -5,8 +5,8 @@
 //! `kXR_oksofar` bodies are gathered until the final answer, a `kXR_waitresp` answer is picked out
 //! of the later `kXR_attn`, and late answers to requests that gave up are read and dropped.
 
-use super::connection::{ConnError, Reply, SMALL_BODY_MAX};
 use super::protocol::{self as proto, ResponseHeader, RESPONSE_HEADER_LEN};
+use super::reply::{ConnError, Reply, SMALL_BODY_MAX};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};

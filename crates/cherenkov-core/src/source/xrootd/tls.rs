@@ -7,8 +7,8 @@
 //! answers are taken off the stream before TLS reads its own bytes: TLS costs its own round
 //! trip and nothing more. Certificates are checked as for HTTPS (`credentials::TlsOptions`).
 
-use super::connection::{ConnError, SMALL_BODY_MAX};
 use super::protocol::{self as proto, ResponseHeader, RESPONSE_HEADER_LEN};
+use super::reply::{ConnError, SMALL_BODY_MAX};
 use crate::source::credentials::TlsOptions;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;

@@ -1,0 +1,156 @@
+//! The one trait every source implements, [`ByteSource`], and what it speaks of: byte ranges,
+//! limits of one request, counters.
+
+use super::{adaptive, multi, trace};
+use crate::error::Result;
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// A byte range `[offset, offset + len)` of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ByteRange {
+    pub offset: u64,
+    pub len: u64,
+}
+
+impl ByteRange {
+    pub fn new(offset: u64, len: u64) -> Self {
+        Self { offset, len }
+    }
+    pub fn end(&self) -> u64 {
+        self.offset + self.len
+    }
+    pub fn contains(&self, other: &ByteRange) -> bool {
+        self.offset <= other.offset && other.end() <= self.end()
+    }
+}
+
+/// What one request to a source may carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SourceLimits {
+    /// Most ranges one request may ask for (XRootD `readv_iov_max`, HTTP ranges per header).
+    pub max_ranges_per_request: usize,
+    /// Largest single range a request element may have (XRootD `readv_ior_max`).
+    pub max_range_len: u64,
+    /// Largest total payload of one request.
+    pub max_request_bytes: u64,
+}
+
+impl SourceLimits {
+    /// No protocol limit (local files).
+    pub const UNLIMITED: SourceLimits = SourceLimits {
+        max_ranges_per_request: usize::MAX,
+        max_range_len: u64::MAX,
+        max_request_bytes: u64::MAX,
+    };
+}
+
+/// Counters every source keeps; the engine and the statistics layer read them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(
+    feature = "python",
+    pyo3::pyclass(module = "cherenkov._core", get_all, frozen)
+)]
+pub struct SourceCounters {
+    /// Requests sent (one vectored request counts once).
+    pub requests: u64,
+    /// Sequential waits on the server: requests issued together in one batch count once.
+    pub round_trips: u64,
+    /// Ranges asked for, after any splitting by limits.
+    pub ranges: u64,
+    /// Payload bytes received.
+    pub bytes: u64,
+    /// Ranges served by the disk cache (see `cache`), without a request.
+    pub disk_cache_hits: u64,
+    /// Ranges the disk cache did not hold, read from the source and stored.
+    pub disk_cache_misses: u64,
+    /// Bytes served by the disk cache.
+    pub disk_cache_bytes_saved: u64,
+    /// Parallel streams in use now: XRootD connections, HTTP requests in flight (see `adaptive`).
+    pub streams: u64,
+    /// Most streams used at once since the file was opened.
+    pub streams_peak: u64,
+}
+
+impl std::ops::Add for SourceCounters {
+    type Output = SourceCounters;
+    fn add(self, other: SourceCounters) -> SourceCounters {
+        SourceCounters {
+            requests: self.requests + other.requests,
+            round_trips: self.round_trips + other.round_trips,
+            ranges: self.ranges + other.ranges,
+            bytes: self.bytes + other.bytes,
+            disk_cache_hits: self.disk_cache_hits + other.disk_cache_hits,
+            disk_cache_misses: self.disk_cache_misses + other.disk_cache_misses,
+            disk_cache_bytes_saved: self.disk_cache_bytes_saved + other.disk_cache_bytes_saved,
+            streams: self.streams + other.streams,
+            streams_peak: self.streams_peak + other.streams_peak,
+        }
+    }
+}
+
+#[cfg(feature = "python")]
+#[pyo3::pymethods]
+impl SourceCounters {
+    /// All zero: the start of a sum over files.
+    #[new]
+    fn zero() -> SourceCounters {
+        SourceCounters::default()
+    }
+    fn __add__(&self, other: &SourceCounters) -> SourceCounters {
+        *self + *other
+    }
+    fn __repr__(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+/// A file's bytes, wherever they live.
+#[async_trait]
+pub trait ByteSource: Send + Sync + std::fmt::Debug {
+    /// The path or URL, for error messages and statistics.
+    fn name(&self) -> &str;
+    /// The file size in bytes.
+    async fn size(&self) -> Result<u64>;
+    /// Read all `ranges` (in any order, possibly overlapping); the answer has one buffer per range,
+    /// in the order asked. Implementations split requests by their own limits.
+    async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>>;
+    /// What one request may carry.
+    fn limits(&self) -> SourceLimits;
+    /// Counters since the source was opened.
+    fn counters(&self) -> SourceCounters;
+    /// Bytes the source read while opening (HTTP learns the size with a read of the file's head
+    /// and tail), so that the first reads of a file need no request of their own.
+    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
+        Vec::new()
+    }
+    /// The requests made so far, when this source records them (see `trace::TracingSource`).
+    fn trace(&self) -> Option<Vec<trace::TraceEvent>> {
+        None
+    }
+    /// Per-replica reports, for sources that combine several (see `multi::MultiSource`).
+    fn replicas(&self) -> Option<Vec<multi::ReplicaReport>> {
+        None
+    }
+    /// The throughput steps that set the stream count (see `adaptive`), for sources that adapt it.
+    fn stream_steps(&self) -> Vec<adaptive::StreamStep> {
+        Vec::new()
+    }
+    /// The link's round trip as measured so far (see `adaptive`), for sources that measure it.
+    fn round_trip(&self) -> Option<std::time::Duration> {
+        None
+    }
+    /// What tells this version of the file from a replaced one (a modification time, an ETag),
+    /// where the source knows it without a request; the disk cache keys its entries on it.
+    fn version(&self) -> Option<String> {
+        None
+    }
+    /// The checksum the server keeps for the whole file, as `<algorithm> <value>` (`adler32
+    /// 0a1b2c3d`); `None` when the protocol has no way to ask (HTTP, local files).
+    async fn checksum(&self) -> Result<Option<String>> {
+        Ok(None)
+    }
+}
+
+pub type SharedSource = Arc<dyn ByteSource>;
