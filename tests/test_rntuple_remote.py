@@ -85,7 +85,7 @@ def write_with_cherenkov(tree_path: Path, path: Path) -> None:
     names = [b.name for b in events.branches if b.readable and b.parent is None]
     data = events.arrays(names)
     with cherenkov.recreate(path) as f:
-        ntuple = f.mktree("Events", {n: data[n].type for n in names}, format="rntuple", cluster_bytes=1_500_000)
+        ntuple = f.mktree("Events", {n: data[n].type.content for n in names}, format="rntuple", cluster_bytes=1_500_000)
         ntuple.extend({n: data[n] for n in names})
 
 
