@@ -5,9 +5,12 @@
 //! so a reader's speculative read of the file's tail (`engine::file::ROOT_OPENING`) finds them
 //! with the tables' metadata written just before.
 
+use crate::engine::file::RootFile;
+use crate::engine::runtime;
 use crate::error::{Error, Result};
+use crate::format::cursor::Cursor;
 use crate::format::directory::{
-    DirectoryRecord, FileHeader, FreeSegment, Key, Uuid, START_BIG_FILE,
+    parse_free_segments, DirectoryRecord, FileHeader, FreeSegment, Key, Uuid, START_BIG_FILE,
 };
 use crate::format::streamers::StreamerInfo;
 use crate::format::writing::buffer::string_len;
@@ -20,6 +23,7 @@ use crate::format::writing::streamers::{
     write_streamer_infos, STREAMER_INFO_CLASS, STREAMER_INFO_NAME, STREAMER_INFO_TITLE,
 };
 use crate::sink::Sink;
+use crate::source::{ByteRange, SourceOptions};
 
 /// The ROOT version the files are written as (6.40/00): the structures and class versions are
 /// those of ROOT 6.40.
@@ -52,6 +56,9 @@ pub struct FileWriter {
     end: u64,
     /// Space inside the file free to reuse.
     gaps: Vec<FreeSegment>,
+    /// Records an update replaces (old keys lists, streamer infos, free list): free once the
+    /// new ones are written, so listed in the free segments but not reused before.
+    freed: Vec<FreeSegment>,
     dirs: Vec<Directory>,
     streamers: Vec<StreamerInfo>,
     uuid: Uuid,
@@ -103,6 +110,7 @@ impl FileWriter {
             compression,
             end: BEGIN + key.nbytes as u64,
             gaps: Vec::new(),
+            freed: Vec::new(),
             dirs: vec![Directory {
                 name,
                 parent: None,
@@ -125,6 +133,90 @@ impl FileWriter {
         record.write(&mut head);
         w.write_at(0, &head)?;
         Ok(w)
+    }
+
+    /// The existing ROOT file at `path`, to add to in place: new records go after its end (or
+    /// into its free gaps), and `close` writes new keys lists, streamer infos, free segments and
+    /// header; until then the file reads as it was.
+    pub fn update(path: &str) -> Result<Self> {
+        let existing = runtime().block_on(RootFile::open_url(path, &SourceOptions::default()))?;
+        let h = existing.header.clone();
+        let in_file = |e: Error| e.in_file(path);
+        let read = |offset: u64, len: u64| -> Result<Vec<u8>> {
+            let r = ByteRange::new(offset, len);
+            Ok(runtime()
+                .block_on(existing.read_raw(&[r]))?
+                .remove(0)
+                .to_vec())
+        };
+        let head = read(
+            h.begin,
+            h.name_bytes as u64 + DIRECTORY_RECORD_WRITTEN as u64,
+        )?;
+        let key = Key::parse(&mut Cursor::new(&head, "file", h.begin)).map_err(in_file)?;
+        let at = h.name_bytes as usize;
+        let record =
+            DirectoryRecord::parse(&mut Cursor::new(&head[at..], "file", h.begin + at as u64))
+                .map_err(in_file)?;
+        let streamers = runtime().block_on(existing.streamers()).to_vec();
+        if let Some(e) = existing.streamer_error.get() {
+            return Err(Error::InvalidArgument(format!(
+                "{path}: cannot update a file whose streamer infos cannot be rewritten: {e}"
+            )));
+        }
+        let mut gaps = Vec::new();
+        if h.seek_free > 0 && h.n_free > 0 {
+            let raw = read(h.seek_free, h.free_bytes as u64)?;
+            gaps = parse_free_segments(&raw, h.seek_free, h.n_free as usize).map_err(in_file)?;
+            gaps.retain(|g| g.last < h.end);
+        }
+        let mut freed = vec![
+            segment(h.seek_info, h.info_bytes as u64),
+            segment(h.seek_free, h.free_bytes as u64),
+            segment(record.seek_keys, record.keys_bytes as u64),
+        ];
+        let mut dirs = vec![Directory {
+            name: key.name.clone(),
+            parent: None,
+            record,
+            record_offset: h.begin + h.name_bytes as u64,
+            title: key.title.clone(),
+            keys: existing.keys.clone(),
+        }];
+        let mut i = 0;
+        while i < dirs.len() {
+            for k in dirs[i].keys.clone().iter().filter(|k| k.is_directory()) {
+                let object = runtime().block_on(existing.read_object(k))?;
+                let record = DirectoryRecord::parse(&mut Cursor::new(&object, "file", k.seek_key))
+                    .map_err(in_file)?;
+                freed.push(segment(record.seek_keys, record.keys_bytes as u64));
+                let keys = runtime().block_on(existing.directory_keys(Some(k)))?;
+                dirs.push(Directory {
+                    name: k.name.clone(),
+                    parent: Some(i),
+                    record,
+                    record_offset: k.seek_key + k.keylen as u64,
+                    title: k.title.clone(),
+                    keys,
+                });
+            }
+            i += 1;
+        }
+        freed.retain(|s| s.first > 0 && s.last >= s.first);
+        let compression = Compression::from_setting(h.compress).unwrap_or(Compression::NONE);
+        Ok(FileWriter {
+            sink: Some(Box::new(crate::sink::local::LocalSink::update(path)?)),
+            name: key.name,
+            title: key.title,
+            compression,
+            end: h.end,
+            gaps,
+            freed,
+            dirs,
+            streamers,
+            uuid: h.uuid,
+            name_bytes: h.name_bytes,
+        })
     }
 
     /// The file's name (as its sink names it), for error messages.
@@ -436,6 +528,8 @@ impl FileWriter {
         let keylen = Key::header_len("TFile", &self.name, &self.title, big);
         let seek = self.end;
         let mut segments = self.gaps.clone();
+        segments.extend(self.freed.iter().copied());
+        segments.sort_by_key(|s| s.first);
         segments.push(FreeSegment {
             first: seek,
             last: START_BIG_FILE,
@@ -493,6 +587,14 @@ impl FileWriter {
             info_bytes,
             uuid: self.uuid,
         }
+    }
+}
+
+/// The segment of `len` bytes at `offset` (empty when `len` is 0).
+fn segment(offset: u64, len: u64) -> FreeSegment {
+    FreeSegment {
+        first: offset,
+        last: (offset + len).saturating_sub(1),
     }
 }
 

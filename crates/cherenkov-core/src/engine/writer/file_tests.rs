@@ -129,3 +129,38 @@ fn a_file_not_closed_leaves_nothing() {
     drop(w);
     assert!(!std::path::Path::new(&path).exists());
 }
+
+#[test]
+fn an_update_adds_to_a_file_and_lists_what_it_replaced_as_free() {
+    let path = scratch("update.root");
+    let mut w = create(&path, 505);
+    let sub = w.mkdir(DirectoryId(0), "sub", "").unwrap();
+    named(&mut w, sub, "first", "one");
+    w.close().unwrap();
+    let before = open(&path);
+
+    let mut w = FileWriter::update(&path).unwrap();
+    assert_eq!(w.end(), before.header.end);
+    let sub = w.mkdirs("sub").unwrap();
+    named(&mut w, sub, "second", "two");
+    named(&mut w, DirectoryId(0), "top", "three");
+    named(&mut w, sub, "first", "one, again");
+    w.close().unwrap();
+
+    let f = open(&path);
+    assert_eq!(title_of(&f, "sub/first;1"), "one");
+    assert_eq!(title_of(&f, "sub/first"), "one, again");
+    assert_eq!(title_of(&f, "sub/second"), "two");
+    assert_eq!(title_of(&f, "top"), "three");
+    assert_eq!(f.header.uuid, before.header.uuid);
+    let raw = std::fs::read(&path).unwrap();
+    let h = &f.header;
+    let record = &raw[h.seek_free as usize..(h.seek_free + h.free_bytes as u64) as usize];
+    let segments = parse_free_segments(record, h.seek_free, h.n_free as usize).unwrap();
+    let old_keys = FreeSegment {
+        first: before.header.seek_info,
+        last: before.header.seek_info + before.header.info_bytes as u64 - 1,
+    };
+    assert!(segments.contains(&old_keys), "{segments:?}");
+    assert_eq!(segments.last().unwrap().first, h.end);
+}

@@ -156,7 +156,7 @@ fn fits(kind: &ColumnType, array: &Array) -> std::result::Result<(), String> {
             Ok(())
         }
         (
-            ColumnType::Fixed { items, size },
+            ColumnType::Fixed { .. },
             Layout::Numpy {
                 dtype,
                 inner_shape,
@@ -164,14 +164,14 @@ fn fits(kind: &ColumnType, array: &Array) -> std::result::Result<(), String> {
             },
         ) => {
             // numpy's extra dimensions, as awkward hands them over.
-            let Some((&first, rest)) = inner_shape.split_first() else {
-                return Err(found());
-            };
-            if first != *size {
+            if !fixed_fits(kind, *dtype, inner_shape) {
                 return Err(found());
             }
-            let inner = Array::numpy(*dtype, rest.to_vec(), data.clone());
-            fits(items, &inner)
+            let item = dtype.size() * inner_shape.iter().product::<usize>();
+            if item == 0 || data.len % item != 0 {
+                return Err(format!("{} bytes of {}", data.len, describe(array)));
+            }
+            Ok(())
         }
         (
             ColumnType::Fixed { items, size },
@@ -241,6 +241,17 @@ fn fits(kind: &ColumnType, array: &Array) -> std::result::Result<(), String> {
             Ok(())
         }
         _ => Err(found()),
+    }
+}
+
+/// Whether numbers of `dtype` with these extra dimensions are of fixed-size type `kind`.
+fn fixed_fits(kind: &ColumnType, dtype: DType, shape: &[usize]) -> bool {
+    match (kind, shape.split_first()) {
+        (ColumnType::Number(d), None) => *d == dtype,
+        (ColumnType::Fixed { items, size }, Some((first, rest))) => {
+            first == size && fixed_fits(items, dtype, rest)
+        }
+        _ => false,
     }
 }
 

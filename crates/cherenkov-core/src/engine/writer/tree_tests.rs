@@ -1,7 +1,7 @@
 use super::*;
 use crate::engine::file::RootFile;
-use crate::engine::tree::{read_branches, TreeTable};
 use crate::engine::runtime;
+use crate::engine::tree::{read_branches, TreeTable};
 use crate::engine::writer::ColumnType;
 use crate::format::array::{AlignedBytes, Layout};
 use crate::format::writing::compression::Compression;
