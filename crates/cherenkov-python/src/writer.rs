@@ -5,12 +5,13 @@
 
 use crate::errors::to_py;
 use cherenkov_core::engine::writer::file::{DirectoryId, FileWriter};
+use cherenkov_core::engine::writer::ntuple::{NtupleLayout, NtupleWriter};
 use cherenkov_core::engine::writer::tree::TreeWriter;
 use cherenkov_core::engine::writer::{Column, ColumnType, TableOptions, TableWriter};
 use cherenkov_core::format::array::{AlignedBytes, Array, DType, SharedBytes};
 use cherenkov_core::format::writing::compression::Compression;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
-use pyo3::exceptions::{PyNotImplementedError, PyOSError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
@@ -117,11 +118,17 @@ impl WritableFile {
                 TreeWriter::new(&state.file, dir, name, columns, options, aliases)
                     .map_err(to_py)?,
             ),
-            "rntuple" => {
-                return Err(PyNotImplementedError::new_err(
-                    "format=\"rntuple\": RNTuples are written by the RNTuple writer (engine/writer/ntuple.rs), which this build does not have yet",
-                ))
-            }
+            "rntuple" => Box::new(
+                NtupleWriter::new(
+                    &state.file,
+                    dir,
+                    name,
+                    columns,
+                    &options,
+                    NtupleLayout::default(),
+                )
+                .map_err(to_py)?,
+            ),
             other => {
                 return Err(PyValueError::new_err(format!(
                     "format={other:?}: \"ttree\" or \"rntuple\""
