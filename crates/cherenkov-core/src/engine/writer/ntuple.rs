@@ -1,10 +1,11 @@
 //! RNTuples written (`TableWriter`), as ROOT's `RNTupleWriter` lays them out with its default
 //! `RNTupleWriteOptions`: pages of at most 1 MiB of elements, clusters closed when their
 //! uncompressed size reaches what the compression so far says makes about 128 MiB on disk
-//! (`layout.rs`: within a third of the memory budget), every page with its XXH3-64. A full cluster's pages are packed,
-//! compressed and checksummed on every core while the next cluster fills (at most two clusters
-//! in memory), then written column after column in RBlob keys. Page lists, header and footer go
-//! at the end with the anchor, so a reader's opening tail read finds every cluster.
+//! (`layout.rs`: within a third of the memory budget), every page with its XXH3-64. Pages are
+//! packed, compressed and checksummed on every core as soon as they are full, while the cluster
+//! goes on filling; a closed cluster's pages are written column after column in RBlob keys.
+//! Page lists, header and footer go at the end with the anchor, so a reader's opening tail read
+//! finds every cluster.
 
 use super::file::{DirectoryId, FileWriter};
 use super::layout::{ClusterPolicy, RNTUPLE_CLUSTER_BYTES};
@@ -55,14 +56,9 @@ impl Default for NtupleLayout {
     }
 }
 
-/// A cluster being compressed on the pool.
-struct Sealing {
-    first_entry: u64,
-    entries: u64,
-    unzipped: u64,
-    /// Per column, its pages.
-    pages: mpsc::Receiver<Vec<Vec<SealedPage>>>,
-}
+/// Pages cut off the columns together (one `extend` batch, or a cluster's last pages), being
+/// packed, compressed and checksummed on the pool: (column, page) in order.
+type InFlight = mpsc::Receiver<Vec<(usize, SealedPage)>>;
 
 pub struct NtupleWriter {
     name: String,
@@ -75,10 +71,12 @@ pub struct NtupleWriter {
     layout: NtupleLayout,
     policy: ClusterPolicy,
     entries: u64,
-    /// The cluster being filled: its columns' elements, and its entries.
+    /// The cluster being filled: its columns' elements not yet cut into pages, its entries and
+    /// uncompressed bytes, and its pages on the pool.
     filling: Vec<ColumnData>,
     filling_entries: u64,
-    sealing: Option<Sealing>,
+    filling_bytes: u64,
+    in_flight: Vec<InFlight>,
     /// Clusters written so far, and each column's elements in them.
     written: PageList,
     first_element: Vec<u64>,
@@ -145,7 +143,8 @@ impl NtupleWriter {
             layout,
             entries: 0,
             filling_entries: 0,
-            sealing: None,
+            filling_bytes: 0,
+            in_flight: Vec::new(),
             written: PageList {
                 clusters: Vec::new(),
                 columns: Vec::new(),
@@ -153,49 +152,74 @@ impl NtupleWriter {
         })
     }
 
-    fn filling_bytes(&self) -> u64 {
-        self.filling.iter().map(|c| c.bytes.len() as u64).sum()
+    /// Send the pages of the cluster being filled to the pool: every full page, or with `all`
+    /// the last ones too. The columns keep what remains.
+    fn send_pages(&mut self, all: bool) {
+        let mut work = Vec::new();
+        for (c, data) in self.filling.iter_mut().enumerate() {
+            let size = self.codings[c].kind.element().map_or(1, |e| e.size());
+            let page = (self.layout.page_bytes as usize / size).max(1) * size;
+            let cut = if all {
+                data.bytes.len()
+            } else {
+                data.bytes.len() / page * page
+            };
+            if cut == 0 {
+                continue;
+            }
+            let rest = data.bytes[cut..].to_vec();
+            let mut full = std::mem::replace(&mut data.bytes, rest);
+            full.truncate(cut);
+            work.push((c, full, page));
+        }
+        if work.is_empty() {
+            return;
+        }
+        let (send, pages) = mpsc::channel();
+        let (codings, compression, checksums) = (
+            self.codings.clone(),
+            self.compression,
+            self.layout.checksums,
+        );
+        rayon::spawn(move || {
+            let pieces: Vec<(usize, &[u8])> = work
+                .iter()
+                .flat_map(|(c, bytes, page)| bytes.chunks(*page).map(move |p| (*c, p)))
+                .collect();
+            let sealed = pieces
+                .into_par_iter()
+                .map(|(c, bytes)| {
+                    let n = bytes.len() / codings[c].kind.element().map_or(1, |e| e.size());
+                    let mut packed = Vec::with_capacity(bytes.len());
+                    pack(&codings[c], bytes, n, &mut packed);
+                    (c, seal(&packed, n as u32, compression, checksums))
+                })
+                .collect();
+            let _ = send.send(sealed);
+        });
+        self.in_flight.push(pages);
     }
 
-    /// Close the cluster being filled: wait for the one before to be compressed and write it,
-    /// then start compressing this one.
+    /// Close the cluster being filled: its last pages compressed, all of them written column
+    /// after column in RBlob keys, and listed.
     fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
         if self.filling_entries == 0 {
             return Ok(());
         }
-        self.write_sealed(file)?;
-        let columns = std::mem::replace(
-            &mut self.filling,
-            vec![ColumnData::default(); self.codings.len()],
-        );
-        let unzipped = columns.iter().map(|c| c.bytes.len() as u64).sum();
-        let (send, pages) = mpsc::channel();
-        let (codings, compression, layout) = (self.codings.clone(), self.compression, self.layout);
-        rayon::spawn(move || {
-            let _ = send.send(seal_cluster(&codings, &columns, compression, layout));
-        });
-        self.sealing = Some(Sealing {
-            first_entry: self.entries - self.filling_entries,
-            entries: self.filling_entries,
-            unzipped,
-            pages,
-        });
-        self.filling_entries = 0;
-        Ok(())
-    }
-
-    /// Write the cluster being compressed, if any, and list its pages.
-    fn write_sealed(&mut self, file: &mut FileWriter) -> Result<()> {
-        let Some(sealing) = self.sealing.take() else {
-            return Ok(());
-        };
-        let mut pages = sealing.pages.recv().map_err(|_| {
-            Error::InvalidArgument(format!(
-                "{}: RNTuple '{}': compressing a cluster failed",
-                file.name(),
-                self.name
-            ))
-        })?;
+        self.send_pages(true);
+        let mut pages: Vec<Vec<SealedPage>> = vec![Vec::new(); self.codings.len()];
+        for batch in std::mem::take(&mut self.in_flight) {
+            let batch = batch.recv().map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "{}: RNTuple '{}': compressing a cluster's pages failed",
+                    file.name(),
+                    self.name
+                ))
+            })?;
+            for (c, page) in batch {
+                pages[c].push(page);
+            }
+        }
         // Whole pages, column after column, in keys of at most MAX_KEY_SIZE.
         let mut zipped = 0u64;
         let mut all: Vec<&mut SealedPage> = pages.iter_mut().flatten().collect();
@@ -213,8 +237,7 @@ impl NtupleWriter {
             for p in &all[at..end] {
                 payload.extend_from_slice(&p.bytes);
             }
-            let start = self.write_blob(file, &payload, payload.len())?;
-            let mut offset = start;
+            let mut offset = self.write_blob(file, &payload, payload.len())?;
             for p in &mut all[at..end] {
                 p.info.locator.offset = offset;
                 offset += p.bytes.len() as u64;
@@ -238,11 +261,14 @@ impl NtupleWriter {
             })
             .collect();
         self.written.clusters.push(ClusterSummary {
-            first_entry: sealing.first_entry,
-            entries: sealing.entries,
+            first_entry: self.entries - self.filling_entries,
+            entries: self.filling_entries,
         });
         self.written.columns.push(listed);
-        self.policy.observe(sealing.unzipped, zipped);
+        self.policy.observe(self.filling_bytes, zipped);
+        self.filling = vec![ColumnData::default(); self.codings.len()];
+        self.filling_entries = 0;
+        self.filling_bytes = 0;
         Ok(())
     }
 
@@ -267,38 +293,6 @@ impl NtupleWriter {
     }
 }
 
-/// Cut each column of a cluster into pages of at most `layout.page_bytes`, then pack, compress
-/// and checksum every page on the pool.
-fn seal_cluster(
-    codings: &[Coding],
-    columns: &[ColumnData],
-    compression: Compression,
-    layout: NtupleLayout,
-) -> Vec<Vec<SealedPage>> {
-    let mut work = Vec::new();
-    for (c, data) in columns.iter().enumerate() {
-        let size = codings[c].kind.element().map_or(1, |e| e.size());
-        let per_page = (layout.page_bytes as usize / size).max(1);
-        for (i, chunk) in data.bytes.chunks(per_page * size).enumerate() {
-            work.push((c, i, chunk));
-        }
-    }
-    let sealed: Vec<(usize, SealedPage)> = work
-        .into_par_iter()
-        .map(|(c, _, chunk)| {
-            let n = chunk.len() / codings[c].kind.element().map_or(1, |e| e.size());
-            let mut packed = Vec::with_capacity(chunk.len());
-            pack(&codings[c], chunk, n, &mut packed);
-            (c, seal(&packed, n as u32, compression, layout.checksums))
-        })
-        .collect();
-    let mut out: Vec<Vec<SealedPage>> = vec![Vec::new(); codings.len()];
-    for (c, page) in sealed {
-        out[c].push(page);
-    }
-    out
-}
-
 impl TableWriter for NtupleWriter {
     fn name(&self) -> &str {
         &self.name
@@ -318,7 +312,7 @@ impl TableWriter for NtupleWriter {
         let per_entry = (bytes / n.max(1)).max(1) as u64;
         let mut start = 0;
         while start < n {
-            let room = self.policy.threshold().saturating_sub(self.filling_bytes()) / per_entry;
+            let room = self.policy.threshold().saturating_sub(self.filling_bytes) / per_entry;
             let stop = n.min(start + room.max(1) as usize);
             for (i, array) in arrays.iter().enumerate() {
                 let range = self.model.columns[i].clone();
@@ -338,8 +332,13 @@ impl TableWriter for NtupleWriter {
             }
             self.filling_entries += (stop - start) as u64;
             self.entries += (stop - start) as u64;
-            if self.filling_bytes() >= self.policy.threshold() {
+            self.filling_bytes = (self.filling.iter().zip(&self.codings))
+                .map(|(d, c)| d.elements * c.kind.element().map_or(1, |e| e.size()) as u64)
+                .sum();
+            if self.filling_bytes >= self.policy.threshold() {
                 self.close_cluster(file)?;
+            } else {
+                self.send_pages(false);
             }
             start = stop;
         }
@@ -348,7 +347,6 @@ impl TableWriter for NtupleWriter {
 
     fn finish(mut self: Box<Self>, file: &mut FileWriter) -> Result<()> {
         self.close_cluster(file)?;
-        self.write_sealed(file)?;
         let (head, checksum) = header(&self.name, &self.title, WRITER, &self.model.schema);
         let groups = if self.written.clusters.is_empty() {
             Vec::new()
