@@ -6,14 +6,14 @@ PY     := $(VENV)/bin/python
 SHARED ?= $(abspath ../shared)
 export CHERENKOV_SHARED := $(SHARED)
 
-.PHONY: setup demo test lint test-rust test-python bench-local bench fmt clean
+.PHONY: setup demo test lint test-rust test-python bench-local bench wheel wheel-check fmt clean
 
 setup:
 	@bash scripts/setup.sh
 
 # The demo compares cherenkov with uproot and ROOT: their setup installs them (ROOT: about 250 MB).
 demo: setup
-	bash scripts/setup-bench.sh && $(PY) -m cherenkov.demo
+	bash scripts/setup-bench.sh && $(PY) -m cherenkov_lab.demo
 
 test: setup lint test-rust test-python
 
@@ -33,6 +33,14 @@ bench-local: setup
 
 bench: setup
 	bash scripts/setup-bench.sh && $(PY) bench/lab.py
+
+# A wheel for users (abi3, manylinux_2_28): `pip install target/wheels/cherenkov-*.whl`, no Rust needed.
+wheel: setup
+	. scripts/env.sh && $(VENV)/bin/maturin build --release --compatibility manylinux_2_28 --out target/wheels
+
+# The wheel installed in a fresh venv reads a file over HTTP from the lab's nginx.
+wheel-check: wheel
+	$(PY) scripts/check_wheel.py $$(ls -t target/wheels/cherenkov-*.whl | head -1)
 
 fmt:
 	cargo fmt --all && $(VENV)/bin/ruff format .

@@ -20,7 +20,7 @@ import cherenkov
 import numpy as np
 import pytest
 import uproot
-from cherenkov.lab import Lab, NginxServer, XrootdServer
+from cherenkov_lab import Lab, NginxServer, XrootdServer
 from conftest import TESTDATA, wait_for
 from fault_server import FaultServer
 

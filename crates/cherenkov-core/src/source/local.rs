@@ -1,12 +1,11 @@
 //! Local files: positional reads, many ranges read concurrently on the blocking pool.
 
-use super::{ByteRange, ByteSource, SourceCounters, SourceLimits};
+use super::{ByteRange, ByteSource, Opened, SourceLimits, SourceReport, Tally};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[derive(Debug)]
@@ -14,9 +13,7 @@ pub struct LocalSource {
     path: String,
     file: Arc<File>,
     size: u64,
-    requests: AtomicU64,
-    ranges: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
 }
 
 /// Reads up to this size run inline; larger ones are split into groups read in parallel on the
@@ -35,10 +32,18 @@ impl LocalSource {
             path: path.to_string(),
             file: Arc::new(file),
             size,
-            requests: AtomicU64::new(0),
-            ranges: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            tally: Tally::default(),
         })
+    }
+
+    /// The source with the version of the file it opened: its modification time.
+    pub fn into_opened(self) -> Opened {
+        let modified = self.file.metadata().ok().and_then(|m| m.modified().ok());
+        let since = modified.and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok());
+        Opened {
+            version: since.map(|t| format!("mtime {}", t.as_nanos())),
+            ..Opened::plain(Arc::new(self))
+        }
     }
 
     fn read_one(file: &File, path: &str, size: u64, r: ByteRange) -> Result<Bytes> {
@@ -70,22 +75,13 @@ impl ByteSource for LocalSource {
         &self.path
     }
 
-    fn version(&self) -> Option<String> {
-        let modified = self.file.metadata().ok()?.modified().ok()?;
-        let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
-        Some(format!("mtime {}", since.as_nanos()))
-    }
-
-    async fn size(&self) -> Result<u64> {
-        Ok(self.size)
+    fn size(&self) -> u64 {
+        self.size
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.ranges
-            .fetch_add(ranges.len() as u64, Ordering::Relaxed);
         let total: u64 = ranges.iter().map(|r| r.len).sum();
-        self.bytes.fetch_add(total, Ordering::Relaxed);
+        self.tally.record(ranges.len() as u64, total);
         if total < PARALLEL_READ_MIN_BYTES || ranges.len() == 1 {
             return ranges
                 .iter()
@@ -124,14 +120,10 @@ impl ByteSource for LocalSource {
         SourceLimits::UNLIMITED
     }
 
-    fn counters(&self) -> SourceCounters {
-        let requests = self.requests.load(Ordering::Relaxed);
-        SourceCounters {
-            requests,
-            round_trips: requests,
-            ranges: self.ranges.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            ..SourceCounters::default()
+    fn report(&self) -> SourceReport {
+        SourceReport {
+            counters: self.tally.counters(),
+            ..SourceReport::default()
         }
     }
 }

@@ -23,10 +23,11 @@ pub use self::options::HttpOptions;
 use self::probe::probe;
 use self::range_header::{plan_requests, range_header_value, ContentRange};
 use self::response::{content_range, header_str, read_body, reject_encoded, send, Version};
-use super::adaptive::{StreamStep, Streams};
+use super::adaptive::Streams;
 use super::{
     coalesce_ranges, describe_ranges, file_changed, join_split_pieces, slice_from_fetched,
-    split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits,
+    split_for_limits, ByteRange, ByteSource, Opened, SourceCounters, SourceLimits, SourceReport,
+    Tally,
 };
 use crate::error::{Error, Result};
 use crate::source::redact::redact;
@@ -38,7 +39,8 @@ use reqwest::Method;
 use reqwest::{Response, StatusCode, Url};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 /// Ranges closer than this are asked as one: a multipart part costs about this much in headers.
@@ -78,13 +80,22 @@ pub struct HttpSource {
     multirange_works: AtomicBool,
     /// Current `Range:` header budget (starts at `options.max_header_bytes`).
     header_budget: AtomicUsize,
-    requests: AtomicU64,
-    round_trips: AtomicU64,
-    ranges: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
 }
 
 impl HttpSource {
+    /// The source with what opening read of the file (its head and tail, see
+    /// `HttpOptions::opening`) and the version of the file it read them from.
+    pub fn into_opened(mut self) -> Opened {
+        let reads = std::mem::take(&mut self.opening);
+        let version = self.version.tag();
+        Opened {
+            reads,
+            version,
+            ..Opened::plain(Arc::new(self))
+        }
+    }
+
     /// Open `url` (http or https): learn the file's size with a one-byte range request, following
     /// at most `options.max_redirects` redirects; later requests go to the final URL.
     pub async fn open(url: &str, options: HttpOptions) -> Result<HttpSource> {
@@ -105,7 +116,7 @@ impl HttpSource {
         };
         let builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(options.max_redirects))
-            .connect_timeout(options.request_timeout)
+            .connect_timeout(options.policy.timeout)
             .pool_max_idle_per_host(options.connections.max(options.max_connections))
             .tcp_nodelay(true);
         let client = trusting(builder, &options.tls)
@@ -121,7 +132,7 @@ impl HttpSource {
         let started = std::time::Instant::now();
         let warming = warm_up(&client, &auth, &target, options.connections - 1);
         let probe = retrying(
-            options.retry_policy(),
+            options.policy.retry,
             |_| true,
             || {},
             || probe(&client, &auth, &target, &options),
@@ -158,10 +169,13 @@ impl HttpSource {
             multirange_works: AtomicBool::new(probe.multirange_works),
             header_budget: AtomicUsize::new(options.max_header_bytes),
             options,
-            requests: AtomicU64::new(1),
-            round_trips: AtomicU64::new(1),
-            ranges: AtomicU64::new(1),
-            bytes: AtomicU64::new(probe.opening.iter().map(|(r, _)| r.len).sum()),
+            tally: Tally::from_counters(SourceCounters {
+                requests: 1,
+                round_trips: 1,
+                ranges: 1,
+                bytes: probe.opening.iter().map(|(r, _)| r.len).sum(),
+                ..SourceCounters::default()
+            }),
         })
     }
 
@@ -192,7 +206,7 @@ impl HttpSource {
     /// Requests sent together count as one round trip per `connections` of them; a retry as one.
     fn count_round_trips(&self, requests: usize) {
         let waves = requests.div_ceil(self.streams.current()) as u64;
-        self.round_trips.fetch_add(waves, Ordering::Relaxed);
+        self.tally.round_trips.fetch_add(waves, Ordering::Relaxed);
     }
 
     /// Fetch sorted, disjoint, non-empty ranges; one buffer per range.
@@ -286,7 +300,7 @@ impl HttpSource {
         let retry_multi =
             |f: &Failure| matches!(f, Failure::Unreachable(_) | Failure::ServerError(_));
         match retrying(
-            self.options.retry_policy(),
+            self.options.policy.retry,
             retry_multi,
             || self.count_round_trips(1),
             || self.fetch_once(group),
@@ -352,7 +366,7 @@ impl HttpSource {
     async fn fetch_single(&self, range: ByteRange) -> Result<Bytes> {
         let asked = [range];
         let parts = retrying(
-            self.options.retry_policy(),
+            self.options.policy.retry,
             |_| true,
             || self.count_round_trips(1),
             || self.fetch_once(&asked),
@@ -372,17 +386,19 @@ impl HttpSource {
     /// Send one request for `ranges` and check its answer. Retries are the caller's business.
     async fn fetch_once(&self, ranges: &[ByteRange]) -> Result<Vec<Part>, Failure> {
         let _permit = self.permit().await?;
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.ranges
+        self.tally.requests.fetch_add(1, Ordering::Relaxed);
+        self.tally
+            .ranges
             .fetch_add(ranges.len() as u64, Ordering::Relaxed);
         let allowed = self
             .options
+            .policy
             .time_allowed(ranges.iter().map(|r| r.len).sum());
         self.streams.started();
         let sent = std::time::Instant::now();
         let answer = tokio::time::timeout(allowed, self.exchange(ranges))
             .await
-            .unwrap_or_else(|_| Err(too_slow(allowed, self.options.min_rate)));
+            .unwrap_or_else(|_| Err(too_slow(allowed, self.options.policy.min_rate)));
         let received = match &answer {
             Ok(parts) => parts.iter().map(|p| p.data.len() as u64).sum(),
             Err(_) => 0,
@@ -402,7 +418,7 @@ impl HttpSource {
             .client
             .get(self.target.clone())
             .header(RANGE, range_header_value(ranges));
-        let response = send(self.auth.apply(request)?, self.options.request_timeout).await?;
+        let response = send(self.auth.apply(request)?, self.options.policy.timeout).await?;
         reject_encoded(&response)?;
         self.version.check(&response)?;
         let status = response.status();
@@ -434,7 +450,7 @@ impl HttpSource {
             }
         }
         let received: u64 = parts.iter().map(|p| p.data.len() as u64).sum();
-        self.bytes.fetch_add(received, Ordering::Relaxed);
+        self.tally.bytes.fetch_add(received, Ordering::Relaxed);
         Ok(parts)
     }
 
@@ -448,7 +464,7 @@ impl HttpSource {
         let content_type = header_str(&response, CONTENT_TYPE).unwrap_or_default();
         if let Some(boundary) = boundary_from_content_type(&content_type) {
             let limit = asked + PART_OVERHEAD * (ranges.len() as u64 + 1);
-            let body = read_body(response, limit, self.options.request_timeout).await?;
+            let body = read_body(response, limit, self.options.policy.timeout).await?;
             return parse_byteranges(&body, &boundary, ranges.len()).map_err(|e| match e {
                 MultipartError::Truncated(m) => {
                     Failure::CutShort(format!("multipart answer cut short: {m}"))
@@ -473,7 +489,7 @@ impl HttpSource {
                 span
             )));
         }
-        let data = read_body(response, range.len, self.options.request_timeout).await?;
+        let data = read_body(response, range.len, self.options.policy.timeout).await?;
         if data.len() as u64 != range.len {
             return Err(Failure::CutShort(format!(
                 "answer has {} bytes, its Content-Range announces {}",
@@ -510,7 +526,7 @@ impl HttpSource {
                 self.size
             )));
         }
-        let data = read_body(response, self.size, self.options.request_timeout).await?;
+        let data = read_body(response, self.size, self.options.policy.timeout).await?;
         if data.len() as u64 != self.size {
             return Err(Failure::CutShort(format!(
                 "whole-file answer has {} of {} bytes",
@@ -549,12 +565,8 @@ impl ByteSource for HttpSource {
         &self.url
     }
 
-    fn version(&self) -> Option<String> {
-        self.version.tag()
-    }
-
-    async fn size(&self) -> Result<u64> {
-        Ok(self.size)
+    fn size(&self) -> u64 {
+        self.size
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
@@ -611,27 +623,8 @@ impl ByteSource for HttpSource {
         }
     }
 
-    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
-        self.opening.clone()
-    }
-
-    fn counters(&self) -> SourceCounters {
-        SourceCounters {
-            requests: self.requests.load(Ordering::Relaxed),
-            round_trips: self.round_trips.load(Ordering::Relaxed),
-            ranges: self.ranges.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            streams: self.streams.current() as u64,
-            streams_peak: self.streams.peak() as u64,
-            ..SourceCounters::default()
-        }
-    }
-
-    fn stream_steps(&self) -> Vec<StreamStep> {
-        self.streams.steps()
-    }
-    fn round_trip(&self) -> Option<std::time::Duration> {
-        self.streams.round_trip()
+    fn report(&self) -> SourceReport {
+        self.streams.report(self.tally.counters())
     }
 }
 

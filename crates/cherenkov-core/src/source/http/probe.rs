@@ -66,10 +66,12 @@ pub async fn probe(
     url: &Url,
     options: &HttpOptions,
 ) -> Result<Probe, Failure> {
-    let allowed = options.time_allowed(options.opening.head + options.opening.tail);
+    let allowed = options
+        .policy
+        .time_allowed(options.opening.head + options.opening.tail);
     tokio::time::timeout(allowed, probe_unbounded(client, auth, url, options))
         .await
-        .unwrap_or_else(|_| Err(too_slow(allowed, options.min_rate)))
+        .unwrap_or_else(|_| Err(too_slow(allowed, options.policy.min_rate)))
 }
 
 async fn probe_unbounded(
@@ -97,7 +99,7 @@ async fn probe_unbounded(
             let content_type = header_str(&response, CONTENT_TYPE).unwrap_or_default();
             let parts = match boundary_from_content_type(&content_type) {
                 Some(boundary) => {
-                    let body = read_body(response, limit, options.request_timeout).await?;
+                    let body = read_body(response, limit, options.policy.timeout).await?;
                     parse_byteranges(&body, &boundary, 2).map_err(|e| {
                         Failure::Unusable(format!(
                             "malformed multipart answer to the first request: {e:?}"
@@ -118,7 +120,7 @@ async fn probe_unbounded(
                             head + tail
                         )));
                     }
-                    let data = read_body(response, range.len, options.request_timeout).await?;
+                    let data = read_body(response, range.len, options.policy.timeout).await?;
                     if data.len() as u64 != range.len {
                         return Err(Failure::CutShort(format!(
                             "answer has {} bytes, its Content-Range announces {}",
@@ -152,7 +154,7 @@ async fn probe_unbounded(
                 .is_some_and(|len| len <= head + tail) =>
         {
             let announced = response.content_length().unwrap_or_default();
-            let data = read_body(response, announced, options.request_timeout).await?;
+            let data = read_body(response, announced, options.policy.timeout).await?;
             if data.len() as u64 != announced {
                 return Err(Failure::CutShort(format!(
                     "whole-file answer has {} of {announced} bytes",
@@ -192,7 +194,7 @@ async fn send_probe(
     range: String,
 ) -> Result<(Response, Url), Failure> {
     let request = auth.apply(client.get(url.clone()).header(RANGE, range))?;
-    let response = send(request, options.request_timeout).await?;
+    let response = send(request, options.policy.timeout).await?;
     reject_encoded(&response)?;
     let target = response.url().clone();
     Ok((response, target))
@@ -218,7 +220,7 @@ async fn probe_head(
                 range,
                 total: Some(size),
             }) if range.offset == 0 && range.len <= head => {
-                let data = read_body(response, range.len, options.request_timeout).await?;
+                let data = read_body(response, range.len, options.policy.timeout).await?;
                 let opening = if data.len() as u64 == range.len {
                     vec![(range, data)]
                 } else {
@@ -243,7 +245,7 @@ async fn probe_head(
                     options.max_full_body_bytes
                 )));
             }
-            let data = read_body(response, size, options.request_timeout).await?;
+            let data = read_body(response, size, options.policy.timeout).await?;
             if data.len() as u64 != size {
                 return Err(Failure::CutShort(format!(
                     "whole-file answer has {} of {size} bytes",

@@ -33,7 +33,9 @@ pub use self::quality::Quality;
 use self::replica::Replica;
 pub use self::replica::{ReplicaFinder, ReplicaReport};
 use self::schedule::{split_into_parts, Late, Schedule, IN_FLIGHT};
-use super::{ByteRange, ByteSource, OpeningHint, SharedSource, SourceCounters, SourceLimits};
+use super::{
+    ByteRange, ByteSource, Opened, OpeningHint, SharedSource, SourceLimits, SourceReport, Tally,
+};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -44,7 +46,7 @@ use std::time::{Duration, Instant};
 /// A replica being opened, with the name (URL) it is reported by.
 pub type Opening = (
     String,
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<SharedSource>> + Send>>,
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Opened>> + Send>>,
 );
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -110,9 +112,7 @@ pub struct MultiSource {
     /// Held while the finder runs: parts that fail together wait for one new replica.
     finding: tokio::sync::Mutex<()>,
     finds: AtomicUsize,
-    requests: AtomicU64,
-    ranges: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
     probe_bytes: AtomicU64,
 }
 
@@ -131,7 +131,7 @@ impl MultiSource {
             .join(" | ");
         let mut sizes = Vec::new();
         for s in &sources {
-            sizes.push(s.size().await?);
+            sizes.push(s.size());
         }
         if sizes.iter().any(|&s| s != sizes[0]) {
             let listing = sources
@@ -165,9 +165,7 @@ impl MultiSource {
             finder: None,
             finding: tokio::sync::Mutex::new(()),
             finds: AtomicUsize::new(0),
-            requests: AtomicU64::new(0),
-            ranges: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            tally: Tally::default(),
             probe_bytes: AtomicU64::new(0),
         })
     }
@@ -355,7 +353,7 @@ impl MultiSource {
     /// Add one more replica, which must have the same size (and checksum, when verified); returns
     /// its index.
     pub async fn add_replica(&self, source: SharedSource) -> Result<usize> {
-        let size = source.size().await?;
+        let size = source.size();
         if size != self.size {
             return Err(Error::io(
                 source.name(),
@@ -387,8 +385,8 @@ impl ByteSource for MultiSource {
         &self.name
     }
 
-    async fn size(&self) -> Result<u64> {
-        Ok(self.size)
+    fn size(&self) -> u64 {
+        self.size
     }
 
     async fn checksum(&self) -> Result<Option<String>> {
@@ -399,8 +397,10 @@ impl ByteSource for MultiSource {
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
-        self.requests.fetch_add(1, Relaxed);
-        self.ranges.fetch_add(ranges.len() as u64, Relaxed);
+        let tally = &self.tally;
+        tally.requests.fetch_add(1, Relaxed);
+        tally.round_trips.fetch_add(1, Relaxed);
+        tally.ranges.fetch_add(ranges.len() as u64, Relaxed);
         let total: u64 = ranges.iter().map(|r| r.len).sum();
         let ranked = self.ranked(total);
         let ranked = if ranked.is_empty() {
@@ -463,7 +463,7 @@ impl ByteSource for MultiSource {
                 }
             }
         }
-        self.bytes.fetch_add(total, Relaxed);
+        self.tally.bytes.fetch_add(total, Relaxed);
         Ok(std::mem::take(&mut schedule.out)
             .into_iter()
             .map(|b| b.expect("every range was in one piece"))
@@ -482,31 +482,24 @@ impl ByteSource for MultiSource {
             })
     }
 
-    fn counters(&self) -> SourceCounters {
-        let requests = self.requests.load(Relaxed);
-        SourceCounters {
-            requests,
-            round_trips: requests,
-            ranges: self.ranges.load(Relaxed),
-            bytes: self.bytes.load(Relaxed),
-            ..SourceCounters::default()
+    /// Its own counters (a request split over replicas counts once; each replica's are in its
+    /// report), the nearest replica's round trip (reads go to it first), and every replica's
+    /// stream steps.
+    fn report(&self) -> SourceReport {
+        let theirs: Vec<SourceReport> = self.all().iter().map(|r| r.source.report()).collect();
+        SourceReport {
+            counters: self.tally.counters(),
+            round_trip: theirs.iter().filter_map(|r| r.round_trip).min(),
+            stream_steps: theirs.into_iter().flat_map(|r| r.stream_steps).collect(),
+            replicas: Some(self.reports()),
         }
     }
+}
 
-    fn replicas(&self) -> Option<Vec<ReplicaReport>> {
-        Some(self.reports())
-    }
-
-    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
+impl MultiSource {
+    /// The first replica's head and tail, which opening read (see `opening`).
+    pub fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
         self.opening.clone()
-    }
-
-    /// The nearest replica's: reads go to it first.
-    fn round_trip(&self) -> Option<std::time::Duration> {
-        self.all()
-            .iter()
-            .filter_map(|r| r.source.round_trip())
-            .min()
     }
 }
 
@@ -578,7 +571,7 @@ impl MultiSource {
         let Some(small) = ranges.iter().min_by_key(|r| r.len) else {
             return;
         };
-        let budget = (self.bytes.load(Relaxed) as f64 * self.options.probe_fraction) as u64;
+        let budget = (self.tally.bytes.load(Relaxed) as f64 * self.options.probe_fraction) as u64;
         let spent = self.probe_bytes.load(Relaxed);
         let first_probe = self.quality(inactive).samples == 0;
         if !first_probe && spent + small.len > budget {

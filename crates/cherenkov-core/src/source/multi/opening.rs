@@ -11,7 +11,7 @@
 use super::replica::{DROPPED, OPENING};
 use super::{MultiOptions, MultiSource, Opening, ReplicaReport};
 use crate::error::{Error, Result};
-use crate::source::{slice_from_fetched, ByteRange, OpeningHint, SharedSource};
+use crate::source::{slice_from_fetched, ByteRange, Opened, OpeningHint, SharedSource};
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -30,9 +30,9 @@ impl MultiSource {
             let tx = tx.clone();
             tokio::spawn(async move {
                 let opened = match opening.await {
-                    Ok(source) => compared_regions(&source, options.compare)
+                    Ok(opened) => compared_regions(&opened, options.compare)
                         .await
-                        .map(|regions| (source, regions)),
+                        .map(|regions| (opened.source, regions)),
                     Err(e) => Err(e),
                 };
                 let _ = tx.send((i, opened));
@@ -89,7 +89,7 @@ impl MultiSource {
 
     /// Add a replica opened after the set was made, if it holds the same file.
     async fn join(&self, source: SharedSource, regions: &[(ByteRange, Bytes)]) -> Result<()> {
-        let size = source.size().await?;
+        let size = source.size();
         if size != self.size {
             return Err(Error::io(
                 source.name(),
@@ -134,11 +134,9 @@ impl MultiSource {
 
 /// The regions of `hint` (head and tail) of `source`'s file: from what opening read when it holds
 /// them, else read now.
-async fn compared_regions(
-    source: &SharedSource,
-    hint: OpeningHint,
-) -> Result<Vec<(ByteRange, Bytes)>> {
-    let size = source.size().await?;
+async fn compared_regions(opened: &Opened, hint: OpeningHint) -> Result<Vec<(ByteRange, Bytes)>> {
+    let source = &opened.source;
+    let size = source.size();
     let head = ByteRange::new(0, hint.head.min(size));
     let tail_start = size.saturating_sub(hint.tail).max(head.end());
     let tail = ByteRange::new(tail_start, size - tail_start);
@@ -146,7 +144,7 @@ async fn compared_regions(
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
-    let mut held: Vec<(ByteRange, Bytes)> = source.opening_reads();
+    let mut held: Vec<(ByteRange, Bytes)> = opened.reads.clone();
     held.sort_by_key(|(r, _)| r.offset);
     let (fetched, buffers): (Vec<ByteRange>, Vec<Bytes>) = held.into_iter().unzip();
     let buffers = match slice_from_fetched(&wanted, &fetched, &buffers) {

@@ -12,16 +12,16 @@ use super::session::{
 };
 use super::url::{parse_url, Endpoint};
 use crate::error::{Error, Result};
-use crate::source::adaptive::{StreamStep, Streams};
+use crate::source::adaptive::Streams;
 use crate::source::retry::Retries;
 use crate::source::{
-    describe_ranges, join_split_pieces, split_for_limits, ByteRange, ByteSource, SourceCounters,
-    SourceLimits,
+    describe_ranges, join_split_pieces, split_for_limits, ByteRange, ByteSource, Opened,
+    SourceLimits, SourceReport, Tally,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::future::join_all;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -75,10 +75,7 @@ struct Inner {
     server: Endpoint,
     /// Every data server (`host:port`) the first server's kXR_locate answer named.
     located: Vec<String>,
-    requests: AtomicU64,
-    round_trips: AtomicU64,
-    ranges: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
 }
 
 /// One connection's place: its session (replaced when the connection fails) and its load.
@@ -116,8 +113,15 @@ impl XrootdSource {
         &self.inner.located
     }
 
-    pub(super) fn file_size(&self) -> u64 {
-        self.inner.size
+    /// The source with the version of the file it opened: the modification time of the open's
+    /// stat answer (seconds: a file replaced by one of the same size within the same second is
+    /// not told apart).
+    pub fn into_opened(self) -> Opened {
+        let version = self.inner.modified.map(|t| format!("mtime {t}"));
+        Opened {
+            version,
+            ..Opened::plain(Arc::new(self))
+        }
     }
 
     /// Open `url` (`root://host[:port]//path`) for reading: connect, log in and open the file on
@@ -195,10 +199,7 @@ impl XrootdSource {
                 other_replicas,
                 server: first.endpoint.clone(),
                 located: first.located.clone(),
-                requests: AtomicU64::new(0),
-                round_trips: AtomicU64::new(0),
-                ranges: AtomicU64::new(0),
-                bytes: AtomicU64::new(0),
+                tally: Tally::default(),
             }),
         };
         // The next count's connections log in while reading starts: ready when a step asks.
@@ -240,7 +241,7 @@ impl XrootdSource {
         Fut: std::future::Future<Output = Result<T, Failure>>,
     {
         let inner = &self.inner;
-        let mut retries = Retries::new(inner.options.retry_policy());
+        let mut retries = Retries::new(inner.options.policy.retry);
         loop {
             let attempt = async { ask(inner.session(0).await?).await };
             match attempt.await {
@@ -353,7 +354,7 @@ impl Inner {
         slot: usize,
         pieces: &[ByteRange],
     ) -> Result<Vec<Bytes>> {
-        let mut retries = Retries::new(self.options.retry_policy());
+        let mut retries = Retries::new(self.options.policy.retry);
         let mut first_failure = None;
         let mut redirects = 0;
         let mut waited = Duration::ZERO;
@@ -370,7 +371,7 @@ impl Inner {
                 match retries.after_failure() {
                     Some(wait) => {
                         tokio::time::sleep(wait).await;
-                        self.round_trips.fetch_add(1, Ordering::Relaxed);
+                        self.tally.round_trips.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
                     None => {
@@ -409,7 +410,7 @@ impl Inner {
                     proto::readv_response_len(pieces),
                 ),
             };
-            self.requests.fetch_add(1, Ordering::Relaxed);
+            self.tally.requests.fetch_add(1, Ordering::Relaxed);
             self.streams.started();
             let sent = std::time::Instant::now();
             let reply = session.conn.send(&request, max_len as usize).await;
@@ -433,14 +434,15 @@ impl Inner {
                             .conn
                             .close("a read answer did not match its request");
                     })?;
-                    self.bytes
+                    self.tally
+                        .bytes
                         .fetch_add(pieces.iter().map(|r| r.len).sum(), Ordering::Relaxed);
                     return Ok(buffers);
                 }
                 Reply::Error { code, message } => return Err(Failure::Server { code, message }),
                 Reply::Wait { seconds, message } => {
                     self.streams.pushback();
-                    wait_as_asked(waited, seconds, &message, self.options.request_timeout).await?;
+                    wait_as_asked(waited, seconds, &message, self.options.policy.timeout).await?;
                 }
                 Reply::Redirect(r) => {
                     *redirects += 1;
@@ -456,7 +458,7 @@ impl Inner {
                     *current = Some(Arc::new(moved));
                 }
             }
-            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            self.tally.round_trips.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -488,14 +490,8 @@ impl ByteSource for XrootdSource {
         &self.inner.url
     }
 
-    async fn size(&self) -> Result<u64> {
-        Ok(self.inner.size)
-    }
-
-    /// The modification time from the open's stat answer (seconds: a file replaced by one of the
-    /// same size within the same second is not told apart).
-    fn version(&self) -> Option<String> {
-        self.inner.modified.map(|t| format!("mtime {t}"))
+    fn size(&self) -> u64 {
+        self.inner.size
     }
 
     /// `kXR_query` checksum of the file on the server it was opened on.
@@ -544,9 +540,12 @@ impl ByteSource for XrootdSource {
             return Ok(vec![Bytes::new(); ranges.len()]);
         }
         let pieces: usize = requests.iter().map(|r| r.len()).sum();
-        inner.ranges.fetch_add(pieces as u64, Ordering::Relaxed);
+        inner
+            .tally
+            .ranges
+            .fetch_add(pieces as u64, Ordering::Relaxed);
         // Every request goes out now, whatever the connection: together they wait one round trip.
-        inner.round_trips.fetch_add(1, Ordering::Relaxed);
+        inner.tally.round_trips.fetch_add(1, Ordering::Relaxed);
         let mut tasks = JoinSet::new();
         for (index, request) in requests.into_iter().enumerate() {
             // In line now, in order: a slot of the first `streams.current()` ready ones, the
@@ -575,24 +574,8 @@ impl ByteSource for XrootdSource {
         self.inner.limits
     }
 
-    fn counters(&self) -> SourceCounters {
-        let inner = &self.inner;
-        SourceCounters {
-            requests: inner.requests.load(Ordering::Relaxed),
-            round_trips: inner.round_trips.load(Ordering::Relaxed),
-            ranges: inner.ranges.load(Ordering::Relaxed),
-            bytes: inner.bytes.load(Ordering::Relaxed),
-            streams: inner.streams.current() as u64,
-            streams_peak: inner.streams.peak() as u64,
-            ..SourceCounters::default()
-        }
-    }
-
-    fn stream_steps(&self) -> Vec<StreamStep> {
-        self.inner.streams.steps()
-    }
-    fn round_trip(&self) -> Option<std::time::Duration> {
-        self.inner.streams.round_trip()
+    fn report(&self) -> SourceReport {
+        self.inner.streams.report(self.inner.tally.counters())
     }
 }
 

@@ -20,7 +20,7 @@ use super::session::{connect, follow_redirect, wait_as_asked};
 use super::url::{parse_url, split_host_port};
 use crate::error::{Error, Result};
 use crate::source::multi::{MultiOptions, MultiSource, ReplicaFinder};
-use crate::source::{ByteSource, SharedSource};
+use crate::source::{ByteSource, Opened, SharedSource};
 use async_trait::async_trait;
 use futures_util::future::join_all;
 use std::net::SocketAddr;
@@ -36,7 +36,7 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The data servers (`host:port`) that `url`'s server names for its file (`kXR_locate`): a
 /// redirector names its data servers, a data server itself. `kXR_wait` (a redirector still looking)
-/// and redirects are followed within `options.request_timeout` and `options.max_redirects`; the
+/// and redirects are followed within `options.policy.timeout` and `options.max_redirects`; the
 /// answer is bounded in size and in entries (see `protocol::parse_locate`).
 pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
     let mut endpoint = parse_url(url).map_err(|m| Error::InvalidArgument(format!("{url}: {m}")))?;
@@ -59,7 +59,7 @@ pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
                     return Err(failed(Failure::Server { code, message }.to_string()))
                 }
                 Reply::Wait { seconds, message } => {
-                    wait_as_asked(&mut waited, seconds, &message, options.request_timeout)
+                    wait_as_asked(&mut waited, seconds, &message, options.policy.timeout)
                         .await
                         .map_err(|f| failed(f.to_string()))?;
                     reply = conn.send(&request, SMALL_BODY_MAX).await;
@@ -143,10 +143,10 @@ pub fn with_tried(url: &str, in_use: &[String]) -> String {
 /// `verify_checksums`, the first replicas' checksums must agree (else the open fails, naming each
 /// one's), and one found later with another checksum is left out. A URL of a data server opens
 /// plainly, with no request more than without discovery.
-pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<SharedSource> {
+pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Opened> {
     let first = XrootdSource::open(url, options.clone()).await?;
     if !options.discover || !first.was_redirected() {
-        return Ok(Arc::new(first));
+        return Ok(first.into_opened());
     }
     // Data servers are opened without discovery: their kXR_locate would name only themselves.
     let plain = XrootdOptions {
@@ -163,7 +163,7 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
     let mut servers = Vec::new();
     let mut sources: Vec<SharedSource> = Vec::new();
     for source in opened.into_iter().flatten() {
-        if source.file_size() == first.file_size() {
+        if source.size() == first.size() {
             servers.push(source.server_address());
             sources.push(Arc::new(source));
         }
@@ -180,7 +180,7 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
             .with_finder(finder.clone()),
     );
     tokio::spawn(top_up(Arc::downgrade(&replicas), finder));
-    Ok(replicas)
+    Ok(Opened::plain(replicas))
 }
 
 /// How long after the open the redirector is asked again for the file's data servers: it has
