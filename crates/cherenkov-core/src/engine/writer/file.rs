@@ -23,7 +23,7 @@ use crate::format::writing::streamers::{
     write_streamer_infos, STREAMER_INFO_CLASS, STREAMER_INFO_NAME, STREAMER_INFO_TITLE,
 };
 use crate::sink::Sink;
-use crate::source::{ByteRange, SourceOptions};
+use crate::source::ByteRange;
 
 /// The ROOT version the files are written as (6.40/00): the structures and class versions are
 /// those of ROOT 6.40.
@@ -128,8 +128,8 @@ impl FileWriter {
         w.header(0, 0, 0, 0, 0).write(&mut head);
         head.resize(BEGIN as usize, 0);
         key.write(&mut head);
-        crate::format::writing::buffer::write_string(&mut head, &key.name);
-        crate::format::writing::buffer::write_string(&mut head, &key.title);
+        crate::format::writing::buffer::write_string(&mut head, key.name.as_bytes());
+        crate::format::writing::buffer::write_string(&mut head, key.title.as_bytes());
         record.write(&mut head);
         w.write_at(0, &head)?;
         Ok(w)
@@ -139,7 +139,7 @@ impl FileWriter {
     /// into its free gaps), and `close` writes new keys lists, streamer infos, free segments and
     /// header; until then the file reads as it was.
     pub fn update(path: &str) -> Result<Self> {
-        let existing = runtime().block_on(RootFile::open_url(path, &SourceOptions::default()))?;
+        let existing = runtime().block_on(RootFile::open_url(path, &Default::default()))?;
         let h = existing.header.clone();
         let in_file = |e: Error| e.in_file(path);
         let read = |offset: u64, len: u64| -> Result<Vec<u8>> {
