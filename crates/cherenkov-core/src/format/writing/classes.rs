@@ -33,7 +33,7 @@ pub enum Tail {
     Stl(i32, i32),
 }
 
-const fn class(
+const fn define(
     name: &'static str,
     version: i32,
     checksum: u32,
@@ -211,73 +211,73 @@ const ALL: &[&Class] = &[
 ];
 
 #[rustfmt::skip]
-const TOBJECT: Class = class("TObject", 1, 2417737773, &[
+const TOBJECT: Class = define("TObject", 1, 2417737773, &[
         member(BASIC, "fUniqueID", "object unique identifier", 13, 4, "unsigned int"),
         member(BASIC, "fBits", "bit field status word", 15, 4, "unsigned int"),
 ]);
 
 #[rustfmt::skip]
-const TNAMED: Class = class("TNamed", 1, 3753331260, &[
+const TNAMED: Class = define("TNamed", 1, 3753331260, &[
         base("TObject", "Basic ROOT object", 66, 1, 2417737773),
         member(STRING, "fName", "object identifier", 65, 24, "TString"),
         member(STRING, "fTitle", "object title", 65, 24, "TString"),
 ]);
 
 #[rustfmt::skip]
-const TATTLINE: Class = class("TAttLine", 2, 2483504457, &[
+const TATTLINE: Class = define("TAttLine", 2, 2483504457, &[
         member(BASIC, "fLineColor", "Line color", 2, 2, "short"),
         member(BASIC, "fLineStyle", "Line style", 2, 2, "short"),
         member(BASIC, "fLineWidth", "Line width", 2, 2, "short"),
 ]);
 
 #[rustfmt::skip]
-const TATTFILL: Class = class("TAttFill", 2, 4292422290, &[
+const TATTFILL: Class = define("TAttFill", 2, 4292422290, &[
         member(BASIC, "fFillColor", "Fill area color", 2, 2, "short"),
         member(BASIC, "fFillStyle", "Fill area style", 2, 2, "short"),
 ]);
 
 #[rustfmt::skip]
-const TATTMARKER: Class = class("TAttMarker", 3, 689802220, &[
+const TATTMARKER: Class = define("TAttMarker", 3, 689802220, &[
         member(BASIC, "fMarkerColor", "Marker color", 2, 2, "short"),
         member(BASIC, "fMarkerStyle", "Marker style", 2, 2, "short"),
         member(BASIC, "fMarkerSize", "Marker size", 5, 4, "float"),
 ]);
 
 #[rustfmt::skip]
-const TIOFEATURES: Class = class("ROOT::TIOFeatures", 1, 446770960, &[
+const TIOFEATURES: Class = define("ROOT::TIOFeatures", 1, 446770960, &[
         member(BASIC, "fIOBits", "", 11, 1, "unsigned char"),
 ]);
 
 #[rustfmt::skip]
-const TLIST: Class = class("TList", 5, 1774568379, &[
+const TLIST: Class = define("TList", 5, 1774568379, &[
         base("TSeqCollection", "Sequenceable collection ABC", 0, 0, 4234951622),
 ]);
 
 #[rustfmt::skip]
-const TSEQCOLLECTION: Class = class("TSeqCollection", 0, 4234951622, &[
+const TSEQCOLLECTION: Class = define("TSeqCollection", 0, 4234951622, &[
         base("TCollection", "Collection abstract base class", 0, 3, 1474546588),
 ]);
 
 #[rustfmt::skip]
-const TCOLLECTION: Class = class("TCollection", 3, 1474546588, &[
+const TCOLLECTION: Class = define("TCollection", 3, 1474546588, &[
         base("TObject", "Basic ROOT object", 66, 1, 2417737773),
         member(STRING, "fName", "name of the collection", 65, 24, "TString"),
         member(BASIC, "fSize", "number of elements in collection", 3, 4, "int"),
 ]);
 
 #[rustfmt::skip]
-const TSTRING: Class = class("TString", 2, 95257, &[
+const TSTRING: Class = define("TString", 2, 95257, &[
 ]);
 
 #[rustfmt::skip]
-const TOBJARRAY: Class = class("TObjArray", 3, 2845730130, &[
+const TOBJARRAY: Class = define("TObjArray", 3, 2845730130, &[
         base("TSeqCollection", "Sequenceable collection ABC", 0, 0, 4234951622),
         member(BASIC, "fLowerBound", "Lower bound of the array", 3, 4, "int"),
         member(BASIC, "fLast", "Last element in array containing an object", 3, 4, "int"),
 ]);
 
 #[rustfmt::skip]
-const TTREE: Class = class("TTree", 20, 1919213695, &[
+const TTREE: Class = define("TTree", 20, 1919213695, &[
         base("TNamed", "The basis for a named object (name, title)", 67, 1, 3753331260),
         base("TAttLine", "Line attributes", 0, 2, 2483504457),
         base("TAttFill", "Fill area attributes", 0, 2, 4292422290),
@@ -314,7 +314,7 @@ const TTREE: Class = class("TTree", 20, 1919213695, &[
 ]);
 
 #[rustfmt::skip]
-const TBRANCH: Class = class("TBranch", 13, 278366892, &[
+const TBRANCH: Class = define("TBranch", 13, 278366892, &[
         base("TNamed", "The basis for a named object (name, title)", 67, 1, 3753331260),
         base("TAttFill", "Fill area attributes", 0, 2, 4292422290),
         member(BASIC, "fCompress", "Compression level and algorithm", 3, 4, "int"),
@@ -340,7 +340,7 @@ const TBRANCH: Class = class("TBranch", 13, 278366892, &[
 ]);
 
 #[rustfmt::skip]
-const TBRANCHELEMENT: Class = class("TBranchElement", 10, 3880738403, &[
+const TBRANCHELEMENT: Class = define("TBranchElement", 10, 3880738403, &[
         base("TBranch", "Branch descriptor", 0, 13, 278366892),
         member(STRING, "fClassName", "Class name of referenced object", 65, 24, "TString"),
         member(STRING, "fParentName", "Name of parent class", 65, 24, "TString"),
@@ -356,13 +356,13 @@ const TBRANCHELEMENT: Class = class("TBranchElement", 10, 3880738403, &[
 ]);
 
 #[rustfmt::skip]
-const TBRANCHREF: Class = class("TBranchRef", 1, 593540093, &[
+const TBRANCHREF: Class = define("TBranchRef", 1, 593540093, &[
         base("TBranch", "Branch descriptor", 0, 13, 278366892),
         member(OBJECT_POINTER, "fRefTable", "pointer to the TRefTable", 64, 8, "TRefTable*"),
 ]);
 
 #[rustfmt::skip]
-const TREFTABLE: Class = class("TRefTable", 3, 2357812101, &[
+const TREFTABLE: Class = define("TRefTable", 3, 2357812101, &[
         base("TObject", "Basic ROOT object", 66, 1, 2417737773),
         member(BASIC, "fSize", "dummy for backward compatibility", 3, 4, "int"),
         member(OBJECT_POINTER, "fParents", "array of Parent objects  (eg TTree branch) holding the referenced objects", 64, 8, "TObjArray*"),
@@ -371,7 +371,7 @@ const TREFTABLE: Class = class("TRefTable", 3, 2357812101, &[
 ]);
 
 #[rustfmt::skip]
-const TLEAF: Class = class("TLeaf", 2, 1830715730, &[
+const TLEAF: Class = define("TLeaf", 2, 1830715730, &[
         base("TNamed", "The basis for a named object (name, title)", 67, 1, 3753331260),
         member(BASIC, "fLen", "Number of fixed length elements in the leaf's data.", 3, 4, "int"),
         member(BASIC, "fLenType", "Number of bytes for this data type", 3, 4, "int"),
@@ -381,57 +381,53 @@ const TLEAF: Class = class("TLeaf", 2, 1830715730, &[
         member(OBJECT_POINTER, "fLeafCount", "Pointer to Leaf count if variable length (we do not own the counter)", 64, 8, "TLeaf*"),
 ]);
 
-#[rustfmt::skip]
-const TLEAFB: Class = class("TLeafB", 1, 253643614, &[
-        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
-        member(BASIC, "fMinimum", "Minimum value if leaf range is specified", 1, 1, "char"),
-        member(BASIC, "fMaximum", "Maximum value if leaf range is specified", 1, 1, "char"),
-]);
+/// A typed leaf class (TLeafB, ...): TLeaf, then fMinimum and fMaximum of its type (streamer type
+/// code, bytes, C++ name).
+macro_rules! leaf {
+    ($const:ident, $name:literal, $checksum:literal, $code:literal, $size:literal, $type:literal) => {
+        const $const: Class = define(
+            $name,
+            1,
+            $checksum,
+            &[
+                base(
+                    "TLeaf",
+                    "Leaf: description of a Branch data type",
+                    0,
+                    2,
+                    1830715730,
+                ),
+                member(
+                    BASIC,
+                    "fMinimum",
+                    "Minimum value if leaf range is specified",
+                    $code,
+                    $size,
+                    $type,
+                ),
+                member(
+                    BASIC,
+                    "fMaximum",
+                    "Maximum value if leaf range is specified",
+                    $code,
+                    $size,
+                    $type,
+                ),
+            ],
+        );
+    };
+}
+
+leaf!(TLEAFB, "TLeafB", 253643614, 1, 1, "char");
+leaf!(TLEAFS, "TLeafS", 353169103, 2, 2, "short");
+leaf!(TLEAFI, "TLeafI", 2120920601, 3, 4, "int");
+leaf!(TLEAFL, "TLeafL", 3727820898, 16, 8, "long long");
+leaf!(TLEAFF, "TLeafF", 987602290, 5, 4, "float");
+leaf!(TLEAFD, "TLeafD", 294553462, 8, 8, "double");
+leaf!(TLEAFO, "TLeafO", 44976339, 18, 1, "bool");
 
 #[rustfmt::skip]
-const TLEAFS: Class = class("TLeafS", 1, 353169103, &[
-        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
-        member(BASIC, "fMinimum", "Minimum value if leaf range is specified", 2, 2, "short"),
-        member(BASIC, "fMaximum", "Maximum value if leaf range is specified", 2, 2, "short"),
-]);
-
-#[rustfmt::skip]
-const TLEAFI: Class = class("TLeafI", 1, 2120920601, &[
-        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
-        member(BASIC, "fMinimum", "Minimum value if leaf range is specified", 3, 4, "int"),
-        member(BASIC, "fMaximum", "Maximum value if leaf range is specified", 3, 4, "int"),
-]);
-
-#[rustfmt::skip]
-const TLEAFL: Class = class("TLeafL", 1, 3727820898, &[
-        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
-        member(BASIC, "fMinimum", "Minimum value if leaf range is specified", 16, 8, "long long"),
-        member(BASIC, "fMaximum", "Maximum value if leaf range is specified", 16, 8, "long long"),
-]);
-
-#[rustfmt::skip]
-const TLEAFF: Class = class("TLeafF", 1, 987602290, &[
-        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
-        member(BASIC, "fMinimum", "Minimum value if leaf range is specified", 5, 4, "float"),
-        member(BASIC, "fMaximum", "Maximum value if leaf range is specified", 5, 4, "float"),
-]);
-
-#[rustfmt::skip]
-const TLEAFD: Class = class("TLeafD", 1, 294553462, &[
-        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
-        member(BASIC, "fMinimum", "Minimum value if leaf range is specified", 8, 8, "double"),
-        member(BASIC, "fMaximum", "Maximum value if leaf range is specified", 8, 8, "double"),
-]);
-
-#[rustfmt::skip]
-const TLEAFO: Class = class("TLeafO", 1, 44976339, &[
-        base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
-        member(BASIC, "fMinimum", "Minimum value if leaf range is specified", 18, 1, "bool"),
-        member(BASIC, "fMaximum", "Maximum value if leaf range is specified", 18, 1, "bool"),
-]);
-
-#[rustfmt::skip]
-const TLEAFELEMENT: Class = class("TLeafElement", 1, 2689566867, &[
+const TLEAFELEMENT: Class = define("TLeafElement", 1, 2689566867, &[
         base("TLeaf", "Leaf: description of a Branch data type", 0, 2, 1830715730),
         member(BASIC, "fID", "element serial number in fInfo", 3, 4, "int"),
         member(BASIC, "fType", "leaf type", 3, 4, "int"),
