@@ -63,6 +63,23 @@ def nbytes(columns: dict) -> int:
     return sum(v.nbytes if isinstance(v, np.ndarray) else ak.to_layout(v).nbytes for v in columns.values())
 
 
+def check(path: Path) -> None:
+    """The large file read by uproot (and ROOT where it imports): its last entries, past 4 GB."""
+    import subprocess
+
+    import uproot
+
+    tree = uproot.open(path)["Events"]
+    last = tree["Jet_v0"].array(entry_start=tree.num_entries - 3)
+    print(f"uproot reads its last entries: {last.tolist()}")
+    script = (
+        "import sys, ROOT; f = ROOT.TFile.Open(sys.argv[1]); t = f.Get('Events'); "
+        "t.GetEntry(t.GetEntries() - 1); print('ROOT reads entry', t.GetEntries() - 1, 'x0 =', t.x0, 'label =', str(t.label))"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True)
+    print(run.stdout.strip() or f"ROOT: {run.stderr.strip().splitlines()[-1:]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gigabytes", type=float, default=5.0)
@@ -102,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"peak resident {peak.peak / 2**20:.0f} MiB = before + {(peak.peak - before) / 2**20:.0f} MiB")
         bound = before + budget + 2 * threshold + 2 * chunk_bytes
         verdict = "within" if peak.peak <= bound else "PAST IT"
+        check(path)
         print(f"bound: before + budget + two clusters + two input chunks = {bound / 2**20:.0f} MiB: {verdict}")
     finally:
         path.unlink(missing_ok=True)

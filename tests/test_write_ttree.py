@@ -359,3 +359,24 @@ def test_a_disk_that_refuses_bytes_is_an_os_error_naming_file_tree_and_branch(tm
     assert run.stdout.startswith("OSError 27"), run.stdout + run.stderr  # EFBIG: past the size limit
     assert str(path) in run.stdout and "tree 'Events', branch 'noise'" in run.stdout
     assert os.listdir(tmp_path) == []
+
+
+def test_numpy_reads_and_lazy_chunks_write_back(tmp_path, every_type):
+    source, expected = every_type
+    names = ["s_int16", "nj_float64", "j_float64", "a_uint8", "text"]
+    path = tmp_path / "from-np.root"
+    tree = cherenkov.open(source)["Events"]
+    with cherenkov.recreate(path) as f:
+        f["numpy"] = tree.arrays(names, library="np")  # jagged as cherenkov.Jagged, strings as objects
+        f["lazy"] = tree.chunks(step_size=50)  # every readable branch of each chunk
+    read = cherenkov.open(path)
+    numpy = read["numpy"].arrays(names, library="ak")
+    assert all(same(numpy[n], expected[n]) for n in names)
+    lazy = read["lazy"]
+    assert lazy.num_entries == 200 and same(lazy.arrays(["j_float64"])["j_float64"], expected["j_float64"])
+
+
+def test_rntuple_is_the_rntuple_writer_s(tmp_path):
+    with pytest.raises(NotImplementedError, match="RNTuple writer"):
+        with cherenkov.recreate(tmp_path / "n.root") as f:
+            f.mktree("Events", {"x": "float32"}, format="rntuple")

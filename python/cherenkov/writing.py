@@ -411,7 +411,7 @@ def _as_columns(data) -> dict:
 
     if isinstance(data, LazyChunk):
         names = [b.name for b in data.tree.branches if b.readable and b.parent is None]
-        return data.arrays(names, library="ak")
+        return _as_columns(data.arrays(names, library="ak"))
     if isinstance(data, Mapping):
         return dict(data)
     if isinstance(data, ak.Array) and ak.fields(data) and not data.layout.is_tuple:
@@ -434,7 +434,19 @@ def _type_of(array):
         for size in reversed(array.shape[1:]):
             spec = ("fixed", size, spec)
         return spec
-    return _from_ak_type(ak.type(ak.Array(array) if not isinstance(array, ak.Array) else array), "?")
+    return _from_ak_type(ak.type(_awkward(array)), "?")
+
+
+def _awkward(array):
+    """An array as awkward (numpy's strings and objects, as ``library="np"`` gives them, item
+    by item)."""
+    import awkward as ak
+
+    if isinstance(array, ak.Array):
+        return array
+    if isinstance(array, np.ndarray) and array.dtype.kind in "OUS":
+        return ak.from_iter(array.tolist())
+    return ak.Array(array)
 
 
 def _numbers(data: np.ndarray, name: str, dtype: str) -> dict:
@@ -457,7 +469,6 @@ def _numbers(data: np.ndarray, name: str, dtype: str) -> dict:
 
 def _layout(array, spec, name: str) -> dict:
     """The layout dict of a column's array, of type ``spec``."""
-    import awkward as ak
 
     from cherenkov.arrays import Jagged
 
@@ -465,9 +476,7 @@ def _layout(array, spec, name: str) -> dict:
         array = array.to_awkward()
     if isinstance(array, np.ndarray) and array.dtype.kind in "biuf":
         return _np_layout(array, spec, name)
-    if not isinstance(array, ak.Array):
-        array = ak.Array(array)
-    return _ak_layout(array.layout, spec, name)
+    return _ak_layout(_awkward(array).layout, spec, name)
 
 
 def _np_layout(array: np.ndarray, spec, name: str) -> dict:

@@ -41,13 +41,7 @@ impl WritableFile {
                 FileWriter::create(sink, title, compression)
             })
             .map_err(write_error)?;
-        Ok(Self {
-            name: path.to_string(),
-            state: Mutex::new(Some(State {
-                file,
-                tables: Vec::new(),
-            })),
-        })
+        Ok(Self::new(path, file))
     }
 
     /// The existing file at `path`, to add trees and directories to in place.
@@ -56,13 +50,7 @@ impl WritableFile {
         let file = py
             .detach(|| FileWriter::update(path))
             .map_err(write_error)?;
-        Ok(Self {
-            name: path.to_string(),
-            state: Mutex::new(Some(State {
-                file,
-                tables: Vec::new(),
-            })),
-        })
+        Ok(Self::new(path, file))
     }
 
     #[getter]
@@ -204,6 +192,16 @@ impl WritableFile {
 }
 
 impl WritableFile {
+    fn new(path: &str, file: FileWriter) -> Self {
+        Self {
+            name: path.to_string(),
+            state: Mutex::new(Some(State {
+                file,
+                tables: Vec::new(),
+            })),
+        }
+    }
+
     fn with<T>(&self, f: impl FnOnce(&mut State) -> cherenkov_core::Result<T>) -> PyResult<T> {
         let mut guard = self.state.lock().unwrap();
         let state = guard.as_mut().ok_or_else(|| closed(&self.name))?;

@@ -128,8 +128,8 @@ impl FileWriter {
         w.header(0, 0, 0, 0, 0).write(&mut head);
         head.resize(BEGIN as usize, 0);
         key.write(&mut head);
-        crate::format::writing::buffer::write_string(&mut head, &key.name);
-        crate::format::writing::buffer::write_string(&mut head, &key.title);
+        crate::format::writing::buffer::write_string(&mut head, key.name.as_bytes());
+        crate::format::writing::buffer::write_string(&mut head, key.title.as_bytes());
         record.write(&mut head);
         w.write_at(0, &head)?;
         Ok(w)

@@ -6,6 +6,7 @@ use super::branches::{Branch, Source, Storage};
 use crate::error::{Error, Result};
 use crate::format::array::{Array, Layout};
 use crate::format::objects::BYTE_COUNT_MASK;
+use crate::format::writing::buffer::write_string;
 
 /// The version ROOT writes before a collection's items (TStreamerInfo's class version).
 const COLLECTION_VERSION: u16 = 9;
@@ -149,7 +150,7 @@ pub(super) fn fill(
             let (chars, _) = numbers(content);
             for w in offsets[a..=b].windows(2) {
                 out.starts.push(start(out, branch)?);
-                root_string(&mut out.data, &chars[w[0] as usize..w[1] as usize]);
+                write_string(&mut out.data, &chars[w[0] as usize..w[1] as usize]);
             }
         }
         Storage::VectorVector(_) | Storage::VectorString => {
@@ -167,7 +168,7 @@ pub(super) fn fill(
                 for v in inner[w[0] as usize..=w[1] as usize].windows(2) {
                     let values = &bytes[v[0] as usize * item..v[1] as usize * item];
                     if strings {
-                        root_string(&mut out.data, values);
+                        write_string(&mut out.data, values);
                     } else {
                         out.data
                             .extend_from_slice(&((v[1] - v[0]) as i32).to_be_bytes());
@@ -208,17 +209,6 @@ fn collection_header(out: &mut Vec<u8>, len: usize, branch: &Branch) -> Result<(
     out.extend_from_slice(&(count | BYTE_COUNT_MASK).to_be_bytes());
     out.extend_from_slice(&COLLECTION_VERSION.to_be_bytes());
     Ok(())
-}
-
-/// A ROOT string: one length byte, or 255 and a 4-byte length, then the bytes.
-fn root_string(out: &mut Vec<u8>, s: &[u8]) {
-    if s.len() < 255 {
-        out.push(s.len() as u8);
-    } else {
-        out.push(255);
-        out.extend_from_slice(&(s.len() as u32).to_be_bytes());
-    }
-    out.extend_from_slice(s);
 }
 
 /// Append native-endian numbers of `size` bytes as big-endian ones.

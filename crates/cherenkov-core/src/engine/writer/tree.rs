@@ -308,17 +308,8 @@ impl TreeWriter {
                 title: self.name.clone(),
             };
             let name = &self.branches[i].name;
-            let context = |e: Error| match e {
-                Error::Io {
-                    file,
-                    message,
-                    cause,
-                } => Error::Io {
-                    file,
-                    message: format!("tree '{}', branch '{name}': {message}", self.name),
-                    cause,
-                },
-                other => other,
+            let context = |e: Error| {
+                e.map_io_message(|m| format!("tree '{}', branch '{name}': {m}", self.name))
             };
             file.write_at(seek, &write_basket_header(&key, &packed.fields))
                 .map_err(context)?;

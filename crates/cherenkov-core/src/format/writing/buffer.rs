@@ -78,7 +78,7 @@ impl Buffer {
 
     /// A ROOT string: one length byte, or 255 and a 4-byte length, then the characters.
     pub fn string(&mut self, s: &str) {
-        write_string(&mut self.data, s);
+        write_string(&mut self.data, s.as_bytes());
     }
 
     /// A version header with a byte count, filled in by `end`.
@@ -152,9 +152,8 @@ impl Buffer {
     }
 }
 
-/// A ROOT string appended to `out`.
-pub fn write_string(out: &mut Vec<u8>, s: &str) {
-    let b = s.as_bytes();
+/// A ROOT string appended to `out`: one length byte, or 255 and a 4-byte length, then the bytes.
+pub fn write_string(out: &mut Vec<u8>, b: &[u8]) {
     if b.len() < 255 {
         out.push(b.len() as u8);
     } else {

@@ -2,7 +2,9 @@
 //! header (algorithm letters, method byte, compressed and uncompressed sizes as 3-byte
 //! little-endian numbers), LZ4 blocks led by the xxhash64 of their compressed bytes. Settings
 //! are spelled as ROOT spells them: algorithm × 100 + level (101 zlib 1, 207 lzma 7, 404 lz4 4,
-//! 505 zstd 5; level 0 stores without compression).
+//! 505 zstd 5; level 0 stores without compression). ROOT hands zstd twice its level (505 is
+//! zstd's level 10, core/zstd's R__zipZSTD), and so does this writer: the same setting makes
+//! the same sizes as ROOT's.
 
 use crate::error::{Error, Result};
 use crate::format::compression::Algorithm;
@@ -130,7 +132,7 @@ impl Compression {
                 // A compression context costs an allocation and set-up: one per thread and level.
                 let mut slot = cell.borrow_mut();
                 if slot.as_ref().is_none_or(|(level, _)| *level != self.level) {
-                    let c = zstd::bulk::Compressor::new(self.level.min(22) as i32)?;
+                    let c = zstd::bulk::Compressor::new(zstd_level(self.level))?;
                     *slot = Some((self.level, c));
                 }
                 let (_, c) = slot.as_mut().expect("set above");
@@ -145,6 +147,11 @@ impl Compression {
         }
         Ok(())
     }
+}
+
+/// zstd's own level for ROOT's level (ROOT doubles it).
+fn zstd_level(root_level: u32) -> i32 {
+    (2 * root_level).min(22) as i32
 }
 
 thread_local! {

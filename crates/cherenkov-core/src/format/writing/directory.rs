@@ -66,9 +66,9 @@ impl Key {
             out.extend_from_slice(&(self.seek_key as i32).to_be_bytes());
             out.extend_from_slice(&(self.seek_pdir as i32).to_be_bytes());
         }
-        write_string(out, &self.class_name);
-        write_string(out, &self.name);
-        write_string(out, &self.title);
+        write_string(out, self.class_name.as_bytes());
+        write_string(out, self.name.as_bytes());
+        write_string(out, self.title.as_bytes());
     }
 
     /// Bytes of a key header for these strings, with 64-bit seeks when `big`.
