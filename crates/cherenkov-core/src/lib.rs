@@ -6,4 +6,4 @@ pub mod error;
 pub mod format;
 pub mod source;
 
-pub use error::{Error, Result};
+pub use error::{Error, IoKind, Result};

@@ -24,9 +24,9 @@ pub struct SourceOptions {
     pub retries: Option<u32>,
     /// No retry starts later than this after a request's first failure (see `retry`).
     pub retry_window: Option<std::time::Duration>,
-    /// Slowest transfer accepted, in bytes per second: a request of `b` bytes fails (and is
-    /// retried, or read from another replica) after `timeout + b / min_rate` (see
-    /// [`time_allowed`]). Default [`DEFAULT_MIN_RATE`].
+    /// Slowest transfer accepted, in bytes per second: a transfer that receives fewer than
+    /// `min_rate × timeout` bytes over any `timeout` seconds is abandoned (and retried, or read
+    /// from another replica), whatever its size (see `min_rate`). Default [`DEFAULT_MIN_RATE`].
     pub min_rate: Option<u64>,
     /// Record every request (offsets, lengths, times) for plots and replay.
     pub trace: bool,
@@ -54,14 +54,3 @@ pub struct SourceOptions {
 /// The slowest transfer a request may have by default: 32 KiB/s. A server this slow is better left
 /// for another replica or a retry; a WAN link shared by a few requests is still much faster.
 pub const DEFAULT_MIN_RATE: u64 = 32 << 10;
-
-/// How long one request for `bytes` may take in all, however steadily its answer trickles in:
-/// `timeout` for the server to answer, plus the transfer at `min_rate` bytes per second. A server
-/// sending one byte a second never goes silent, so a silence timeout alone would wait for ever.
-pub fn time_allowed(
-    timeout: std::time::Duration,
-    min_rate: u64,
-    bytes: u64,
-) -> std::time::Duration {
-    timeout + std::time::Duration::from_secs_f64(bytes as f64 / min_rate.max(1) as f64)
-}

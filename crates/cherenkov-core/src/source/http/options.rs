@@ -1,9 +1,10 @@
 //! How an HTTP source talks to its server: limits, connections, timeouts, retries, credentials.
 
 use crate::source::credentials::TlsOptions;
+use crate::source::min_rate::MinRate;
 use crate::source::redact::Secret;
 use crate::source::retry::RetryPolicy;
-use crate::source::{adaptive, time_allowed, OpeningHint, DEFAULT_MIN_RATE};
+use crate::source::{adaptive, OpeningHint, DEFAULT_MIN_RATE};
 use std::time::Duration;
 
 /// How an [`HttpSource`](super::HttpSource) talks to its server.
@@ -38,8 +39,9 @@ pub struct HttpOptions {
     pub retries: u32,
     /// No retry starts later than this after a request's first failure. Default 5 s.
     pub retry_window: Duration,
-    /// Slowest transfer accepted (bytes per second): a request for `b` bytes fails after
-    /// `request_timeout + b / min_rate` in all (see `source::time_allowed`). Default 32 KiB/s.
+    /// Slowest transfer accepted (bytes per second): a request that receives fewer than
+    /// `min_rate × request_timeout` bytes over any `request_timeout` is abandoned and retried on
+    /// a new connection, whatever its size (see `source::min_rate`). Default 32 KiB/s.
     pub min_rate: u64,
     /// Redirects followed by one request. Default 10.
     pub max_redirects: usize,
@@ -86,8 +88,8 @@ impl HttpOptions {
         }
     }
 
-    /// How long a request for `bytes` may take, answer included.
-    pub fn time_allowed(&self, bytes: u64) -> Duration {
-        time_allowed(self.request_timeout, self.min_rate, bytes)
+    /// The rate every request must keep (see `source::min_rate`).
+    pub fn rate_rule(&self) -> MinRate {
+        MinRate::over_timeout(self.min_rate, self.request_timeout)
     }
 }

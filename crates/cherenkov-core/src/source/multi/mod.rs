@@ -34,7 +34,7 @@ use self::replica::Replica;
 pub use self::replica::{ReplicaFinder, ReplicaReport};
 use self::schedule::{split_into_parts, Late, Schedule, IN_FLIGHT};
 use super::{ByteRange, ByteSource, OpeningHint, SharedSource, SourceCounters, SourceLimits};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoKind, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -325,7 +325,9 @@ impl MultiSource {
             .collect::<Vec<_>>();
         listing.extend(finder_error.map(|e| format!("finding another replica: {e}")));
         let listing = listing.join("; ");
-        Err(Error::io(
+        let kind = IoKind::common(tried.iter().map(|(_, e)| e.io_kind()));
+        Err(Error::io_of(
+            kind,
             &self.name,
             format!(
                 "no replica could serve {} ranges ({bytes} bytes): {listing}",

@@ -10,7 +10,7 @@
 
 use super::replica::{DROPPED, OPENING};
 use super::{MultiOptions, MultiSource, Opening, ReplicaReport};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoKind, Result};
 use crate::source::{slice_from_fetched, ByteRange, OpeningHint, SharedSource};
 use bytes::Bytes;
 use std::sync::Arc;
@@ -50,7 +50,10 @@ impl MultiSource {
                         .map(|(i, e)| format!("{}: {e}", names[*i]))
                         .collect::<Vec<_>>()
                         .join("; ");
-                    return Err(Error::io(
+                    // Missing (or refused, or silent) everywhere is that, for the caller.
+                    let kind = IoKind::common(failed.iter().map(|(_, e)| e.io_kind()));
+                    return Err(Error::io_of(
+                        kind,
                         name,
                         format!("no replica could be opened: {listing}"),
                     ));

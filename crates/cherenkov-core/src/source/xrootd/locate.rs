@@ -40,34 +40,34 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// answer is bounded in size and in entries (see `protocol::parse_locate`).
 pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
     let mut endpoint = parse_url(url).map_err(|m| Error::InvalidArgument(format!("{url}: {m}")))?;
-    let failed = |what: String| Error::io(url, format!("kXR_locate failed: {what}"));
+    let failed = |f: Failure| Error::io_of(f.kind(), url, format!("kXR_locate failed: {f}"));
     let mut redirects = 0;
     let mut waited = Duration::ZERO;
     'server: loop {
         let request = proto::locate_request(&endpoint.path);
         let (conn, early) = connect(&mut endpoint, options, std::slice::from_ref(&request))
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(e.into()))?;
         let mut reply = match early.and_then(|mut waiting| waiting.pop()) {
             Some(waiting) => conn.wait(waiting).await,
             None => conn.send(&request, SMALL_BODY_MAX).await,
         };
         loop {
-            match reply.map_err(|e| failed(e.to_string()))? {
+            match reply.map_err(|e| failed(e.into()))? {
                 Reply::Ok(body) => return Ok(proto::parse_locate(&body)),
                 Reply::Error { code, message } => {
-                    return Err(failed(Failure::Server { code, message }.to_string()))
+                    return Err(failed(Failure::Server { code, message }))
                 }
                 Reply::Wait { seconds, message } => {
                     wait_as_asked(&mut waited, seconds, &message, options.request_timeout)
                         .await
-                        .map_err(|f| failed(f.to_string()))?;
+                        .map_err(failed)?;
                     reply = conn.send(&request, SMALL_BODY_MAX).await;
                 }
                 Reply::Redirect(r) => {
                     redirects += 1;
                     endpoint = follow_redirect(&endpoint, &r, redirects, options.max_redirects)
-                        .map_err(|f| failed(f.to_string()))?;
+                        .map_err(failed)?;
                     continue 'server;
                 }
             }
