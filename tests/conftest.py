@@ -3,6 +3,7 @@
 import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -95,3 +96,26 @@ def wait_for(condition, seconds: float, what: str):
         if time.monotonic() > deadline:
             pytest.fail(f"{what} did not happen within {seconds} s")
         time.sleep(0.05)
+
+
+def bounded(work, seconds: float, what: str = "the read"):
+    """Run `work()` in a thread; its result, or its exception raised here. Still running after
+    `seconds` fails the test: that is a hang."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = work()
+        except BaseException as e:  # handed to the test's thread
+            outcome["error"] = e
+
+    t0 = time.perf_counter()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"{what} was still running after {seconds} s: a hang")
+    print(f"{what}: {time.perf_counter() - t0:.2f} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

@@ -59,9 +59,14 @@ def open(
     ``retry_window``, seconds after a request's first failure within which retries may start (5): the
     waits between attempts grow from 0.2 s to at most 2 s, each drawn at random between half and all of
     its step, so a network blip or a server restart shorter than the window costs a delay, not the read;
-    ``min_rate``, the slowest transfer accepted in bytes per second (32768): a request for ``b`` bytes
-    fails (and is retried, or read from another replica) after ``timeout + b / min_rate`` seconds however
-    steadily its answer trickles in, so every read ends in bounded time.
+    ``min_rate``, the slowest transfer accepted in bytes per second (32768): a transfer that receives
+    fewer than ``min_rate * timeout`` bytes over any ``timeout`` seconds is abandoned at once and retried
+    on a new connection (or read from another replica), whatever its size, as curl's speed limit does,
+    so every read ends in bounded time however steadily an answer trickles in. Errors a caller may
+    handle apart are also Python's own: a missing file raises `SourceNotFoundError` (a
+    ``FileNotFoundError``), refused credentials `SourcePermissionError` (a ``PermissionError``), a
+    silent or too slow server `SourceTimeoutError` (a ``TimeoutError``); every `SourceError` is an
+    ``OSError``.
     ``adaptive_streams`` (True): ``connections`` is where reading starts; the count then follows the
     link, as a bandwidth-delay product is found: it doubles while doubling brings 1.3x the
     throughput or more, goes back when it does not, and halves when the server pushes back

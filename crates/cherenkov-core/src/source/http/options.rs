@@ -31,8 +31,9 @@ pub struct HttpOptions {
     /// so here requests in flight are connections (a deep read-ahead of many branches sends two
     /// requests per chunk, where an XRootD stream takes its chunks one after another).
     pub max_connections: usize,
-    /// Longest wait for the server: to connect, for an answer's headers, or between two pieces of
-    /// its body. Default 30 s.
+    /// Longest wait for the server to connect or to send an answer's headers, and the window over
+    /// which a request must receive `min_rate × request_timeout` bytes of its answer (see
+    /// `min_rate`). Default 30 s.
     pub request_timeout: Duration,
     /// Extra attempts after a connection error, timeout, 5xx answer or cut-short body, on the
     /// schedule of `source::retry` (exponential waits with jitter). Default 8.

@@ -20,18 +20,20 @@ pub struct XrootdOptions {
     pub adaptive: bool,
     /// Most connections with `adaptive`. Default 16.
     pub max_connections: usize,
-    /// Longest wait for connecting and logging in, and for an answer while the server sends
-    /// nothing at all on the connection (a large answer arriving slowly is not cut short). A
-    /// request without an answer in time closes its connection. Default 60 s.
+    /// Longest wait for connecting and logging in, and the window over which a connection with
+    /// requests waiting must receive `min_rate × request_timeout` bytes (any at all when silent):
+    /// a connection that does not is closed and its requests sent again on a new one. Default
+    /// 60 s.
     pub request_timeout: Duration,
     /// Extra attempts, on a new connection, after a connection is lost or times out, on the
     /// schedule of `source::retry` (exponential waits with jitter). Default 8.
     pub retries: u32,
     /// No retry starts later than this after a request's first failure. Default 5 s.
     pub retry_window: Duration,
-    /// Slowest transfer accepted (bytes per second): a request fails after `request_timeout` plus
-    /// the bytes it and the requests queued before it on its connection may receive at this
-    /// rate (see `source::time_allowed`). Default 32 KiB/s.
+    /// Slowest transfer accepted (bytes per second): a connection with requests waiting that
+    /// receives fewer than `min_rate × request_timeout` bytes over any `request_timeout` is closed
+    /// and its requests sent again on a new one, whatever their size (see `source::min_rate`).
+    /// Default 32 KiB/s.
     pub min_rate: u64,
     /// Redirects followed while opening the file, or by one read. Default 8.
     pub max_redirects: usize,
