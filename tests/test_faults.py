@@ -19,7 +19,7 @@ import cherenkov
 import numpy as np
 import pytest
 import uproot
-from cherenkov.lab import Lab, NginxServer, XrootdServer
+from cherenkov.lab import Lab, NginxServer, Toxiproxy, XrootdServer
 from conftest import TESTDATA, bounded, wait_for
 from fault_server import FaultServer
 
@@ -233,7 +233,8 @@ def test_a_replica_replaced_during_a_read_is_dropped(testdata):
         assert report[urls[1]].state == "in use"
 
 
-# Fault 3: replicas of the same size holding different bytes.
+# Fault 3: replicas of the same size holding different bytes: the first listed one that opens is
+# the file, whatever order they answer in.
 
 VARIANTS = {"same": "replica-a.root", "one-basket": "replica-b.root", "other-file": "replica-c.root"}
 
@@ -263,28 +264,39 @@ def variants():
     write(folder / VARIANTS["other-file"], "y", [b * 2 for b in baskets])
     sizes = {p.name: p.stat().st_size for p in folder.iterdir()}
     assert len(set(sizes.values())) == 1, sizes  # the point: sizes cannot tell them apart
-    with XrootdServer(folder) as xrootd, NginxServer(folder) as nginx:
-        yield folder, {"root": xrootd, "http": nginx}
+    with XrootdServer(folder) as xrootd, NginxServer(folder) as nginx, Toxiproxy() as toxiproxy:
+        yield folder, {"root": xrootd, "http": nginx}, toxiproxy
     shutil.rmtree(folder, ignore_errors=True)
+
+
+OPENS = 20
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize("variant", ["one-basket", "other-file"])
-def test_a_replica_holding_other_bytes_is_left_out_naming_it(variants, protocol, variant):
-    folder, servers = variants
-    urls = [servers[protocol].url(VARIANTS["same"]), servers[protocol].url(VARIANTS[variant])]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        f = bounded(lambda: cherenkov.open(urls, timeout=5), 60, "the open")
-    wait_for(lambda: all(r.state != "opening" for r in f.replicas()), 20, "both replicas answering")
-    states = {r.name: (r.state, r.last_error) for r in f.replicas()}
-    kept = [u for u in urls if states[u][0] == "in use"]
-    dropped = [u for u in urls if states[u][0] == "dropped"]
-    # Which one answered first decides which one is read; the other is named and never mixed in.
-    assert len(kept) == 1 and len(dropped) == 1, states
-    assert "not the same file" in states[dropped[0]][1] and kept[0] in states[dropped[0]][1], states
-    print(f"{dropped[0]}: {states[dropped[0]][1]}")
-    kept_file = folder / kept[0].rsplit("/", 1)[1]
-    branch = "y" if kept_file.name == VARIANTS["other-file"] else "x"
-    arrays = bounded(lambda: f["Events"].arrays([branch]), 60)
-    assert_same_as_uproot(arrays, kept_file, [branch])
+@pytest.mark.parametrize("listed_first", ["same", "variant"])
+def test_the_first_listed_replica_is_read_every_time_whoever_answers_first(variants, protocol, variant, listed_first):
+    """The first listed replica slowed down (toxiproxy, 50 ms each way) and a file of the same size
+    with other bytes listed second: every open reads the first one's values, the second is
+    dropped naming both; with the files listed the other way round, likewise. Before, the one
+    that answered first was read."""
+    folder, servers, toxiproxy = variants
+    names = [VARIANTS["same"], VARIANTS[variant]]
+    if listed_first == "variant":
+        names.reverse()
+    proxy = toxiproxy.proxy(f"slow-{protocol}-{variant}-{listed_first}", servers[protocol].port)
+    toxiproxy.set_rtt(f"slow-{protocol}-{variant}-{listed_first}", 100)
+    urls = [servers[protocol].url(names[0], port=proxy), servers[protocol].url(names[1])]
+    branch = "y" if names[0] == VARIANTS["other-file"] else "x"
+    for _ in range(OPENS):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            f = bounded(lambda: cherenkov.open(urls, timeout=5), 60, "the open")
+        arrays = bounded(lambda f=f: f["Events"].arrays([branch]), 60)
+        assert_same_as_uproot(arrays, folder / names[0], [branch])
+        wait_for(lambda f=f: all(r.state != "opening" for r in f.replicas()), 20, "both replicas answering")
+        states = {r.name: (r.state, r.last_error) for r in f.replicas()}
+        assert states[urls[0]][0] == "in use", states
+        assert states[urls[1]][0] == "dropped" and "not the same file as" in states[urls[1]][1], states
+        assert urls[0] in states[urls[1]][1], states
+    print(f"{urls[1]}: {states[urls[1]][1]}")

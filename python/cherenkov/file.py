@@ -44,10 +44,11 @@ def open(
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
     fastest, weighted by measured quality, and survive a failing replica (see `File.replicas()`).
-    Replicas are opened all at once: the first to open makes the file, the others join as they
-    open. One that is refused, missing or silent does not fail the open; one that holds another
-    file (another size, or other bytes in the file's head and tail, where ROOT keeps the file's
-    UUID and its index) is left out. Both are reported by `File.replicas()` (state ``"dropped"``)
+    Replicas are opened all at once and the file is the first listed one that opens, whatever order
+    they answer in (its values are read, never those of one that answered sooner); the others join
+    if they hold the same file. One that is refused, missing or silent does not fail the open; one
+    that holds another file (another size, or other bytes in the file's head and tail, where ROOT
+    keeps the file's UUID and its index) is left out. Both are reported by `File.replicas()` (state ``"dropped"``)
     and with a warning when known at open (with ``verify_checksums``, every replica must open and
     agree, or the open fails). A replica whose file changes on its server while
     being read (new ETag or Last-Modified over HTTP) is dropped too; a single file that changes

@@ -71,6 +71,9 @@ pub struct SourceCounters {
     pub streams: u64,
     /// Most streams used at once since the file was opened.
     pub streams_peak: u64,
+    /// Requests sent again after a failure that may pass (see `retry`), on a new connection;
+    /// a replica set counts its replicas'.
+    pub retries: u64,
 }
 
 impl std::ops::Add for SourceCounters {
@@ -86,6 +89,7 @@ impl std::ops::Add for SourceCounters {
             disk_cache_bytes_saved: self.disk_cache_bytes_saved + other.disk_cache_bytes_saved,
             streams: self.streams + other.streams,
             streams_peak: self.streams_peak + other.streams_peak,
+            retries: self.retries + other.retries,
         }
     }
 }

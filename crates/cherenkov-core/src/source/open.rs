@@ -120,6 +120,7 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSour
                 retry_window: options.retry_window.unwrap_or(defaults.retry_window),
                 min_rate: options.min_rate.unwrap_or(defaults.min_rate),
                 discover: options.discover.unwrap_or(defaults.discover),
+                opening: options.opening,
                 adaptive: options.adaptive_streams.unwrap_or(defaults.adaptive),
                 verify_checksums: options.verify_checksums,
                 token: options.token.clone(),

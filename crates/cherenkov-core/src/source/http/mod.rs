@@ -83,6 +83,7 @@ pub struct HttpSource {
     round_trips: AtomicU64,
     ranges: AtomicU64,
     bytes: AtomicU64,
+    retries: AtomicU64,
 }
 
 impl HttpSource {
@@ -161,6 +162,7 @@ impl HttpSource {
             round_trips: AtomicU64::new(1),
             ranges: AtomicU64::new(1),
             bytes: AtomicU64::new(probe.opening.iter().map(|(r, _)| r.len).sum()),
+            retries: AtomicU64::new(0),
         })
     }
 
@@ -186,6 +188,12 @@ impl HttpSource {
             Failure::Changed(_) => file_changed(&self.url, message),
             f => Error::io_of(f.kind(), &self.url, message),
         }
+    }
+
+    /// A request sent again after a failure: a round trip of its own.
+    fn count_retry(&self) {
+        self.retries.fetch_add(1, Ordering::Relaxed);
+        self.count_round_trips(1);
     }
 
     /// Requests sent together count as one round trip per `connections` of them; a retry as one.
@@ -291,7 +299,7 @@ impl HttpSource {
         match retrying(
             self.options.retry_policy(),
             retry_multi,
-            || self.count_round_trips(1),
+            || self.count_retry(),
             || self.fetch_once(group),
         )
         .await
@@ -362,7 +370,7 @@ impl HttpSource {
         let parts = retrying(
             self.options.retry_policy(),
             |_| true,
-            || self.count_round_trips(1),
+            || self.count_retry(),
             || self.fetch_once(&asked),
         )
         .await
@@ -637,6 +645,7 @@ impl ByteSource for HttpSource {
             round_trips: self.round_trips.load(Ordering::Relaxed),
             ranges: self.ranges.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
+            retries: self.retries.load(Ordering::Relaxed),
             streams: self.streams.current() as u64,
             streams_peak: self.streams.peak() as u64,
             ..SourceCounters::default()

@@ -79,6 +79,7 @@ struct Inner {
     round_trips: AtomicU64,
     ranges: AtomicU64,
     bytes: AtomicU64,
+    retries: AtomicU64,
 }
 
 /// One connection's place: its session (replaced when the connection fails) and its load.
@@ -199,6 +200,7 @@ impl XrootdSource {
                 round_trips: AtomicU64::new(0),
                 ranges: AtomicU64::new(0),
                 bytes: AtomicU64::new(0),
+                retries: AtomicU64::new(0),
             }),
         };
         // The next count's connections log in while reading starts: ready when a step asks.
@@ -374,6 +376,7 @@ impl Inner {
                 first_failure.get_or_insert(failure);
                 tokio::time::sleep(wait).await;
                 self.round_trips.fetch_add(1, Ordering::Relaxed);
+                self.retries.fetch_add(1, Ordering::Relaxed);
                 continue;
             }
             // The first failure says what went wrong (and its kind); the last, why trying
@@ -584,6 +587,7 @@ impl ByteSource for XrootdSource {
             round_trips: inner.round_trips.load(Ordering::Relaxed),
             ranges: inner.ranges.load(Ordering::Relaxed),
             bytes: inner.bytes.load(Ordering::Relaxed),
+            retries: inner.retries.load(Ordering::Relaxed),
             streams: inner.streams.current() as u64,
             streams_peak: inner.streams.peak() as u64,
             ..SourceCounters::default()

@@ -20,6 +20,7 @@ use super::session::{connect, follow_redirect, wait_as_asked};
 use super::url::{parse_url, split_host_port};
 use crate::error::{Error, Result};
 use crate::source::multi::{MultiOptions, MultiSource, ReplicaFinder};
+use crate::source::redact::redact;
 use crate::source::{ByteSource, SharedSource};
 use async_trait::async_trait;
 use futures_util::future::join_all;
@@ -159,26 +160,46 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
     let mut urls = vec![direct_url(&first)];
     let origin = first.origin();
     urls.extend(servers[1..].iter().map(|a| origin.url_on(a)));
-    let opened = join_all(urls.iter().map(|u| XrootdSource::open(u, plain.clone()))).await;
-    let mut servers = Vec::new();
-    let mut sources: Vec<SharedSource> = Vec::new();
-    for source in opened.into_iter().flatten() {
-        if source.file_size() == first.file_size() {
-            servers.push(source.server_address());
-            sources.push(Arc::new(source));
+    let finder = Arc::new(RedirectorFinder::new(url, plain.clone(), servers.clone()));
+    let replicas = if options.verify_checksums {
+        // Verifying is strict: every replica must open and its server's checksum agree.
+        let opened = join_all(urls.iter().map(|u| XrootdSource::open(u, plain.clone()))).await;
+        let sources: Vec<SharedSource> = opened
+            .into_iter()
+            .flatten()
+            .filter(|source| source.file_size() == first.file_size())
+            .map(|source| Arc::new(source) as SharedSource)
+            .collect();
+        if sources.is_empty() {
+            return Ok(Arc::new(first));
         }
-    }
-    if sources.is_empty() {
-        // The data server does not let us in without the redirector: read through it.
-        servers = vec![in_use];
-        sources = vec![Arc::new(first)];
-    }
-    let finder = Arc::new(RedirectorFinder::new(url, plain, servers));
-    let replicas = Arc::new(
-        MultiSource::new(sources, MultiOptions::verifying(options.verify_checksums))
-            .await?
-            .with_finder(finder.clone()),
-    );
+        Arc::new(MultiSource::new(sources, MultiOptions::verifying(true)).await?)
+    } else {
+        // The redirector's pick is listed first, then the servers in the order it named them:
+        // the file is the first of them that opens (see `multi::opening`).
+        let openings = urls
+            .iter()
+            .map(|u| {
+                let (url, plain) = (u.clone(), plain.clone());
+                let opening = async move {
+                    let source: SharedSource = Arc::new(XrootdSource::open(&url, plain).await?);
+                    Ok(source)
+                };
+                (redact(u), Box::pin(opening) as _)
+            })
+            .collect();
+        let compare = MultiOptions {
+            compare: options.opening,
+            ..MultiOptions::default()
+        };
+        let name = redact(&urls.join(" | "));
+        match MultiSource::open_first(&name, openings, compare).await {
+            Ok(replicas) => replicas,
+            // The data servers do not let us in without the redirector: read through it.
+            Err(_) => return Ok(Arc::new(first)),
+        }
+    };
+    replicas.set_finder(finder.clone());
     tokio::spawn(top_up(Arc::downgrade(&replicas), finder));
     Ok(replicas)
 }

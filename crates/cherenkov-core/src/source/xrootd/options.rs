@@ -4,7 +4,7 @@
 use crate::source::credentials::TlsOptions;
 use crate::source::redact::Secret;
 use crate::source::retry::RetryPolicy;
-use crate::source::{adaptive, DEFAULT_MIN_RATE};
+use crate::source::{adaptive, OpeningHint, DEFAULT_MIN_RATE};
 use std::time::Duration;
 
 /// How an [`XrootdSource`](super::XrootdSource) talks to its server.
@@ -46,6 +46,9 @@ pub struct XrootdOptions {
     /// round trip); a redirector answers with its data servers, which
     /// [`XrootdSource::other_replicas`](super::XrootdSource::other_replicas) lists. Default true.
     pub discover: bool,
+    /// When discovery finds replicas, the head and tail of the file they must hold the same bytes
+    /// in, besides the size (see `multi::MultiOptions::compare`). Default nothing.
+    pub opening: OpeningHint,
     /// When discovery finds replicas, require their servers' checksums to agree (see
     /// [`MultiOptions::verify_checksums`](crate::source::multi::MultiOptions)). Default false.
     pub verify_checksums: bool,
@@ -72,6 +75,7 @@ impl Default for XrootdOptions {
             readv_iov_max: None,
             readv_ior_max: None,
             discover: true,
+            opening: OpeningHint::default(),
             verify_checksums: false,
             tls: TlsOptions::default(),
             token: None,
