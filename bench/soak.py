@@ -13,13 +13,15 @@ nginx restarted, the link to one of them cut for a few seconds, its connections 
 The report: reads done, values checked, wrong values (must be 0), errors by kind (expected while a
 fault lasts: each names its file), hangs (a read or open still running after `--hang-after`
 seconds: must be 0), retries (the sources' own count), and for each process its peak memory, and
-its open file descriptors and connections after warming up and at the end (no growth). Not part of
+its open file descriptors and connections after its first minute, at most and at the end (no
+growth). Not part of
 `make test`: it takes minutes by design.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import multiprocessing
 import os
@@ -51,17 +53,16 @@ def make_files(folder: Path) -> list[str]:
         rng = np.random.default_rng(k)
         name = f"soak-{k}.root"
         with uproot.recreate(folder / name) as out:
-            for chunk in range(4):
+            tree = out.mktree("Events", {"x": "f8", "y": "i4", "v": "var * float32"})  # TTree
+            for _ in range(4):
                 counts = rng.integers(0, 6, ENTRIES // 4)
-                data = {
-                    "x": rng.normal(size=ENTRIES // 4),
-                    "y": rng.integers(-1000, 1000, ENTRIES // 4).astype(np.int32),
-                    "v": ak.unflatten(rng.normal(size=counts.sum()).astype(np.float32), counts),
-                }
-                if chunk == 0:
-                    out["Events"] = data
-                else:
-                    out["Events"].extend(data)
+                tree.extend(
+                    {
+                        "x": rng.normal(size=ENTRIES // 4),
+                        "y": rng.integers(-1000, 1000, ENTRIES // 4).astype(np.int32),
+                        "v": ak.unflatten(rng.normal(size=counts.sum()).astype(np.float32), counts),
+                    }
+                )
         os.chmod(folder / name, 0o644)
         names.append(name)
     return names
@@ -103,6 +104,7 @@ class Readers:
         self.wrong: list[str] = []
         self.retries = 0
         self.busy: dict[int, tuple[float, str]] = {}  # thread -> (started, what)
+        self.samples: list[tuple[float, float, int, int]] = []  # (minute, RSS MB, fds, sockets)
         self.hung: set[tuple[int, float]] = set()
         self.local = {n: cherenkov.open(folder / n)["Events"] for n in names}
         self.shared = {p: cherenkov.open(urls[p][names[0]], **options) for p in PROTOCOLS}
@@ -164,19 +166,27 @@ class Readers:
         workers = [threading.Thread(target=loop, daemon=True) for _ in range(threads)]
         for w in workers:
             w.start()
+        started = time.monotonic()
         while any(w.is_alive() for w in workers):
             time.sleep(1)
             now = time.monotonic()
-            for thread, (started, what) in list(self.busy.items()):
-                if now - started > self.hang_after and (thread, started) not in self.hung:
-                    self.hung.add((thread, started))
-                    print(f"HANG: {what} running for {now - started:.0f} s", file=sys.stderr, flush=True)
+            if not self.samples or now - started >= 30 * len(self.samples):
+                self.samples.append(((now - started) / 60, rss_mb(), *fd_counts()))
+            for thread, (since, what) in list(self.busy.items()):
+                if now - since > self.hang_after and (thread, since) not in self.hung:
+                    self.hung.add((thread, since))
+                    print(f"HANG: {what} running for {now - since:.0f} s", file=sys.stderr, flush=True)
             if now > deadline + 3 * self.hang_after:
                 break  # reported as hangs; the threads are daemons
 
-    def report(self, warm: tuple[int, int]) -> dict:
+    def report(self) -> dict:
+        """The tallies, and the process's resources: after its first minute, and at the end once
+        the files dropped are collected (connections close with their file)."""
         retries = self.retries + sum(f.source_counters().retries for f in self.shared.values())
-        fds, sockets = fd_counts()
+        gc.collect()
+        time.sleep(3)
+        warm = next((x for x in self.samples if x[0] >= 1), self.samples[-1])
+        end = (self.samples[-1][0], rss_mb(), *fd_counts())
         return {
             "pid": os.getpid(),
             "reads": self.tally["reads"],
@@ -186,18 +196,18 @@ class Readers:
             "errors": dict(self.errors),
             "hangs": len(self.hung),
             "retries": retries,
-            "peak memory MB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "fds warm/end": [warm[0], fds],
-            "connections warm/end": [warm[1], sockets],
+            "peak memory MB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+            "memory MB after 1 min / median / end": [round(warm[1]), round(float(np.median([x[1] for x in self.samples]))), round(end[1])],
+            "fds after 1 min / most / end": [warm[2], max(x[2] for x in self.samples), end[2]],
+            "connections after 1 min / most / end": [warm[3], max(x[3] for x in self.samples), end[3]],
+            "memory MB every 30 s": [round(x[1]) for x in self.samples],
         }
 
 
 def reader_process(folder, names, urls, options, threads, seconds, hang_after, seed, out):
     readers = Readers(Path(folder), names, urls, options, hang_after, seed)
-    readers.read_once()  # warm up: shared files open, pools made
-    warm = fd_counts()
     readers.run(threads, seconds)
-    out.put(readers.report(warm))
+    out.put(readers.report())
 
 
 class Faults:
@@ -287,24 +297,12 @@ def main() -> int:
             for p in others:
                 p.start()
             readers = Readers(folder, names, urls, options, args.hang_after, 0)
-            readers.read_once()
-            warm = fd_counts()
-            memory = [rss_mb()]
             faults = Faults(lab, folder, args.fault_every)
             faults.thread.start()
             started = time.monotonic()
-            sampler_stop = threading.Event()
-
-            def sample():
-                while not sampler_stop.wait(30):
-                    memory.append(rss_mb())
-
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
             readers.run(args.threads, seconds)
             faults.close()
-            sampler_stop.set()
-            reports = [readers.report(warm)]
+            reports = [readers.report()]
             for p in others:
                 p.join(seconds + 4 * args.hang_after)
             while not out.empty() or len(reports) < 1 + args.processes:
@@ -324,11 +322,6 @@ def main() -> int:
                 "processes reporting": len(reports),
                 "retries": sum(r["retries"] for r in reports),
                 "errors": dict(sum((Counter(r["errors"]) for r in reports), Counter())),
-                "memory MB of this process (every 30 s, first, median, last)": [
-                    round(memory[0]),
-                    round(float(np.median(memory))),
-                    round(memory[-1]),
-                ],
                 "per process": reports,
             }
     finally:

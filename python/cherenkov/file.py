@@ -132,9 +132,16 @@ RNTUPLE_CLASS = "ROOT::RNTuple"
 class Directory:
     """A directory inside a file: ``keys()`` and ``dir["name"]``."""
 
-    def __init__(self, file: File, prefix: str):
-        self._file = file
+    def __init__(self, file: File | None, prefix: str):
+        # None: this directory is the file's top one, the file itself, which keeps no reference to
+        # itself: that cycle held every file dropped, and its connections, until Python's cycle
+        # collector happened to run (bench/soak.py counted hundreds of sockets).
+        self._of_file = file
         self._prefix = prefix
+
+    @property
+    def _file(self) -> File:
+        return self if self._of_file is None else self._of_file
 
     def keys(self, recursive: bool = True, cycle: bool = True) -> list[str]:
         out = []
@@ -180,7 +187,7 @@ class File(Directory):
             if replica.state == "dropped":
                 warnings.warn(f"replica left out: {replica.last_error}", RuntimeWarning, stacklevel=3)
         self._keys = None
-        super().__init__(self, "")
+        super().__init__(None, "")
 
     def _all_keys(self):
         if self._keys is None:
