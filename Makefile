@@ -13,7 +13,7 @@ setup:
 
 # The demo compares cherenkov with uproot and ROOT: their setup installs them (ROOT: about 250 MB).
 demo: setup
-	bash scripts/setup-bench.sh && $(PY) -m cherenkov.demo
+	bash scripts/setup-bench.sh && $(PY) -m cherenkov_lab.demo
 
 test: setup lint test-rust test-python
 

@@ -7,7 +7,7 @@ token and root:// with an sss key, all behind the same toxiproxy round-trip dela
 nginx serves ../shared/testdata twice (plain, and TLS with a CA made here by openssl, 401 without
 the token); xrootd serves it with TLS (`xrd.tls`, root:// and roots:// on the same port) and, on a
 second server, with `ztn` tokens required and checked by the SciTokens plugin (see
-`cherenkov.lab.tokens`), and on a third with `sss` required (a keytab made by `xrdsssadmin`, its key
+`cherenkov_lab.tokens`), and on a third with `sss` required (a keytab made by `xrdsssadmin`, its key
 name ending in '+': through the proxy the server sees the proxy's address, not ours). Prints open and
 read times, requests and round trips for each, best of 3 (sss: the first open, when the server's wish
 is learnt from the login's answer, and the best of the later ones, whose credential goes with the
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 import cherenkov
-from cherenkov.lab.servers import Toxiproxy, XrootdServer, free_port, wait_for_port
-from cherenkov.lab.tokens import Issuer, give_to_xrootd, make_pki, xrootd_tls, ztn_server_config
+from cherenkov_lab.servers import Toxiproxy, XrootdServer, free_port, wait_for_port
+from cherenkov_lab.tokens import Issuer, give_to_xrootd, make_pki, xrootd_tls, ztn_server_config
 
 TOKEN = "bench-token-0123456789abcdef"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "testdata"

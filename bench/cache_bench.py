@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import cherenkov
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "testdata"
 FILE = "nanolike-root6.40-zstd-4clusters.root"

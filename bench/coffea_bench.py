@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     import cherenkov
     import cherenkov.uproot
     import uproot
-    from cherenkov.lab import Lab
+    from cherenkov_lab import Lab
 
     data = BENCH / "data"
     paths = [

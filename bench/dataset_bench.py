@@ -21,7 +21,7 @@ from pathlib import Path
 
 import awkward as ak
 import cherenkov
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "testdata"
 NANO = "nanolike-root6.40-zstd-4clusters.root"

@@ -5,7 +5,7 @@ cherenkov's planning on top), all behind the same toxiproxy round-trip delay.
     .venv/bin/python bench/gsi_cost.py [--rtt 137] [--file F]
 
 The grid certificates and proxy, and the Kerberos realm with its KDC (not delayed), are made here
-(see `cherenkov.lab.gsi`, `cherenkov.lab.kerberos`; krb5 is left out without a KDC). Each case runs in a
+(see `cherenkov_lab.gsi`, `cherenkov_lab.kerberos`; krb5 is left out without a KDC). Each case runs in a
 Python process of its own, three times: the first open of a process also learns what the server
 asks for (a native connection and login) and has XrdCl connect and authenticate; the later ones
 go to XrdCl at once, over the connection it keeps. Prints open and read times, requests and round
@@ -23,9 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from cherenkov.lab import kerberos
-from cherenkov.lab.gsi import gsi_client_environment, gsi_server_config, make_grid_pki
-from cherenkov.lab.servers import Toxiproxy, XrootdServer
+from cherenkov_lab import kerberos
+from cherenkov_lab.gsi import gsi_client_environment, gsi_server_config, make_grid_pki
+from cherenkov_lab.servers import Toxiproxy, XrootdServer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "testdata"
 

@@ -48,7 +48,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
 import cherenkov  # noqa: E402
-from cherenkov.lab import Lab  # noqa: E402
+from cherenkov_lab import Lab  # noqa: E402
 from lab_tools import RESULT_MARK  # noqa: E402
 
 TREE = "Events"
@@ -595,7 +595,7 @@ def method_notes(plan: Plan, config: Config, vers: dict) -> dict:
     if config.bandwidth:
         notes["bandwidth"] = f"toxiproxy caps each link at {config.bandwidth:g} MB/s"
     if config.shared_rate:
-        notes["link"] = f"thin: every connection shares one {config.shared_rate:g} MB/s link (cherenkov.lab.SharedLink)"
+        notes["link"] = f"thin: every connection shares one {config.shared_rate:g} MB/s link (cherenkov_lab.SharedLink)"
     return notes
 
 

@@ -1,6 +1,6 @@
 """Multi-source reads through an XRootD redirector: the ratios of issue #7, measured on a federation
 (cmsd + xrootd manager and two data servers) on 127.0.0.1, each data server behind its own toxiproxy
-proxy, which the redirector names (see cherenkov.lab.XrootdFederation).
+proxy, which the redirector names (see cherenkov_lab.XrootdFederation).
 
     python bench/multi_source.py                 # 5 runs, bench/data/nanolike-40000.root
     python bench/multi_source.py --runs 3 --publish   # also docs/bench/multi_source.{md,json}
@@ -37,7 +37,7 @@ PUBLISHED = BENCH.parent / "docs" / "bench"
 sys.path.insert(0, str(BENCH))
 
 import cherenkov  # noqa: E402
-from cherenkov.lab import XrootdFederation  # noqa: E402
+from cherenkov_lab import XrootdFederation  # noqa: E402
 
 # What each setup's ratio means, and its target.
 SETUPS = {

@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     sys.path.insert(0, str(BENCH))
-    from cherenkov.lab import Lab
     from cherenkov.processing import InProcess, LocalProcesses
+    from cherenkov_lab import Lab
     from make_nanolike import ensure
     from rich.console import Console
     from rich.table import Table

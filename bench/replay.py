@@ -238,7 +238,7 @@ def markdown(table: dict) -> str:
 
 def lab_replay(path: Path, names: list[str] | None, rtt: float, budget: float = 60, connections: int = 4, log=print) -> dict:
     """Record a trace of reading `names` from `path` through the lab, then replay it at `rtt` ms."""
-    from cherenkov.lab import Lab
+    from cherenkov_lab import Lab
 
     with Lab(path.parent) as lab:
         url = lab.url("http", path.name)
@@ -291,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
     if args.command == "replay":
-        from cherenkov.lab import Lab
+        from cherenkov_lab import Lab
 
         trace = load(args.trace)
         path = args.file or Path(str(trace["source"]))

@@ -22,7 +22,7 @@ from pathlib import Path
 from statistics import median
 
 import cherenkov
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 from local_read import counters_of, make_rntuple, selections
 from make_nanolike import TREE, default_output, ensure, import_root
 

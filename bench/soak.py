@@ -216,7 +216,7 @@ class Faults:
     KINDS = ["restart xrootd", "cut root link", "restart nginx", "reset http connections", "cut http link"]
 
     def __init__(self, lab, folder: Path, every: float):
-        from cherenkov.lab import NginxServer, XrootdServer
+        from cherenkov_lab import NginxServer, XrootdServer
 
         self.lab, self.folder, self.every = lab, folder, every
         self.servers = {"xrootd": XrootdServer, "nginx": NginxServer}
@@ -275,7 +275,7 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the report here")
     args = parser.parse_args()
 
-    from cherenkov.lab import Lab
+    from cherenkov_lab import Lab
 
     folder = Path(tempfile.mkdtemp(prefix="cherenkov-soak-"))
     os.chmod(folder, 0o755)  # xrootd runs as nobody

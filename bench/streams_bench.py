@@ -25,7 +25,7 @@ sys.path.insert(0, str(BENCH))
 
 import cherenkov  # noqa: E402
 import numpy as np  # noqa: E402
-from cherenkov.lab import Lab  # noqa: E402
+from cherenkov_lab import Lab  # noqa: E402
 
 CONFIGS = {
     "fixed (2 / 8)": {"adaptive_streams": False},
@@ -54,8 +54,9 @@ def read_fixed(url: str, branches: list[str], **options) -> tuple[float, dict, l
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lab import make_plan
     from make_nanolike import default_output, ensure
+
+    from lab import make_plan
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--link", choices=["narrow", "thin"], default="narrow")

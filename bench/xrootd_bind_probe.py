@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cherenkov.lab import XrootdServer
+from cherenkov_lab import XrootdServer
 
 KXR_PROTOCOL, KXR_LOGIN, KXR_OPEN, KXR_READ, KXR_BIND, KXR_READV = 3006, 3007, 3010, 3013, 3024, 3025
 KXR_OK, KXR_OKSOFAR = 0, 4000

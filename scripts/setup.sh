@@ -48,6 +48,11 @@ if [ ! -f "$stamps/python-$python_inputs" ]; then
   touch "$stamps/python-$python_inputs"
 fi
 
+# The test and benchmark servers (lab/cherenkov_lab) are not part of the installed package: the
+# venv finds them through a .pth file.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$root/lab" > "$site/cherenkov_lab.pth"
+
 # 4. The extension: rebuilt when any Rust or Python source changes.
 ext_inputs=$(find crates python Cargo.toml Cargo.lock pyproject.toml -type f \( -name '*.rs' -o -name '*.toml' -o -name '*.py' -o -name Cargo.lock \) -print0 2>/dev/null \
   | sort -z | xargs -0 sha1sum | sha1sum | cut -c1-16)

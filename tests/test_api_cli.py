@@ -7,6 +7,7 @@ import cherenkov
 import numpy as np
 import pytest
 from cherenkov.cli import main as cli
+from conftest import REPO
 
 
 def test_nested_directories_and_keys(testdata):
@@ -112,3 +113,13 @@ def test_cli_errors_are_one_line_and_exit_nonzero(tmp_path):
     assert "Traceback" not in result.stderr
     help_text = subprocess.run([sys.executable, "-m", "cherenkov.cli", "--help"], capture_output=True, text=True, timeout=60).stdout
     assert "ls" in help_text and "read" in help_text
+
+
+def test_the_readme_lists_every_open_option_as_the_core_defines_it():
+    """The README's table of `open`'s options is the core's one definition of them, rendered."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import readme_options
+
+    readme = (REPO / "README.md").read_text()
+    assert readme_options.with_table(readme) == readme, "out of date: run python scripts/readme_options.py"
+    assert all(f"``{name}``" in cherenkov.open.__doc__ for name in cherenkov.file.OPEN_OPTIONS)

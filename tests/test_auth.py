@@ -9,8 +9,8 @@ import subprocess
 
 import cherenkov
 import pytest
-from cherenkov.lab.servers import free_port, wait_for_port
-from cherenkov.lab.tokens import make_pki
+from cherenkov_lab.servers import free_port, wait_for_port
+from cherenkov_lab.tokens import make_pki
 from conftest import assert_reads_like_local, everything_shown
 
 TOKEN = "eyJhbGciOiJFUzI1NiJ9.eyJzdWIiOiJweXRlc3QifQ.cHl0ZXN0LXNpZ25hdHVyZQ"
@@ -119,7 +119,7 @@ def test_cli_finds_the_token_and_the_ca_as_grid_hosts_set_them(server, monkeypat
 @pytest.mark.skipif(not shutil.which("xrootd"), reason="xrootd is not installed: run `make setup`")
 def test_an_xrootd_authz_token_reaches_the_server_and_is_never_shown(testdata, capsys):
     from cherenkov.cli import main as cli
-    from cherenkov.lab.servers import XrootdServer
+    from cherenkov_lab.servers import XrootdServer
 
     with XrootdServer(testdata) as server:
         url = f"{server.url(FILE)}?authz={AUTHZ}"

@@ -14,7 +14,7 @@ import cherenkov.uproot
 import dask
 import hist
 import pytest
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 from conftest import REPO, TESTDATA
 
 coffea_nanoevents = pytest.importorskip("coffea.nanoevents")

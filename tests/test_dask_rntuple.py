@@ -153,7 +153,7 @@ def test_only_the_fields_the_graph_uses_are_read(nano_form):
 def lab():
     if not (shutil.which("xrootd") and shutil.which("nginx")):
         pytest.skip("xrootd and nginx are not installed: run `make setup`")
-    from cherenkov.lab import Lab
+    from cherenkov_lab import Lab
 
     where = Path(tempfile.mkdtemp(prefix="cherenkov-dask-rntuple-"))
     where.chmod(0o755)  # xrootd runs as nobody

@@ -148,7 +148,7 @@ def test_chunks_share_one_profile_across_files(nano_copies):
 def lab(nano_copies):
     if not (shutil.which("xrootd") and shutil.which("nginx")):
         pytest.skip("xrootd and nginx are not installed: run `make setup`")
-    from cherenkov.lab import Lab
+    from cherenkov_lab import Lab
 
     with Lab(nano_copies) as lab:
         yield lab

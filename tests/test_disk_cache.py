@@ -17,7 +17,7 @@ import cherenkov
 import numpy as np
 import pytest
 from cherenkov import _core
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 from conftest import same_values, shared_root_files
 
 FILES = shared_root_files()

@@ -19,7 +19,7 @@ import cherenkov
 import numpy as np
 import pytest
 import uproot
-from cherenkov.lab import Lab, NginxServer, Toxiproxy, XrootdServer
+from cherenkov_lab import Lab, NginxServer, Toxiproxy, XrootdServer
 from conftest import TESTDATA, bounded, wait_for
 from fault_server import FaultServer
 

@@ -15,7 +15,7 @@ import cherenkov
 import numpy as np
 import pytest
 import uproot
-from cherenkov.lab import XrootdServer
+from cherenkov_lab import XrootdServer
 from conftest import bounded
 from fault_server import DripRelay, FaultServer
 

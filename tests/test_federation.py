@@ -1,5 +1,5 @@
 """An XRootD federation on one machine: a redirector (xrootd + cmsd, manager) and data servers holding
-the same files (`cherenkov.lab.XrootdFederation`). Opening through the redirector finds every data
+the same files (`cherenkov_lab.XrootdFederation`). Opening through the redirector finds every data
 server (kXR_locate, sent with the open) and reads from them as replicas; a data server killed
 mid-read costs no failed read. Behind toxiproxy (`proxied=True`, the redirector then names the
 proxies), a replica whose connections break costs no failed read, a slow replica gets little of
@@ -17,7 +17,7 @@ from pathlib import Path
 import cherenkov
 import numpy as np
 import pytest
-from cherenkov.lab import NginxServer, XrootdFederation, XrootdServer
+from cherenkov_lab import NginxServer, XrootdFederation, XrootdServer
 
 NAME = "nanolike-root6.40-zstd-4clusters.root"
 SERVERS = 2

@@ -8,7 +8,7 @@ import shutil
 import awkward as ak
 import cherenkov
 import pytest
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 from conftest import wait_for
 
 USED = ["Muon_pt", "Muon_eta", "nMuon"]

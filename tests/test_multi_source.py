@@ -6,7 +6,7 @@ import time
 import cherenkov
 import numpy as np
 import pytest
-from cherenkov.lab import NginxServer, Toxiproxy
+from cherenkov_lab import NginxServer, Toxiproxy
 
 NAME = "nanolike-root6.40-zstd-4clusters.root"
 pytestmark = pytest.mark.skipif(not shutil.which("nginx"), reason="nginx is not installed: run `make setup`")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import uproot
 from cherenkov.arrays import to_awkward_layout
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 
 
 @pytest.fixture()

@@ -161,7 +161,7 @@ def test_all_executors_give_the_same_result_over_local_files(dataset, sequential
 def lab(data_dir):
     if not (shutil.which("xrootd") and shutil.which("nginx")):
         pytest.skip("xrootd and nginx are not installed: run `make setup`")
-    from cherenkov.lab import Lab
+    from cherenkov_lab import Lab
 
     with Lab(data_dir) as lab:
         lab.set_rtt(10)

@@ -6,7 +6,7 @@ import time
 
 import cherenkov
 import pytest
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 from conftest import same_values, shared_root_files
 
 FILES = shared_root_files()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import cherenkov
 import pytest
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 from conftest import TESTDATA
 from rntuple_support import assert_same_array, ntuples_of, write_as_rntuple, write_generated
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import uproot
 from cherenkov import _core
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 
 FIXED = ["f0", "f1", "f2", "f3"]
 EXTRA = ["extra"]

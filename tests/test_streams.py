@@ -13,13 +13,13 @@ from pathlib import Path
 import cherenkov
 import numpy as np
 import pytest
-from cherenkov.lab import Lab
-from cherenkov.lab.servers import Toxiproxy, free_port, wait_for_port
-from cherenkov.lab.tokens import make_pki
+from cherenkov_lab import Lab
+from cherenkov_lab.servers import TOOLS, Toxiproxy, free_port, wait_for_port
+from cherenkov_lab.tokens import make_pki
 from conftest import assert_reads_like_local
 
 pytestmark = pytest.mark.skipif(
-    not all(shutil.which(b) or (cherenkov.lab.servers.TOOLS / b).exists() for b in ("xrootd", "nginx", "toxiproxy-server")),
+    not all(shutil.which(b) or (TOOLS / b).exists() for b in ("xrootd", "nginx", "toxiproxy-server")),
     reason="xrootd, nginx and toxiproxy are needed: run `make setup`",
 )
 

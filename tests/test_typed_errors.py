@@ -15,7 +15,7 @@ import sys
 import cherenkov
 import pytest
 import uproot
-from cherenkov.lab import NginxServer, XrootdServer
+from cherenkov_lab import NginxServer, XrootdServer
 from conftest import bounded
 
 FILE = "uproot-HZZ.root"

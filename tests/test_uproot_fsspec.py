@@ -9,7 +9,7 @@ import cherenkov.fsspec_fs
 import fsspec
 import numpy as np
 import pytest
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 
 needs_servers = pytest.mark.skipif(
     not (shutil.which("xrootd") and shutil.which("nginx")), reason="xrootd and nginx are not installed: run `make setup`"

@@ -10,7 +10,7 @@ import awkward as ak
 import cherenkov
 import cherenkov.uproot
 import pytest
-from cherenkov.lab import Lab
+from cherenkov_lab import Lab
 from conftest import shared_root_files
 
 uproot = pytest.importorskip("uproot")

@@ -1,6 +1,6 @@
 """XRootD over TLS and with authentication, against real xrootd servers on 127.0.0.1 started by
 the test: a CA and a host certificate made with openssl (`xrd.tls`), `ztn` bearer tokens checked by
-the SciTokens plugin (tokens the test signs, see `cherenkov.lab.tokens`) and `sss` shared keys
+the SciTokens plugin (tokens the test signs, see `cherenkov_lab.tokens`) and `sss` shared keys
 (keytabs made by `xrdsssadmin`); servers asking for protocols cherenkov does not speak are in
 tests/test_xrootd_gsi.py. Every branch of a test file reads equal to a local read; every message,
 repr, path, stats dump and trace is searched for the token and the key."""
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import cherenkov
 import pytest
-from cherenkov.lab.servers import XrootdServer
-from cherenkov.lab.tokens import SCITOKENS_PLUGIN, Issuer, give_to_xrootd, make_pki, xrootd_tls, ztn_server_config
+from cherenkov_lab.servers import XrootdServer
+from cherenkov_lab.tokens import SCITOKENS_PLUGIN, Issuer, give_to_xrootd, make_pki, xrootd_tls, ztn_server_config
 from conftest import assert_reads_like_local, everything_shown
 
 FILE = "uproot-HZZ.root"

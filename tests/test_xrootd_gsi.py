@@ -2,7 +2,7 @@
 `krb5`), read through XrdCl (the `xrootd` Python package) with cherenkov's planning on top, against
 real xrootd servers on 127.0.0.1 started by the test: for gsi a CA, a host certificate, a user
 certificate and grid proxies made by the test (openssl, `xrdgsiproxy`); for krb5 a realm with its
-KDC, a user with tickets and the server's key (`cherenkov.lab.kerberos`). Every branch of a test
+KDC, a user with tickets and the server's key (`cherenkov_lab.kerberos`). Every branch of a test
 file reads equal to a local read, `stats()` says XrdCl read it, and a missing or expired proxy, no
 Kerberos tickets, a missing XrdCl and a protocol neither client can use each give their own clear
 error, listing what the server offered; a refused proxy, a missing file and a silent server are
@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from cherenkov.lab import kerberos
-from cherenkov.lab.gsi import gsi_client_environment, gsi_server_config, make_grid_pki
-from cherenkov.lab.servers import XrootdServer
-from cherenkov.lab.tokens import give_to_xrootd
+from cherenkov_lab import kerberos
+from cherenkov_lab.gsi import gsi_client_environment, gsi_server_config, make_grid_pki
+from cherenkov_lab.servers import XrootdServer
+from cherenkov_lab.tokens import give_to_xrootd
 
 FILE = "uproot-HZZ.root"
 TESTS = Path(__file__).resolve().parent
@@ -151,7 +151,7 @@ urllib.request.urlopen(urllib.request.Request(toxics + "/silence", method="DELET
 
 
 def test_a_silent_server_through_xrdcl_is_a_timeout_error(gsi_server, pki):
-    from cherenkov.lab.servers import Toxiproxy
+    from cherenkov_lab.servers import Toxiproxy
 
     with Toxiproxy() as toxiproxy:
         port = toxiproxy.proxy("gsi", gsi_server.port)

@@ -152,8 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     rd.add_argument("--plot", metavar="FILE", help="write plots of the read (PNG or PDF by extension)")
     rd.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     rd.set_defaults(run=cmd_read)
-    demo = sub.add_parser("demo", help="the quick-start demo")
-    demo.set_defaults(run=lambda _args: __import__("cherenkov.demo").demo.main())
     st = sub.add_parser("stats", parents=[reading], help="read branches and print where the time went")
     st.set_defaults(run=cmd_read, stats=True, quiet=True, plot=None)
     cache = sub.add_parser("cache", help="the disk cache of remote reads: info, clear or prune")
@@ -161,13 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     cache.add_argument("--dir", help="the cache directory (default: $CHERENKOV_CACHE)")
     cache.add_argument("--max-bytes", type=int, default=20 << 30, help="prune: bytes to keep at most (LRU)")
     cache.set_defaults(run=cmd_cache)
-    sub.add_parser("bench", help="the latency lab (its options: cherenkov bench --help)")
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:  # every other argument belongs to the lab
-        from cherenkov.bench import main as bench
-
-        return bench(argv[1:])
-    args = parser.parse_args(argv)
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return args.run(args)
     except (cherenkov.CherenkovError, ValueError, OSError) as e:

@@ -27,8 +27,8 @@ import uproot._dask as _ud
 from uproot._util import no_filter
 
 import cherenkov
+from cherenkov.file import OPEN_OPTIONS
 from cherenkov.uproot import Source
-from cherenkov.uproot.source import OPEN_OPTIONS
 
 
 def dask(

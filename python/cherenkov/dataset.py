@@ -241,7 +241,7 @@ class _Ahead:
                 self._fill(self.depth)  # the next files open while this one is read
                 opened = current.result()
                 if opened.error is None:  # its read-ahead decodes before that of the files ahead
-                    opened.file._core.begin_reading()
+                    opened.file.begin_reading()
                 yield opened
         finally:
             for future in self.pending:
@@ -272,14 +272,6 @@ class DatasetIterator:
     def close(self) -> None:
         """Stop early: what is read ahead is dropped."""
         self._it.close()
-
-
-def _selection(tree: Tree, expressions, filter_name) -> list:
-    selected = tree.resolve(expressions)
-    if filter_name is None:
-        return selected
-    patterns = [filter_name] if isinstance(filter_name, str) else list(filter_name)
-    return [(key, info) for key, info in selected if any(tree._matches(p, info) for p in patterns)]
 
 
 def _opener(open_options: dict, allow_missing: bool, then: Callable[[_Opened], None]) -> Callable[[FileSpec], _Opened]:
@@ -337,11 +329,9 @@ def iterate(
     per_file_budget = max(memory_budget // (ahead_limit(files_ahead, len(specs)) + 1), 1 << 20)
 
     def start_reads(opened: _Opened) -> None:
-        opened.selected = _selection(opened.tree, expressions, filter_name)
-        steps = opened.tree.steps(step_size)
-        indices = [info.index for _, info in opened.selected]
+        opened.selected = opened.tree.select(expressions, filter_name)
         opened.reads_started = time.perf_counter()
-        opened.stream = opened.tree._core.iterate(indices, steps, per_file_budget, steps_ahead)
+        opened.stream = opened.tree.start_steps(opened.selected, opened.tree.steps(step_size), per_file_budget, steps_ahead)
 
     task = f"{len(specs)} files"
 
@@ -443,7 +433,7 @@ def chunks(
 
     def start_reads(opened: _Opened) -> None:
         steps = opened.tree.steps(step_size)
-        opened.chunks = opened.tree._core.chunks(steps, profile, learning, per_file_budget, steps_ahead)
+        opened.chunks = opened.tree.start_chunks(steps, profile, learning, per_file_budget, steps_ahead)
         if profile.trained:  # the learned set is known: fetch this file's first chunk now
             opened.start_chunks(ahead_files.pool)
 

@@ -15,6 +15,7 @@ import fsspec
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from cherenkov import _core
+from cherenkov.file import OPEN_OPTIONS
 
 PROTOCOL = "cherenkov"
 
@@ -29,7 +30,7 @@ class CherenkovFileSystem(AbstractFileSystem):
 
     def __init__(self, target_protocol=None, target_options=None, fo=None, replicas=None, **options):
         super().__init__(**options)
-        self._open_options = {k: options[k] for k in _core.OPEN_OPTIONS if k in options}
+        self._open_options = {k: options[k] for k in OPEN_OPTIONS if k in options}
         self._replicas = dict(replicas or {})
         # the chained form ("cherenkov::root://host//f"): fsspec hands over the inner URL split
         self._target_protocol = target_protocol

@@ -185,8 +185,7 @@ class Tree:
         """Like `iterate`, yielding (start, stop, [(key, branch buffers)], stats) per step."""
         selected = self.resolve(expressions)
         start, stop = self._entry_range(entry_start, entry_stop)
-        steps = self.steps(step_size, start, stop)
-        stream = self._core.iterate([info.index for _, info in selected], steps, memory_budget, steps_ahead)
+        stream = self.start_steps(selected, self.steps(step_size, start, stop), memory_budget, steps_ahead)
         try:
             for lo, hi, branches, stats in stream:
                 yield lo, hi, [(key, b) for (key, _), b in zip(selected, branches)], stats
@@ -216,10 +215,31 @@ class Tree:
         """
         start, stop = self._entry_range(entry_start, entry_stop)
         profile = profile if profile is not None else _core.AccessProfile()
-        core = self._core.chunks(self.steps(step_size, start, stop), profile, learning, memory_budget, steps_ahead)
+        core = self.start_chunks(self.steps(step_size, start, stop), profile, learning, memory_budget, steps_ahead)
         while (span := core.advance()) is not None:
             yield LazyChunk(self, core, *span)
         self.last_chunk_stats = core.stats()
+
+    def select(self, expressions=None, filter_name=None) -> list[tuple[str, BranchInfo]]:
+        """What `expressions` select (as `resolve`), kept to those matching `filter_name` (a name,
+        glob or /regex/, or a list of them) when given."""
+        selected = self.resolve(expressions)
+        if filter_name is None:
+            return selected
+        patterns = [filter_name] if isinstance(filter_name, str) else list(filter_name)
+        return [(key, info) for key, info in selected if any(self._matches(p, info) for p in patterns)]
+
+    def start_steps(self, selected, steps, memory_budget: int = 256 << 20, steps_ahead: int | None = None):
+        """Start reading `selected` (from `select`) over `steps` (from `steps`), the first steps
+        fetched and decompressed at once, before anything is consumed: an iterator of (start,
+        stop, buffers, stats), one per step, whose `close()` drops what is in flight. The step
+        reader of `iterate`; datasets start one per file they open ahead."""
+        return self._core.iterate([info.index for _, info in selected], steps, memory_budget, steps_ahead)
+
+    def start_chunks(self, steps, profile, learning: bool = True, memory_budget: int = 256 << 20, steps_ahead: int = 3):
+        """The lazy chunk reader of `chunks` over `steps`, sharing `profile`; a trained profile's
+        learned set is fetched as soon as its first chunk is advanced to."""
+        return self._core.chunks(steps, profile, learning, memory_budget, steps_ahead)
 
     def steps(self, step_size: int, start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
         """Cluster-aligned entry ranges of at least `step_size` entries (the last may be shorter)."""

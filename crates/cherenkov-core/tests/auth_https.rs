@@ -9,6 +9,7 @@ mod support;
 use cherenkov_core::source::credentials::TlsOptions;
 use cherenkov_core::source::http::{HttpOptions, HttpSource};
 use cherenkov_core::source::redact::Secret;
+use cherenkov_core::source::RequestPolicy;
 use cherenkov_core::source::{self, ByteRange, ByteSource, SourceOptions};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -66,8 +67,7 @@ impl Server {
                 ca: Some(self.pki.path("ca.pem")),
                 insecure_skip_verify: false,
             },
-            retries: 1,
-            request_timeout: Duration::from_secs(10),
+            policy: RequestPolicy::with_timeout(Duration::from_secs(10)).with_retries(1),
             ..HttpOptions::default()
         }
     }
@@ -82,11 +82,11 @@ fn ranges() -> Vec<ByteRange> {
 }
 
 async fn assert_reads_match(source: &dyn ByteSource, file: &[u8]) {
-    let before = source.counters().requests;
+    let before = source.report().counters.requests;
     let ranges = ranges();
     assert_ranges_equal(source, &ranges, file).await;
     assert!(
-        source.counters().requests > before,
+        source.report().counters.requests > before,
         "the data came from requests after opening"
     );
 }
@@ -128,7 +128,8 @@ async fn a_token_over_https_reads_every_range_like_the_file() {
         };
         let source = source::open(&davs, &options)
             .await
-            .unwrap_or_else(|e| panic!("{e}"));
+            .unwrap_or_else(|e| panic!("{e}"))
+            .source;
         assert_eq!(source.name(), davs);
         assert_reads_match(source.as_ref(), &server.file).await;
     })

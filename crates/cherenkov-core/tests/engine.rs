@@ -11,7 +11,7 @@ use cherenkov_core::engine::tree::{read_branches, TreeTable};
 use cherenkov_core::format::tree::TreeMeta;
 use cherenkov_core::source::memory::MemorySource;
 use cherenkov_core::source::multi::{MultiOptions, MultiSource};
-use cherenkov_core::source::{ByteSource, SharedSource};
+use cherenkov_core::source::{ByteSource, Opened, SharedSource};
 use std::sync::Arc;
 use std::time::Duration;
 use support::{bounded, shared_testdata};
@@ -29,7 +29,11 @@ async fn open() -> Option<(Arc<MemorySource>, Arc<TreeTable>, Arc<TreeMeta>)> {
 
 /// The tree of the test file read through `source`.
 async fn tree_of(source: SharedSource) -> (Arc<TreeTable>, Arc<TreeMeta>) {
-    let file = Arc::new(RootFile::open(source).await.expect("open"));
+    let file = Arc::new(
+        RootFile::open(Opened::plain(source), Default::default())
+            .await
+            .expect("open"),
+    );
     let tree = Arc::new(file.tree("Events").await.expect("the tree"));
     (Arc::new(TreeTable::new(file, tree.clone())), tree)
 }
@@ -240,18 +244,18 @@ async fn replicas_share_a_read_and_survive_a_failing_one() {
                 .unwrap();
         }
         let (start, stop) = clusters(&tree)[2];
-        let far_bytes = far.counters().bytes;
+        let far_bytes = far.report().counters.bytes;
         let (got, _) = read_branches(&replicas, &branches, start, stop)
             .await
             .unwrap();
         let (want, _) = read_branches(&table, &branches, start, stop).await.unwrap();
         assert_eq!(got, want);
-        let replica_reports = replicas.file.source.replicas().unwrap();
+        let replica_reports = replicas.file.source.report().replicas.unwrap();
         assert!(
             replica_reports[0].bytes > replica_reports[1].bytes,
             "{replica_reports:?}"
         );
-        assert!(far.counters().bytes - far_bytes < near.counters().bytes / 4);
+        assert!(far.report().counters.bytes - far_bytes < near.report().counters.bytes / 4);
         // The near one fails: the read goes to the far one, and the near one is disabled.
         near.fail_next(100);
         let (start, stop) = clusters(&tree)[3];
@@ -260,7 +264,7 @@ async fn replicas_share_a_read_and_survive_a_failing_one() {
             .unwrap();
         let (want, _) = read_branches(&table, &branches, start, stop).await.unwrap();
         assert_eq!(got, want);
-        let reports = replicas.file.source.replicas().unwrap();
+        let reports = replicas.file.source.report().replicas.unwrap();
         assert!(reports[0].errors >= 1 && reports[0].disabled, "{reports:?}");
     })
     .await

@@ -14,6 +14,7 @@ use cherenkov_core::source::xrootd::{
     open_excluding, RedirectorFinder, XrootdOptions, XrootdSource,
 };
 use cherenkov_core::source::{self, ByteRange, SharedSource, SourceOptions};
+use cherenkov_core::source::{RequestOverrides, RequestPolicy};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,16 +27,18 @@ const FILE: &str = "nanolike-root6.40-zstd-4clusters.root";
 /// Short timeouts, no retries: a dead or frozen server shows within seconds.
 fn quick() -> SourceOptions {
     SourceOptions {
-        timeout: Some(Duration::from_secs(3)),
-        retries: Some(0),
+        request: RequestOverrides {
+            timeout: Some(Duration::from_secs(3)),
+            retries: Some(0),
+            ..RequestOverrides::default()
+        },
         ..SourceOptions::default()
     }
 }
 
 fn quick_xrootd() -> XrootdOptions {
     XrootdOptions {
-        request_timeout: Duration::from_secs(3),
-        retries: 0,
+        policy: RequestPolicy::with_timeout(Duration::from_secs(3)).with_retries(0),
         discover: false,
         ..XrootdOptions::default()
     }
@@ -51,13 +54,16 @@ fn testdata() -> Option<(PathBuf, Vec<u8>)> {
 /// `FILE` through the redirector, once its replica set has `count` replicas: the redirector may
 /// answer the first time before every data server has told it, and is asked again a second later.
 async fn open_replicas(fed: &Federation, count: usize) -> SharedSource {
-    let file = source::open(&fed.url(FILE), &quick()).await.expect("open");
+    let file = source::open(&fed.url(FILE), &quick())
+        .await
+        .expect("open")
+        .source;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while file.replicas().expect("a replica set").len() < count {
+    while file.report().replicas.expect("a replica set").len() < count {
         assert!(
             std::time::Instant::now() < deadline,
             "{:#?}",
-            file.replicas()
+            file.report().replicas
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -99,7 +105,8 @@ async fn the_first_open_through_the_redirector_finds_every_data_server() {
         // grows when the redirector is asked again a second later.
         let file = open_replicas(&fed, 3).await;
         let mut names: Vec<String> = file
-            .replicas()
+            .report()
+            .replicas
             .unwrap()
             .into_iter()
             .map(|r| r.name)
@@ -111,7 +118,7 @@ async fn the_first_open_through_the_redirector_finds_every_data_server() {
         servers.sort();
         assert_eq!(names, servers);
         read_and_check(&file, &data, &mut Random::new(1), 20).await;
-        let reports = file.replicas().unwrap();
+        let reports = file.report().replicas.unwrap();
         assert!(
             reports.iter().all(|r| r.requests > 0),
             "every replica served or was probed: {reports:#?}"
@@ -133,8 +140,11 @@ async fn discovery_can_be_switched_off() {
             discover: Some(false),
             ..quick()
         };
-        let file = source::open(&fed.url(FILE), &options).await.expect("open");
-        assert!(file.replicas().is_none());
+        let file = source::open(&fed.url(FILE), &options)
+            .await
+            .expect("open")
+            .source;
+        assert!(file.report().replicas.is_none());
         read_and_check(&file, &data, &mut Random::new(2), 3).await;
     })
     .await;
@@ -151,8 +161,12 @@ async fn a_data_server_named_by_host_name_is_not_its_own_replica() {
     bounded(async {
         // Its kXR_locate answer names it by address (127.0.0.1): the same server.
         let url = format!("root://localhost:{}//{FILE}", server.port());
-        let file = source::open(&url, &quick()).await.expect("open");
-        assert!(file.replicas().is_none(), "{:?}", file.replicas());
+        let file = source::open(&url, &quick()).await.expect("open").source;
+        assert!(
+            file.report().replicas.is_none(),
+            "{:?}",
+            file.report().replicas
+        );
         read_and_check(&file, &data, &mut Random::new(3), 2).await;
     })
     .await;
@@ -172,7 +186,7 @@ async fn a_data_server_killed_mid_read_costs_no_failed_read() {
         read_and_check(&file, &data, &mut rng, 5).await;
         // Kill the server of the replica that served the most (the one the reader prefers, so the
         // next reads surely ask it); replicas are named by their server's address.
-        let reports = file.replicas().unwrap();
+        let reports = file.report().replicas.unwrap();
         let victim = reports.iter().max_by_key(|r| r.bytes).unwrap().name.clone();
         let index = fed
             .servers
@@ -181,7 +195,7 @@ async fn a_data_server_killed_mid_read_costs_no_failed_read() {
             .expect("a data server's URL");
         fed.kill(index);
         read_and_check(&file, &data, &mut rng, 10).await;
-        let reports = file.replicas().unwrap();
+        let reports = file.report().replicas.unwrap();
         println!("after the kill: {reports:#?}");
         let killed = reports.iter().find(|r| r.name == victim).unwrap();
         assert!(killed.errors >= 1 && killed.disabled, "{reports:#?}");
@@ -199,7 +213,7 @@ async fn proxied_data_servers_are_found_and_read_through_their_proxies() {
     };
     bounded(async {
         let file = open_replicas(&fed, 2).await;
-        let reports = file.replicas().unwrap();
+        let reports = file.report().replicas.unwrap();
         // The redirector names the proxies ([::1]:PORT), where the data servers do not listen.
         assert!(reports[1].name.starts_with("root://[::1]:"), "{reports:#?}");
         let mut rng = Random::new(5);
@@ -207,7 +221,7 @@ async fn proxied_data_servers_are_found_and_read_through_their_proxies() {
         // Cut the link of the replica that served the most (the one the reader prefers): the
         // reads all go on through the other proxy.
         let toxiproxy = fed.toxiproxy.as_ref().unwrap();
-        let reports = file.replicas().unwrap();
+        let reports = file.report().replicas.unwrap();
         let cut = reports.iter().max_by_key(|r| r.bytes).unwrap().name.clone();
         let victim = fed
             .servers
@@ -216,7 +230,7 @@ async fn proxied_data_servers_are_found_and_read_through_their_proxies() {
             .expect("a data server's URL");
         toxiproxy.set_enabled(victim.proxy.as_deref().unwrap(), false);
         read_and_check(&file, &data, &mut rng, 10).await;
-        let reports = file.replicas().unwrap();
+        let reports = file.report().replicas.unwrap();
         println!("after the cut: {reports:#?}");
         let cut = reports.iter().find(|r| r.name == cut).unwrap();
         assert!(cut.errors >= 1, "the cut link failed reads: {reports:#?}");
@@ -280,7 +294,7 @@ async fn when_every_replica_fails_the_redirector_finds_another() {
         read_and_check(&file, &data, &mut rng, 2).await;
         fed.freeze(0);
         read_and_check(&file, &data, &mut rng, 5).await;
-        let reports = file.replicas().unwrap();
+        let reports = file.report().replicas.unwrap();
         println!("after the freeze: {reports:#?}");
         assert_eq!(reports.len(), 2, "one replica found: {reports:#?}");
         assert!(reports[0].errors >= 1 && reports[1].bytes > 0);

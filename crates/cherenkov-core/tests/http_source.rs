@@ -7,6 +7,7 @@ mod support;
 
 use cherenkov_core::engine::file::ROOT_OPENING;
 use cherenkov_core::source::http::{HttpOptions, HttpSource};
+use cherenkov_core::source::RequestPolicy;
 use cherenkov_core::source::{ByteRange, ByteSource, SourceCounters};
 use cherenkov_core::IoKind;
 use std::time::{Duration, Instant};
@@ -88,8 +89,7 @@ fn delta(after: SourceCounters, before: SourceCounters) -> SourceCounters {
 /// open: these tests are about reads, which a small file kept whole at open would never make.
 fn quick_options() -> HttpOptions {
     HttpOptions {
-        request_timeout: Duration::from_secs(2),
-        retries: 2,
+        policy: RequestPolicy::with_timeout(Duration::from_secs(2)).with_retries(2),
         ..HttpOptions::default()
     }
 }
@@ -107,14 +107,14 @@ async fn size_and_random_ranges_match_the_local_file() {
         let source = HttpSource::open(&server.url("random.bin"), HttpOptions::default())
             .await
             .unwrap();
-        assert_eq!(source.size().await.unwrap(), file.len() as u64);
+        assert_eq!(source.size(), file.len() as u64);
         assert_eq!(source.name(), server.url("random.bin"));
         for seed in 0..5 {
             assert_reads_match(&source, &file, &random_ranges(file.len() as u64, 300, seed)).await;
         }
         assert_reads_match(&source, &file, &[]).await;
         assert_reads_match(&source, &file, &[ByteRange::new(0, file.len() as u64)]).await;
-        println!("random ranges: {:?}", source.counters());
+        println!("random ranges: {:?}", source.report().counters);
     })
     .await;
 }
@@ -137,7 +137,7 @@ async fn real_root_files_read_the_same_as_on_disk() {
             let source = HttpSource::open(&server.url(name), HttpOptions::default())
                 .await
                 .unwrap();
-            assert_eq!(source.size().await.unwrap(), file.len() as u64, "{name}");
+            assert_eq!(source.size(), file.len() as u64, "{name}");
             // The ROOT header and the end of the file (keys list, streamers), then scattered ranges.
             let size = file.len() as u64;
             let opening = [
@@ -162,7 +162,7 @@ async fn an_empty_file_has_size_zero() {
         let source = HttpSource::open(&server.url("empty.bin"), HttpOptions::default())
             .await
             .unwrap();
-        assert_eq!(source.size().await.unwrap(), 0);
+        assert_eq!(source.size(), 0);
         assert_eq!(
             source.read_ranges(&[ByteRange::new(0, 0)]).await.unwrap()[0].len(),
             0
@@ -187,12 +187,13 @@ async fn opening_reads_the_head_and_tail_with_the_size() {
             opening: ROOT_OPENING,
             ..HttpOptions::default()
         };
-        let source = HttpSource::open(&server.url("large.bin"), options.clone())
+        let opened = HttpSource::open(&server.url("large.bin"), options.clone())
             .await
-            .unwrap();
+            .unwrap()
+            .into_opened();
         let (head, tail) = (ROOT_OPENING.head, ROOT_OPENING.tail);
         let size = large.len() as u64;
-        let opening = source.opening_reads();
+        let (source, opening) = (opened.source, opened.reads);
         let ranges: Vec<ByteRange> = opening.iter().map(|(r, _)| *r).collect();
         assert_eq!(
             ranges,
@@ -201,15 +202,15 @@ async fn opening_reads_the_head_and_tail_with_the_size() {
         for (r, bytes) in &opening {
             assert_eq!(&bytes[..], &large[r.offset as usize..r.end() as usize]);
         }
-        assert_eq!(source.counters().requests, 1);
+        assert_eq!(source.report().counters.requests, 1);
 
         let source = HttpSource::open(&server.url("small.bin"), options)
             .await
             .unwrap();
-        assert_eq!(source.size().await.unwrap(), small.len() as u64);
+        assert_eq!(source.size(), small.len() as u64);
         assert_reads_match(&source, &small, &random_ranges(small.len() as u64, 50, 33)).await;
         assert_eq!(
-            source.counters().requests,
+            source.report().counters.requests,
             1,
             "served from the answer to the first request"
         );
@@ -241,10 +242,10 @@ async fn two_thousand_baskets_take_one_or_two_round_trips() {
             let source = HttpSource::open(&server.url("baskets.bin"), options)
                 .await
                 .unwrap();
-            let before = source.counters();
+            let before = source.report().counters;
             let start = Instant::now();
             assert_reads_match(&source, &file, &ranges).await;
-            let used = delta(source.counters(), before);
+            let used = delta(source.report().counters, before);
             println!(
                 "2000 baskets, nginx max_ranges 4096, {label}: {used:?} in {:?}",
                 start.elapsed()
@@ -268,9 +269,9 @@ async fn default_nginx_gets_more_smaller_requests() {
     let ranges = basket_ranges(file.len() as u64, 2000, 5);
     bounded(async {
         let source = HttpSource::open(&server.url("baskets.bin"), HttpOptions::default()).await.unwrap();
-        let before = source.counters();
+        let before = source.report().counters;
         assert_reads_match(&source, &file, &ranges).await;
-        let used = delta(source.counters(), before);
+        let used = delta(source.report().counters, before);
         println!("2000 baskets, default nginx, default options: {used:?}");
         assert!(used.requests >= 10 && used.round_trips <= 2, "{used:?}");
 
@@ -280,12 +281,12 @@ async fn default_nginx_gets_more_smaller_requests() {
             ..HttpOptions::default()
         };
         let source = HttpSource::open(&server.url("baskets.bin"), too_long).await.unwrap();
-        let before = source.counters();
+        let before = source.report().counters;
         assert_reads_match(&source, &file, &ranges).await;
-        let first = delta(source.counters(), before);
-        let before = source.counters();
+        let first = delta(source.report().counters, before);
+        let before = source.report().counters;
         assert_reads_match(&source, &file, &ranges).await;
-        let second = delta(source.counters(), before);
+        let second = delta(source.report().counters, before);
         println!("2000 baskets, default nginx, 60 KB header budget: first read {first:?}, second {second:?}");
         assert!(second.requests > 1 && second.round_trips <= 2, "{second:?}");
     })
@@ -310,7 +311,7 @@ async fn server_without_multi_range_still_gives_the_right_bytes() {
         assert_reads_match(&source, &file, &random_ranges(file.len() as u64, 100, 8)).await;
         println!(
             "nginx max_ranges 1, whole file allowed: {:?}",
-            source.counters()
+            source.report().counters
         );
 
         // A whole file larger than allowed: dropped, ranges asked one by one at once.
@@ -321,9 +322,9 @@ async fn server_without_multi_range_still_gives_the_right_bytes() {
         let source = HttpSource::open(&server.url("file.bin"), options)
             .await
             .unwrap();
-        let before = source.counters();
+        let before = source.report().counters;
         assert_reads_match(&source, &file, &ranges).await;
-        let used = delta(source.counters(), before);
+        let used = delta(source.report().counters, before);
         println!("nginx max_ranges 1, whole file refused: {used:?}");
         assert!(
             used.bytes < file.len() as u64,
@@ -345,11 +346,11 @@ async fn server_ignoring_ranges_is_used_only_for_small_files() {
         let source = HttpSource::open(&server.url("file.bin"), HttpOptions::default())
             .await
             .unwrap();
-        assert_eq!(source.size().await.unwrap(), file.len() as u64);
-        let before = source.counters();
+        assert_eq!(source.size(), file.len() as u64);
+        let before = source.report().counters;
         assert_reads_match(&source, &file, &random_ranges(file.len() as u64, 200, 10)).await;
         assert_eq!(
-            delta(source.counters(), before).requests,
+            delta(source.report().counters, before).requests,
             0,
             "served from the file read at open"
         );
@@ -548,11 +549,11 @@ async fn latency_two_hundred_ranges_cost_one_round_trip() {
             .unwrap();
         let opened = start.elapsed();
 
-        let before = source.counters();
+        let before = source.report().counters;
         let start = Instant::now();
         assert_reads_match(&source, &setup.file, &ranges).await;
         let vectored = start.elapsed();
-        let used = delta(source.counters(), before);
+        let used = delta(source.report().counters, before);
 
         // For scale: ten of the same ranges read one after the other.
         let start = Instant::now();
@@ -570,10 +571,10 @@ async fn latency_two_hundred_ranges_cost_one_round_trip() {
 
         // 2000 smaller baskets with the default options: ten requests over eight connections.
         let many = basket_ranges(setup.file.len() as u64, 2000, 27);
-        let before = source.counters();
+        let before = source.report().counters;
         let start = Instant::now();
         assert_reads_match(&source, &setup.file, &many).await;
-        let used = delta(source.counters(), before);
+        let used = delta(source.report().counters, before);
         println!(
             "50 ms RTT: 2000 ranges in one read {:?} ({used:?})",
             start.elapsed()
@@ -604,7 +605,7 @@ async fn answers_cut_short_are_retried_or_clear_errors() {
         let small: Vec<ByteRange> = (0..20)
             .map(|i| ByteRange::new(i * 100_000, 16_000))
             .collect();
-        let before = source.counters();
+        let before = source.report().counters;
         match source.read_ranges(&small).await {
             Ok(got) => {
                 for (r, bytes) in small.iter().zip(&got) {
@@ -615,7 +616,7 @@ async fn answers_cut_short_are_retried_or_clear_errors() {
                 }
                 println!(
                     "64 KB per connection, 20 x 16 KB: right bytes with {:?}",
-                    delta(source.counters(), before)
+                    delta(source.report().counters, before)
                 );
             }
             Err(e) => {
@@ -655,8 +656,7 @@ async fn a_silent_server_is_a_timeout_error() {
     };
     bounded(async {
         let options = HttpOptions {
-            request_timeout: Duration::from_secs(1),
-            retries: 1,
+            policy: RequestPolicy::with_timeout(Duration::from_secs(1)).with_retries(1),
             ..quick_options()
         };
         let source = HttpSource::open(&setup.url, options).await.unwrap();

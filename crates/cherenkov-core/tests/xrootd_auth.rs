@@ -10,6 +10,7 @@ mod support;
 use cherenkov_core::source::credentials::TlsOptions;
 use cherenkov_core::source::redact::Secret;
 use cherenkov_core::source::xrootd::{XrootdOptions, XrootdSource};
+use cherenkov_core::source::RequestPolicy;
 use cherenkov_core::source::{self, ByteRange, ByteSource, SourceOptions};
 use std::path::Path;
 use std::time::Duration;
@@ -69,8 +70,7 @@ impl Setup {
                 ca: Some(self.pki.path("ca.pem")),
                 insecure_skip_verify: false,
             },
-            retries: 1,
-            request_timeout: Duration::from_secs(10),
+            policy: RequestPolicy::with_timeout(Duration::from_secs(10)).with_retries(1),
             ..XrootdOptions::default()
         }
     }
@@ -102,7 +102,7 @@ async fn roots_reads_equal_the_file_and_bad_certificates_are_refused_by_name() {
             let source = XrootdSource::open(&setup.url(scheme), setup.options())
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(source.size().await.unwrap(), FILE_LEN);
+            assert_eq!(source.size(), FILE_LEN);
             assert_reads_match(&source, &setup.file).await;
         }
         // A token sent ahead with the login to a server that asks for none is harmless.
@@ -158,7 +158,10 @@ async fn roots_reads_equal_the_file_and_bad_certificates_are_refused_by_name() {
             tls: setup.options().tls,
             ..SourceOptions::default()
         };
-        let source = source::open(&setup.url("roots"), &options).await.unwrap();
+        let source = source::open(&setup.url("roots"), &options)
+            .await
+            .unwrap()
+            .source;
         assert_reads_match(source.as_ref(), &setup.file).await;
     })
     .await;
@@ -174,8 +177,7 @@ async fn roots_to_a_server_without_tls_says_so() {
         };
         let url = format!("roots://127.0.0.1:{}//file.bin", server.port());
         let options = XrootdOptions {
-            retries: 0,
-            request_timeout: Duration::from_secs(10),
+            policy: RequestPolicy::with_timeout(Duration::from_secs(10)).with_retries(0),
             ..XrootdOptions::default()
         };
         let message = open_error(&url, options).await;
@@ -220,8 +222,7 @@ async fn a_server_asking_for_unix_is_answered_first_after_its_login_then_with_it
         // No retries: neither the first open (whose login learns what the server wants, the
         // server closing that connection) nor the later ones may lose a connection.
         let options = XrootdOptions {
-            retries: 0,
-            request_timeout: Duration::from_secs(10),
+            policy: RequestPolicy::with_timeout(Duration::from_secs(10)).with_retries(0),
             ..XrootdOptions::default()
         };
         for _ in 0..2 {

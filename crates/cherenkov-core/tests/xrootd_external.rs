@@ -10,6 +10,7 @@ use cherenkov_core::source::memory::MemorySource;
 use cherenkov_core::source::xrootd::external::{
     set_external_opener, ExternalFailure, ExternalOpener,
 };
+use cherenkov_core::source::RequestOverrides;
 use cherenkov_core::source::{self, ByteRange, SharedSource, SourceOptions};
 use cherenkov_core::IoKind;
 use std::sync::{Arc, Mutex};
@@ -67,8 +68,11 @@ async fn servers_asking_only_for_gsi_are_opened_by_the_registered_opener() {
         return;
     };
     let options = SourceOptions {
-        timeout: Some(Duration::from_secs(10)),
-        retries: Some(1),
+        request: RequestOverrides {
+            timeout: Some(Duration::from_secs(10)),
+            retries: Some(1),
+            ..RequestOverrides::default()
+        },
         ..SourceOptions::default()
     };
     bounded(async {
@@ -85,7 +89,7 @@ async fn servers_asking_only_for_gsi_are_opened_by_the_registered_opener() {
 
         set_external_opener(opener());
         // Known now to ask for gsi: the opener is called at once, with what the server offered.
-        let opened = source::open(&url, &options).await.unwrap();
+        let opened = source::open(&url, &options).await.unwrap().source;
         assert!(opened.name().ends_with("(through the test opener)"));
         let read = opened.read_ranges(&[ByteRange::new(10, 5)]).await.unwrap();
         assert_eq!(&read[0][..], &[7u8; 5]);

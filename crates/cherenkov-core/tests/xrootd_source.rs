@@ -9,6 +9,7 @@ mod support;
 
 use bytes::Bytes;
 use cherenkov_core::source::xrootd::{XrootdOptions, XrootdSource};
+use cherenkov_core::source::RequestPolicy;
 use cherenkov_core::source::{ByteRange, ByteSource};
 use cherenkov_core::{Error, IoKind};
 use std::time::{Duration, Instant};
@@ -20,9 +21,9 @@ use support::{bounded, shared_testdata, Random, TempDir};
 /// Three retries, within a window they cannot outlast: error messages count 4 attempts.
 fn test_options() -> XrootdOptions {
     XrootdOptions {
-        request_timeout: Duration::from_secs(5),
-        retries: 3,
-        retry_window: Duration::from_secs(60),
+        policy: RequestPolicy::with_timeout(Duration::from_secs(5))
+            .with_retries(3)
+            .with_retry_window(Duration::from_secs(60)),
         ..XrootdOptions::default()
     }
 }
@@ -80,7 +81,7 @@ async fn open_reports_size_name_and_limits() {
                 .await
                 .expect("open");
             assert_eq!(source.name(), url);
-            assert_eq!(source.size().await.unwrap(), data.len() as u64);
+            assert_eq!(source.size(), data.len() as u64);
             assert_eq!(source.stat_size().await.unwrap(), data.len() as u64);
             let limits = source.limits();
             assert_eq!(
@@ -89,7 +90,7 @@ async fn open_reports_size_name_and_limits() {
             );
             assert_eq!(limits.max_range_len, 2_097_136, "readv_ior_max of xrootd 5");
             assert!(limits.max_request_bytes < (1 << 31) - 1);
-            assert_eq!(source.counters().requests, 0);
+            assert_eq!(source.report().counters.requests, 0);
             source.close().await;
         }
     })
@@ -118,7 +119,7 @@ async fn open_errors_are_clear() {
         // Nothing listens there: refused at once, tried again a bounded number of times.
         let url = format!("root://127.0.0.1:{}//a.bin", support::free_port());
         let options = XrootdOptions {
-            retries: 2,
+            policy: test_options().policy.with_retries(2),
             ..test_options()
         };
         let start = Instant::now();
@@ -150,7 +151,7 @@ async fn random_ranges_match_the_local_bytes() {
         let ranges = random_ranges(&mut rng, size, 300, 64 * 1024);
         let got = source.read_ranges(&ranges).await.expect("readv");
         assert_same(&data, &ranges, &got);
-        let c = source.counters();
+        let c = source.report().counters;
         assert_eq!((c.requests, c.round_trips, c.ranges), (1, 1, 300));
         assert_eq!(c.bytes, ranges.iter().map(|r| r.len).sum::<u64>());
 
@@ -208,7 +209,7 @@ async fn long_ranges_and_many_ranges_are_split_by_the_server_limits() {
         let start = Instant::now();
         let got = source.read_ranges(&ranges).await.expect("read");
         assert_same(&data, &ranges, &got);
-        let c = source.counters();
+        let c = source.report().counters;
         println!(
             "2503 ranges, 3 of them long: {c:?} in {:?}",
             start.elapsed()
@@ -242,7 +243,7 @@ async fn configured_limits_split_requests_too() {
             .collect();
         let got = source.read_ranges(&ranges).await.expect("read");
         assert_same(&data, &ranges, &got);
-        let c = source.counters();
+        let c = source.report().counters;
         assert_eq!(c.ranges, 150);
         assert_eq!(c.requests, 22, "150 pieces, 7 per readv");
         assert_eq!(c.round_trips, 1);
@@ -267,18 +268,18 @@ async fn a_real_root_file_in_2000_basket_sized_ranges_takes_one_round_trip() {
             let source = XrootdSource::open(&server.url(name), XrootdOptions::default())
                 .await
                 .expect("open");
-            assert_eq!(source.size().await.unwrap(), local.len() as u64);
+            assert_eq!(source.size(), local.len() as u64);
             let header = source.read_ranges(&[ByteRange::new(0, 4)]).await.unwrap();
             assert_eq!(&header[0][..], b"root");
 
             let mut rng = Random::new(8);
             let ranges = random_ranges(&mut rng, local.len() as u64, 2000, 8000);
-            let before = source.counters();
+            let before = source.report().counters;
             let start = Instant::now();
             let got = source.read_ranges(&ranges).await.expect("readv");
             let elapsed = start.elapsed();
             assert_same(&local, &ranges, &got);
-            let c = source.counters();
+            let c = source.report().counters;
             println!(
                 "{name}: 2000 ranges, {} requests, {} round trip(s), {} bytes in {elapsed:?}",
                 c.requests - before.requests,
@@ -371,7 +372,7 @@ async fn concurrent_reads_share_the_connections() {
         while let Some(done) = tasks.join_next().await {
             done.expect("a reader panicked");
         }
-        assert_eq!(source.counters().requests, 16);
+        assert_eq!(source.report().counters.requests, 16);
     })
     .await;
 }
@@ -394,7 +395,7 @@ async fn redirects_are_followed_and_bounded() {
         let source = XrootdSource::open(&redirector.url("redir/f.bin"), test_options())
             .await
             .expect("open");
-        assert_eq!(source.size().await.unwrap(), data.len() as u64);
+        assert_eq!(source.size(), data.len() as u64);
         let ranges = random_ranges(&mut Random::new(11), data.len() as u64, 50, 10_000);
         assert_same(
             &data,
@@ -521,7 +522,10 @@ async fn a_wait_is_honoured_then_the_open_is_sent_again() {
     let Some(tape) = tape_server("") else { return };
     bounded(async {
         let options = XrootdOptions {
-            request_timeout: Duration::from_secs(90),
+            policy: RequestPolicy {
+                timeout: Duration::from_secs(90),
+                ..test_options().policy
+            },
             ..test_options()
         };
         let start = Instant::now();
@@ -555,7 +559,10 @@ async fn a_promised_answer_that_never_comes_times_out_and_the_retry_succeeds() {
         // kXR_waitresp: the request keeps waiting for the answer, at most the request timeout;
         // then it is sent again on a new connection, and by then the file is on disk.
         let options = XrootdOptions {
-            request_timeout: Duration::from_secs(3),
+            policy: RequestPolicy {
+                timeout: Duration::from_secs(3),
+                ..test_options().policy
+            },
             ..test_options()
         };
         let start = Instant::now();
@@ -624,7 +631,7 @@ async fn latency_is_paid_once_per_vectored_read() {
         let got = source.read_ranges(&ranges).await.expect("vectored read");
         let vectored = start.elapsed();
         assert_same(&f.data, &ranges, &got);
-        assert_eq!(source.counters().round_trips, 1);
+        assert_eq!(source.report().counters.round_trips, 1);
 
         let start = Instant::now();
         for r in &ranges {
@@ -635,7 +642,7 @@ async fn latency_is_paid_once_per_vectored_read() {
             assert_same(&f.data, std::slice::from_ref(r), &got);
         }
         let one_by_one = start.elapsed();
-        assert_eq!(source.counters().round_trips, 21);
+        assert_eq!(source.report().counters.round_trips, 21);
         println!("20 ranges at 50 ms RTT: vectored {vectored:?}, one by one {one_by_one:?}");
         assert!(
             one_by_one >= Duration::from_millis(20 * 50),
@@ -657,7 +664,10 @@ async fn a_slow_answer_is_not_cut_short_by_the_timeout() {
     bounded(async {
         // 3 MB at 1 MB/s takes about 3 s, three times the request timeout; bytes keep coming.
         let options = XrootdOptions {
-            request_timeout: Duration::from_secs(1),
+            policy: RequestPolicy {
+                timeout: Duration::from_secs(1),
+                ..test_options().policy
+            },
             ..test_options()
         };
         let source = XrootdSource::open(&f.url, options).await.expect("open");
@@ -670,7 +680,7 @@ async fn a_slow_answer_is_not_cut_short_by_the_timeout() {
         let start = Instant::now();
         let got = source.read_ranges(&ranges).await.expect("slow read");
         assert_same(&f.data, &ranges, &got);
-        let c = source.counters();
+        let c = source.report().counters;
         println!(
             "3 MB at 1 MB/s with a 1 s timeout: {:?}, {c:?}",
             start.elapsed()
@@ -714,7 +724,7 @@ async fn a_connection_reset_mid_read_is_retried() {
         });
         let got = got.expect("the read is sent again on a new connection");
         assert_same(&f.data, &ranges, &got);
-        let c = source.counters();
+        let c = source.report().counters;
         println!("reset mid-read: recovered in {:?}, {c:?}", start.elapsed());
         assert!(
             c.round_trips >= 2 && c.requests >= 2,
@@ -800,8 +810,7 @@ async fn a_dripping_server_is_abandoned_after_the_timeout_whatever_the_size() {
     };
     bounded(async {
         let options = XrootdOptions {
-            request_timeout: Duration::from_secs(1),
-            retries: 1,
+            policy: RequestPolicy::with_timeout(Duration::from_secs(1)).with_retries(1),
             adaptive: false,
             ..XrootdOptions::default()
         };
@@ -843,8 +852,7 @@ async fn a_server_that_stops_answering_times_out() {
     };
     bounded(async {
         let options = XrootdOptions {
-            request_timeout: Duration::from_secs(1),
-            retries: 1,
+            policy: RequestPolicy::with_timeout(Duration::from_secs(1)).with_retries(1),
             ..XrootdOptions::default()
         };
         let source = XrootdSource::open(&f.url, options).await.expect("open");
@@ -883,7 +891,7 @@ async fn a_server_killed_mid_read_fails_clearly_then_recovers() {
     };
     bounded(async {
         let options = XrootdOptions {
-            retries: 2,
+            policy: test_options().policy.with_retries(2),
             ..test_options()
         };
         let source = XrootdSource::open(&f.url, options).await.expect("open");

@@ -7,6 +7,7 @@
 mod support;
 
 use cherenkov_core::source::xrootd::{XrootdOptions, XrootdSource};
+use cherenkov_core::source::RequestPolicy;
 use cherenkov_core::source::{self, ByteRange, ByteSource, SourceOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -100,8 +101,7 @@ impl Setup {
     fn options(&self, keytab: &Path) -> XrootdOptions {
         XrootdOptions {
             sss_keytab: Some(keytab.to_path_buf()),
-            retries: 1,
-            request_timeout: Duration::from_secs(10),
+            policy: RequestPolicy::with_timeout(Duration::from_secs(10)).with_retries(1),
             ..XrootdOptions::default()
         }
     }
@@ -136,7 +136,7 @@ async fn sss_reads_equal_the_file_and_bad_keys_are_refused_clearly() {
             let source = XrootdSource::open(&setup.url(), setup.options(&setup.keytab))
                 .await
                 .unwrap_or_else(|e| panic!("{e}"));
-            assert_eq!(source.size().await.unwrap(), FILE_LEN);
+            assert_eq!(source.size(), FILE_LEN);
             assert_reads_match(&source, &setup.file).await;
             let shown = format!("{source:?} {}", source.name());
             assert!(!shown.contains(&setup.key), "{shown}");
@@ -146,7 +146,7 @@ async fn sss_reads_equal_the_file_and_bad_keys_are_refused_clearly() {
             sss_keytab: Some(setup.keytab.clone()),
             ..SourceOptions::default()
         };
-        let source = source::open(&setup.url(), &options).await.unwrap();
+        let source = source::open(&setup.url(), &options).await.unwrap().source;
         assert_reads_match(source.as_ref(), &setup.file).await;
 
         let address = format!("127.0.0.1:{}", setup.server.port());
@@ -236,8 +236,7 @@ async fn the_keytab_the_server_names_is_used_after_its_login_answer() {
             return;
         };
         let options = XrootdOptions {
-            retries: 0,
-            request_timeout: Duration::from_secs(10),
+            policy: RequestPolicy::with_timeout(Duration::from_secs(10)).with_retries(0),
             ..XrootdOptions::default()
         };
         for _ in 0..2 {

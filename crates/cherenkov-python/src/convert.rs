@@ -1,7 +1,6 @@
 //! Core results to Python: arrays as nested dicts of numpy buffers (no copies of the data),
 //! in awkward's layout vocabulary (counters and reports cross as the core's own typed classes).
 
-use crate::tree::kind;
 use cherenkov_core::engine::output::{BranchArray, FieldArray};
 use cherenkov_core::format::array::{Array, Layout};
 use numpy::IntoPyArray;
@@ -18,7 +17,7 @@ impl ItemToPy for BranchArray {
     fn to_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("branch", &self.branch)?;
-        d.set_item("kind", kind(&self.interpretation))?;
+        d.set_item("kind", self.interpretation.kind())?;
         d.set_item("entries", self.entries)?;
         d.set_item("array", array_to_py(py, self.array)?)?;
         Ok(d)

@@ -2,7 +2,7 @@
 
 use crate::errors::to_py;
 use crate::ntuple::Ntuple;
-use crate::options::{open_options, seconds, speculation_options};
+use crate::options::open_options;
 use crate::raw::{buffers_to_py, checked_ranges};
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
@@ -31,12 +31,10 @@ impl RootFile {
         urls: Vec<String>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let speculation = speculation_options(options)?;
         let options = open_options(options)?;
-        let mut inner = py
+        let inner = py
             .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
             .map_err(to_py)?;
-        inner.speculation = speculation;
         Ok(Self {
             inner: Arc::new(inner),
         })
@@ -84,12 +82,12 @@ impl RootFile {
 
     /// Requests, round trips, ranges and bytes the file's source has served so far.
     fn source_counters(&self) -> SourceCounters {
-        self.inner.source.counters()
+        self.inner.source.report().counters
     }
 
     /// The recorded requests (when opened with trace=True): columns of a table, one row per range.
     fn trace<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
-        let Some(events) = self.inner.source.trace() else {
+        let Some(events) = self.inner.trace.as_ref().map(|t| t.events()) else {
             return Ok(None);
         };
         let d = PyDict::new(py);
@@ -146,14 +144,14 @@ impl RootFile {
 
     /// Per-replica reports when the file was opened from several replicas, else None.
     fn replicas(&self) -> Option<Vec<ReplicaReport>> {
-        self.inner.source.replicas()
+        self.inner.source.report().replicas
     }
 
     /// The throughput steps that set the number of connections (requests in flight over HTTP):
     /// `StreamStep(streams, bytes, seconds, throughput, decision)`; empty with
     /// `adaptive_streams=False` or before enough bytes were read to measure.
     fn stream_steps(&self) -> Vec<cherenkov_core::source::adaptive::StreamStep> {
-        self.inner.source.stream_steps()
+        self.inner.source.report().stream_steps
     }
 
     /// The checksum the server keeps for the file (`adler32 0a1b2c3d`; for replicas checked with
@@ -190,26 +188,21 @@ impl RootFile {
             .collect())
     }
 
-    fn ntuple(&self, py: Python<'_>, path: String) -> PyResult<Ntuple> {
+    fn ntuple(&self, py: Python<'_>, path: String) -> PyResult<Py<Ntuple>> {
         let file = self.inner.clone();
-        let inner = py
+        let ntuple = py
             .detach(|| {
                 runtime().block_on(cherenkov_core::engine::ntuple::Ntuple::open(file, &path))
             })
             .map_err(to_py)?;
-        Ok(Ntuple {
-            inner: Arc::new(inner),
-        })
+        Py::new(py, Ntuple::new(ntuple))
     }
 
-    fn tree(&self, py: Python<'_>, path: String) -> PyResult<Tree> {
+    fn tree(&self, py: Python<'_>, path: String) -> PyResult<Py<Tree>> {
         let meta = py
             .detach(|| runtime().block_on(self.inner.tree(&path)))
             .map_err(to_py)?;
-        Ok(Tree {
-            file: self.inner.clone(),
-            meta: Arc::new(meta),
-        })
+        Py::new(py, Tree::new(self.inner.clone(), meta))
     }
 }
 
@@ -219,8 +212,13 @@ impl RootFile {
 #[pyo3(signature = (url, timeout=None))]
 pub fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec<String>> {
     let mut options = cherenkov_core::source::xrootd::XrootdOptions::default();
-    if let Some(t) = seconds("timeout", timeout, false)? {
-        options.request_timeout = t;
+    if let Some(t) = timeout {
+        let mut given = cherenkov_core::engine::options::OpenOptions::default();
+        let seconds = cherenkov_core::engine::options::OptionValue::Number(t);
+        given
+            .set("timeout", seconds)
+            .map_err(|e| pyo3::exceptions::PyValueError::new_err(e.to_string()))?;
+        options.policy = options.policy.overridden_by(&given.source.request);
     }
     py.detach(|| runtime().block_on(cherenkov_core::source::xrootd::locate(&url, &options)))
         .map_err(to_py)

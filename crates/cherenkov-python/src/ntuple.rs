@@ -1,20 +1,15 @@
-//! `Ntuple`: an RNTuple's metadata, whole reads, and the step and lazy readers over it.
+//! `Ntuple`: an RNTuple's metadata (its fields); its reads are those of every `Table`.
 
 use crate::errors::to_py;
-use crate::iterate::StepIterator;
-use crate::lazy::{AccessProfile, LazyChunks};
-use crate::reading::{iterate_items, lazy_chunks, read_items};
+use crate::table::{Readable, Table};
 use cherenkov_core::engine::ntuple::Ntuple as CoreNtuple;
-use cherenkov_core::engine::prefetch::ReadAhead;
 use cherenkov_core::engine::runtime;
-use cherenkov_core::engine::table::Table;
 use cherenkov_core::format::rntuple::fields::Node;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use std::sync::Arc;
 
-/// An RNTuple of an open file.
-#[pyclass(module = "cherenkov._core", frozen)]
+/// An RNTuple's metadata; reads of its fields come from its `Table` base.
+#[pyclass(module = "cherenkov._core", extends = Table, frozen)]
 pub struct Ntuple {
     pub inner: Arc<CoreNtuple>,
 }
@@ -72,14 +67,8 @@ fn kind(node: &Node) -> &'static str {
     }
 }
 
-impl Ntuple {}
-
 #[pymethods]
 impl Ntuple {
-    #[getter]
-    fn name(&self) -> String {
-        self.inner.name().to_string()
-    }
     #[getter]
     fn description(&self) -> String {
         self.inner.desc.description.clone()
@@ -93,16 +82,6 @@ impl Ntuple {
     #[getter]
     fn format_version(&self) -> String {
         self.inner.anchor.version_string()
-    }
-    #[getter]
-    fn num_entries(&self) -> u64 {
-        self.inner.entries()
-    }
-
-    /// Entry boundaries of the clusters: [0, ..., num_entries] (reads every page list).
-    fn cluster_boundaries(&self, py: Python<'_>) -> PyResult<Vec<u64>> {
-        py.detach(|| runtime().block_on(self.inner.cluster_boundaries()))
-            .map_err(to_py)
     }
 
     /// Every field with a path (depth first, as uproot's `keys()`), with its type and sizes.
@@ -137,64 +116,15 @@ impl Ntuple {
             })
             .collect())
     }
+}
 
-    /// Read fields (by index) over [start, stop). Returns (arrays, stats): one dict per item
-    /// with its columns' buffers as numpy arrays.
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        indices: Vec<usize>,
-        start: u64,
-        stop: u64,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        read_items(py, &*self.inner, indices, start, stop)
-    }
-
-    /// Read fields over consecutive entry ranges with the next ones read ahead while the
-    /// current one is used (`steps_ahead` to start with; None: 3, or 7 on a far link, see
-    /// `ReadAhead::deeper_when_far`). Yields (start, stop, arrays, stats).
-    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=None))]
-    fn iterate(
-        &self,
-        py: Python<'_>,
-        indices: Vec<usize>,
-        steps: Vec<(u64, u64)>,
-        memory_budget: u64,
-        steps_ahead: Option<usize>,
-    ) -> PyResult<StepIterator> {
-        iterate_items(
-            py,
-            self.inner.clone(),
-            indices,
-            steps,
-            memory_budget,
-            steps_ahead,
-        )
-    }
-
-    /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).
-    #[pyo3(signature = (steps, profile, learning=true, memory_budget=256 << 20, steps_ahead=3, startup_bytes=64 << 20))]
-    fn chunks(
-        &self,
-        steps: Vec<(u64, u64)>,
-        profile: &AccessProfile,
-        learning: bool,
-        memory_budget: u64,
-        steps_ahead: usize,
-        startup_bytes: u64,
-    ) -> LazyChunks {
-        let read_ahead = ReadAhead {
-            memory_budget,
-            steps: steps_ahead,
-            ..ReadAhead::default()
-        };
-        lazy_chunks(
-            self.inner.clone(),
-            steps,
-            profile,
-            learning,
-            read_ahead,
-            startup_bytes,
-        )
+impl Ntuple {
+    /// An RNTuple, readable through its `Table` base.
+    pub fn new(ntuple: CoreNtuple) -> PyClassInitializer<Ntuple> {
+        let inner = Arc::new(ntuple);
+        PyClassInitializer::from(Table {
+            readable: Readable::Ntuple(inner.clone()),
+        })
+        .add_subclass(Ntuple { inner })
     }
 }

@@ -2,7 +2,7 @@
 //! crosses into Python as a read-only numpy array over the engine's own buffer, without a copy.
 
 use crate::errors::to_py;
-use crate::options::{open_options, speculation_options};
+use crate::options::open_options;
 use bytes::Bytes;
 use cherenkov_core::engine::raw_ahead::RawReader;
 use cherenkov_core::engine::runtime;
@@ -63,19 +63,13 @@ impl RawSource {
         urls: Vec<String>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
-        let speculation = speculation_options(options)?;
         let options = open_options(options)?;
-        let (source, size) = py
-            .detach(|| {
-                runtime().block_on(async {
-                    let source = open_replicas(&urls, &options).await?;
-                    let size = source.size().await?;
-                    Ok::<_, cherenkov_core::Error>((source, size))
-                })
-            })
+        let opened = py
+            .detach(|| runtime().block_on(open_replicas(&urls, &options.source)))
             .map_err(to_py)?;
+        let size = opened.source.size();
         Ok(Self {
-            inner: RawReader::new(source, size, speculation),
+            inner: RawReader::new(opened.source, size, options.speculation),
             size,
         })
     }
@@ -103,7 +97,7 @@ impl RawSource {
     }
 
     fn source_counters(&self) -> SourceCounters {
-        self.inner.source().counters()
+        self.inner.source().report().counters
     }
 
     /// The read-ahead's counters: `speculative_bytes`, `speculative_used_bytes`,

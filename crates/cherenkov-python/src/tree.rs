@@ -1,19 +1,15 @@
-//! `Tree`: a TTree's metadata, whole reads, and the step and lazy readers over it.
+//! `Tree`: a TTree's metadata (its branches); its reads are those of every `Table`.
 
-use crate::iterate::StepIterator;
-use crate::lazy::{AccessProfile, LazyChunks};
-use crate::reading::{iterate_items, lazy_chunks, read_items};
+use crate::table::{Readable, Table};
 use cherenkov_core::engine::file::RootFile as CoreFile;
-use cherenkov_core::engine::prefetch::ReadAhead;
 use cherenkov_core::engine::tree::TreeTable;
-use cherenkov_core::format::interpretation::{interpret, Interpretation};
+use cherenkov_core::format::interpretation::interpret;
 use cherenkov_core::format::tree::TreeMeta;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use std::sync::Arc;
 
-/// A TTree's metadata, and reads of its branches.
-#[pyclass(module = "cherenkov._core", frozen)]
+/// A TTree's metadata; reads of its branches come from its `Table` base.
+#[pyclass(module = "cherenkov._core", extends = Table, frozen)]
 pub struct Tree {
     pub file: Arc<CoreFile>,
     pub meta: Arc<TreeMeta>,
@@ -78,41 +74,11 @@ pub fn compression_name(settings: i32) -> String {
     }
 }
 
-pub fn kind(i: &Interpretation) -> &'static str {
-    match i {
-        Interpretation::Fixed { .. } => "fixed",
-        Interpretation::Jagged { .. } => "jagged",
-        Interpretation::Strings { .. } => "strings",
-        Interpretation::Record { .. } => "record",
-        Interpretation::Objects { .. } => "objects",
-        Interpretation::Group { .. } => "group",
-    }
-}
-
-impl Tree {
-    fn table(&self) -> TreeTable {
-        TreeTable::new(self.file.clone(), self.meta.clone())
-    }
-}
-
 #[pymethods]
 impl Tree {
     #[getter]
-    fn name(&self) -> String {
-        self.meta.name.clone()
-    }
-    #[getter]
     fn title(&self) -> String {
         self.meta.title.clone()
-    }
-    #[getter]
-    fn num_entries(&self) -> u64 {
-        self.meta.entries
-    }
-
-    /// Entry boundaries of the clusters: [0, ..., num_entries].
-    fn cluster_boundaries(&self) -> Vec<u64> {
-        self.meta.cluster_boundaries()
     }
 
     /// Every branch (depth first), with its type and sizes.
@@ -124,7 +90,7 @@ impl Tree {
             .map(|(i, b)| {
                 let (typename, kind, unsupported) =
                     match interpret(meta, i, self.file.streamers_read()) {
-                        Ok(interp) => (interp.typename(), kind(&interp).to_string(), None),
+                        Ok(interp) => (interp.typename(), interp.kind().to_string(), None),
                         Err(u) => (u.typename, "unsupported".to_string(), Some(u.reason)),
                     };
                 BranchInfo {
@@ -150,64 +116,16 @@ impl Tree {
             })
             .collect()
     }
+}
 
-    /// Read branches (by index) over [start, stop). Returns (arrays, stats): one dict per item
-    /// with its columns' buffers as numpy arrays.
-    fn read<'py>(
-        &self,
-        py: Python<'py>,
-        indices: Vec<usize>,
-        start: u64,
-        stop: u64,
-    ) -> PyResult<Bound<'py, PyTuple>> {
-        read_items(py, &self.table(), indices, start, stop)
-    }
-
-    /// Read branches over consecutive entry ranges with the next ones read ahead while the
-    /// current one is used (`steps_ahead` to start with; None: 3, or 7 on a far link, see
-    /// `ReadAhead::deeper_when_far`). Yields (start, stop, arrays, stats).
-    #[pyo3(signature = (indices, steps, memory_budget=256 << 20, steps_ahead=None))]
-    fn iterate(
-        &self,
-        py: Python<'_>,
-        indices: Vec<usize>,
-        steps: Vec<(u64, u64)>,
-        memory_budget: u64,
-        steps_ahead: Option<usize>,
-    ) -> PyResult<StepIterator> {
-        iterate_items(
-            py,
-            Arc::new(self.table()),
-            indices,
-            steps,
-            memory_budget,
-            steps_ahead,
-        )
-    }
-
-    /// Lazy chunks over `steps` that learn what is used (see `engine::lazy`).
-    #[pyo3(signature = (steps, profile, learning=true, memory_budget=256 << 20, steps_ahead=3, startup_bytes=64 << 20))]
-    fn chunks(
-        &self,
-        steps: Vec<(u64, u64)>,
-        profile: &AccessProfile,
-        learning: bool,
-        memory_budget: u64,
-        steps_ahead: usize,
-        startup_bytes: u64,
-    ) -> LazyChunks {
-        let read_ahead = ReadAhead {
-            memory_budget,
-            steps: steps_ahead,
-            ..ReadAhead::default()
-        };
-        lazy_chunks(
-            Arc::new(self.table()),
-            steps,
-            profile,
-            learning,
-            read_ahead,
-            startup_bytes,
-        )
+impl Tree {
+    /// A TTree of `file`, readable through its `Table` base.
+    pub fn new(file: Arc<CoreFile>, meta: TreeMeta) -> PyClassInitializer<Tree> {
+        let meta = Arc::new(meta);
+        let table = TreeTable::new(file.clone(), meta.clone());
+        PyClassInitializer::from(Table {
+            readable: Readable::Tree(Arc::new(table)),
+        })
+        .add_subclass(Tree { file, meta })
     }
 }

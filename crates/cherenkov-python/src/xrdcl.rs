@@ -19,7 +19,7 @@ use cherenkov_core::source::xrootd::external::{
 use cherenkov_core::source::xrootd::{error_kind, XrootdOptions};
 use cherenkov_core::source::{
     describe_ranges, split_for_limits, ByteRange, ByteSource, SharedSource, SourceCounters,
-    SourceLimits,
+    SourceLimits, SourceReport,
 };
 use cherenkov_core::{Error, IoKind, Result};
 use futures_util::future::join_all;
@@ -95,7 +95,7 @@ impl XrdclSource {
         options: &XrootdOptions,
         offered: &str,
     ) -> Result<Self, ExternalFailure> {
-        let timeout = options.request_timeout.as_secs().clamp(1, u16::MAX as u64) as u16;
+        let timeout = options.policy.timeout.as_secs().clamp(1, u16::MAX as u64) as u16;
         let opening = {
             let url = url.clone();
             blocking(move |py| open_file(py, &url, timeout))
@@ -334,8 +334,8 @@ impl ByteSource for XrdclSource {
         &self.name
     }
 
-    async fn size(&self) -> Result<u64> {
-        Ok(self.size)
+    fn size(&self) -> u64 {
+        self.size
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
@@ -403,13 +403,16 @@ impl ByteSource for XrdclSource {
         self.limits
     }
 
-    fn counters(&self) -> SourceCounters {
-        SourceCounters {
-            requests: self.requests.load(Ordering::Relaxed),
-            round_trips: self.round_trips.load(Ordering::Relaxed),
-            ranges: self.ranges.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            ..SourceCounters::default()
+    fn report(&self) -> SourceReport {
+        SourceReport {
+            counters: SourceCounters {
+                requests: self.requests.load(Ordering::Relaxed),
+                round_trips: self.round_trips.load(Ordering::Relaxed),
+                ranges: self.ranges.load(Ordering::Relaxed),
+                bytes: self.bytes.load(Ordering::Relaxed),
+                ..SourceCounters::default()
+            },
+            ..SourceReport::default()
         }
     }
 }

@@ -21,7 +21,7 @@ import uproot.source.futures
 from cherenkov import _core
 
 # Options of `cherenkov.open` a handler accepts; uproot passes its own options too (ignored here).
-OPEN_OPTIONS = _core.OPEN_OPTIONS
+from cherenkov.file import OPEN_OPTIONS
 
 # Threads that only wait for the engine (which does the I/O on its own runtime): one per
 # ``chunks`` call in flight, shared by every open source.

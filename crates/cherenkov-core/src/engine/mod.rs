@@ -5,6 +5,7 @@ pub mod cpu_turns;
 pub mod file;
 pub mod lazy;
 pub mod ntuple;
+pub mod options;
 pub mod output;
 pub mod prefetch;
 pub mod raw_ahead;

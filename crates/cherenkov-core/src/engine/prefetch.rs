@@ -273,7 +273,7 @@ impl<T: Table> StepReader<T> {
     /// trip (local files) keep the depth.
     fn deepen_for_link(&mut self) {
         let shared = &self.shared;
-        let Some(round_trip) = shared.table.file().source.round_trip() else {
+        let Some(round_trip) = shared.table.file().source.report().round_trip else {
             return;
         };
         let Some(first) = shared.plans.first() else {

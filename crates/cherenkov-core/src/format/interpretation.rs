@@ -109,6 +109,18 @@ pub fn stored_size(dtype: DType, packing: Option<Packing>) -> usize {
 }
 
 impl Interpretation {
+    /// Its family in one word, as listings and the bindings name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Interpretation::Fixed { .. } => "fixed",
+            Interpretation::Jagged { .. } => "jagged",
+            Interpretation::Strings { .. } => "strings",
+            Interpretation::Record { .. } => "record",
+            Interpretation::Objects { .. } => "objects",
+            Interpretation::Group { .. } => "group",
+        }
+    }
+
     /// Bytes per entry for fixed-size layouts.
     pub fn fixed_entry_bytes(&self) -> Option<usize> {
         match self {

@@ -6,6 +6,7 @@ use crate::error::Result;
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// A byte range `[offset, offset + len)` of a file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -111,45 +112,24 @@ impl SourceCounters {
 }
 
 /// A file's bytes, wherever they live.
+///
+/// What every source must do: name the file, know its size, read ranges within its limits, and
+/// report what it did and measured ([`SourceReport`]); wrappers (trace, disk cache, replicas)
+/// merge their own into their inner sources'. What opening read is handed over by the open
+/// ([`Opened`]), not asked for later.
 #[async_trait]
 pub trait ByteSource: Send + Sync + std::fmt::Debug {
     /// The path or URL, for error messages and statistics.
     fn name(&self) -> &str;
-    /// The file size in bytes.
-    async fn size(&self) -> Result<u64>;
+    /// The file size in bytes (every source learns it while opening).
+    fn size(&self) -> u64;
     /// Read all `ranges` (in any order, possibly overlapping); the answer has one buffer per range,
     /// in the order asked. Implementations split requests by their own limits.
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>>;
     /// What one request may carry.
     fn limits(&self) -> SourceLimits;
-    /// Counters since the source was opened.
-    fn counters(&self) -> SourceCounters;
-    /// Bytes the source read while opening (HTTP learns the size with a read of the file's head
-    /// and tail), so that the first reads of a file need no request of their own.
-    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
-        Vec::new()
-    }
-    /// The requests made so far, when this source records them (see `trace::TracingSource`).
-    fn trace(&self) -> Option<Vec<trace::TraceEvent>> {
-        None
-    }
-    /// Per-replica reports, for sources that combine several (see `multi::MultiSource`).
-    fn replicas(&self) -> Option<Vec<multi::ReplicaReport>> {
-        None
-    }
-    /// The throughput steps that set the stream count (see `adaptive`), for sources that adapt it.
-    fn stream_steps(&self) -> Vec<adaptive::StreamStep> {
-        Vec::new()
-    }
-    /// The link's round trip as measured so far (see `adaptive`), for sources that measure it.
-    fn round_trip(&self) -> Option<std::time::Duration> {
-        None
-    }
-    /// What tells this version of the file from a replaced one (a modification time, an ETag),
-    /// where the source knows it without a request; the disk cache keys its entries on it.
-    fn version(&self) -> Option<String> {
-        None
-    }
+    /// What the source did and measured since it was opened.
+    fn report(&self) -> SourceReport;
     /// The checksum the server keeps for the whole file, as `<algorithm> <value>` (`adler32
     /// 0a1b2c3d`); `None` when the protocol has no way to ask (HTTP, local files).
     async fn checksum(&self) -> Result<Option<String>> {
@@ -158,3 +138,42 @@ pub trait ByteSource: Send + Sync + std::fmt::Debug {
 }
 
 pub type SharedSource = Arc<dyn ByteSource>;
+
+/// What a source did and measured: counters, and what the sources that measure the link (see
+/// `adaptive`) or combine replicas (see `multi`) found.
+#[derive(Clone, Debug, Default)]
+pub struct SourceReport {
+    pub counters: SourceCounters,
+    /// The link's shortest round trip measured so far.
+    pub round_trip: Option<Duration>,
+    /// The throughput steps that set the stream count, in order.
+    pub stream_steps: Vec<adaptive::StreamStep>,
+    /// Per replica, for a set of replicas.
+    pub replicas: Option<Vec<multi::ReplicaReport>>,
+}
+
+/// A source as opening left it.
+#[derive(Clone, Debug)]
+pub struct Opened {
+    pub source: SharedSource,
+    /// Bytes read while opening, beyond learning the size (HTTP reads the file's head and tail
+    /// with the same request, see `OpeningHint`): the first reads of the file need no request.
+    pub reads: Vec<(ByteRange, Bytes)>,
+    /// What tells this version of the file from a replaced one (a modification time, an ETag),
+    /// where opening learned it; the disk cache keys its entries on it.
+    pub version: Option<String>,
+    /// Every request made through the source, when the options asked for a trace.
+    pub trace: Option<Arc<trace::TraceLog>>,
+}
+
+impl Opened {
+    /// A source that read nothing beyond its size while opening.
+    pub fn plain(source: SharedSource) -> Opened {
+        Opened {
+            source,
+            reads: Vec::new(),
+            version: None,
+            trace: None,
+        }
+    }
+}

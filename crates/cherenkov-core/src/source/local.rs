@@ -1,6 +1,6 @@
 //! Local files: positional reads, many ranges read concurrently on the blocking pool.
 
-use super::{ByteRange, ByteSource, SourceCounters, SourceLimits};
+use super::{ByteRange, ByteSource, Opened, SourceCounters, SourceLimits, SourceReport};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -41,6 +41,16 @@ impl LocalSource {
         })
     }
 
+    /// The source with the version of the file it opened: its modification time.
+    pub fn into_opened(self) -> Opened {
+        let modified = self.file.metadata().ok().and_then(|m| m.modified().ok());
+        let since = modified.and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok());
+        Opened {
+            version: since.map(|t| format!("mtime {}", t.as_nanos())),
+            ..Opened::plain(Arc::new(self))
+        }
+    }
+
     fn read_one(file: &File, path: &str, size: u64, r: ByteRange) -> Result<Bytes> {
         if r.end() > size {
             return Err(Error::io(
@@ -70,14 +80,8 @@ impl ByteSource for LocalSource {
         &self.path
     }
 
-    fn version(&self) -> Option<String> {
-        let modified = self.file.metadata().ok()?.modified().ok()?;
-        let since = modified.duration_since(std::time::UNIX_EPOCH).ok()?;
-        Some(format!("mtime {}", since.as_nanos()))
-    }
-
-    async fn size(&self) -> Result<u64> {
-        Ok(self.size)
+    fn size(&self) -> u64 {
+        self.size
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
@@ -124,14 +128,17 @@ impl ByteSource for LocalSource {
         SourceLimits::UNLIMITED
     }
 
-    fn counters(&self) -> SourceCounters {
+    fn report(&self) -> SourceReport {
         let requests = self.requests.load(Ordering::Relaxed);
-        SourceCounters {
-            requests,
-            round_trips: requests,
-            ranges: self.ranges.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            ..SourceCounters::default()
+        SourceReport {
+            counters: SourceCounters {
+                requests,
+                round_trips: requests,
+                ranges: self.ranges.load(Ordering::Relaxed),
+                bytes: self.bytes.load(Ordering::Relaxed),
+                ..SourceCounters::default()
+            },
+            ..SourceReport::default()
         }
     }
 }

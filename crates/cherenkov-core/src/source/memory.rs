@@ -2,7 +2,7 @@
 //! prefetching, caches and replica scheduling are tested with it in milliseconds, without servers.
 //! It records every request, and the most requests it ever had in flight at once.
 
-use super::{ByteRange, ByteSource, SourceCounters, SourceLimits};
+use super::{ByteRange, ByteSource, SourceCounters, SourceLimits, SourceReport};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -75,8 +75,8 @@ impl ByteSource for MemorySource {
         &self.name
     }
 
-    async fn size(&self) -> Result<u64> {
-        Ok(self.data.len() as u64)
+    fn size(&self) -> u64 {
+        self.data.len() as u64
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
@@ -118,20 +118,18 @@ impl ByteSource for MemorySource {
         SourceLimits::UNLIMITED
     }
 
-    fn counters(&self) -> SourceCounters {
-        let requests = self.log.lock().unwrap().len() as u64;
-        SourceCounters {
-            requests,
-            round_trips: requests,
-            ranges: self
-                .log
-                .lock()
-                .unwrap()
-                .iter()
-                .map(|r| r.len() as u64)
-                .sum(),
-            bytes: self.bytes.load(SeqCst),
-            ..SourceCounters::default()
+    fn report(&self) -> SourceReport {
+        let log = self.log.lock().unwrap();
+        let requests = log.len() as u64;
+        SourceReport {
+            counters: SourceCounters {
+                requests,
+                round_trips: requests,
+                ranges: log.iter().map(|r| r.len() as u64).sum(),
+                bytes: self.bytes.load(SeqCst),
+                ..SourceCounters::default()
+            },
+            ..SourceReport::default()
         }
     }
 }
@@ -156,6 +154,6 @@ mod tests {
         assert!(source.read_ranges(&[ByteRange::new(0, 1)]).await.is_err());
         assert!(source.read_ranges(&[ByteRange::new(0, 1)]).await.is_ok());
         assert_eq!(source.requests().len(), 4);
-        assert_eq!(source.counters().bytes, 6);
+        assert_eq!(source.report().counters.bytes, 6);
     }
 }

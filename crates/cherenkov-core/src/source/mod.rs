@@ -24,10 +24,12 @@ pub mod retry;
 pub mod trace;
 pub mod xrootd;
 
-pub use byte_source::{ByteRange, ByteSource, SharedSource, SourceCounters, SourceLimits};
+pub use byte_source::{
+    ByteRange, ByteSource, Opened, SharedSource, SourceCounters, SourceLimits, SourceReport,
+};
 pub use file_changed::{file_changed, is_file_changed, FileChanged};
 pub use open::{open, open_replicas};
-pub use options::{OpeningHint, SourceOptions, DEFAULT_MIN_RATE};
+pub use options::{OpeningHint, RequestOverrides, RequestPolicy, SourceOptions, DEFAULT_MIN_RATE};
 pub use ranges::{
     coalesce_ranges, describe_ranges, join, join_split_pieces, slice_from_fetched,
     split_for_limits, DEFAULT_COALESCE_GAP,

@@ -1,29 +1,29 @@
 //! Opening a path or URL: the source its scheme names, with what the options put around it (a
 //! trace, the disk cache), and replicas of one file opened as one.
 
-use super::{cache, http, local, multi, redact, trace, xrootd, SharedSource, SourceOptions};
+use super::{cache, http, local, multi, redact, trace, xrootd, Opened, SourceOptions};
 use crate::error::Result;
 use std::sync::Arc;
 
 /// Open the source a path or URL names: `root://`, `http://`, `https://`, `davs://`,
 /// `file://` or a path. Errors never show the URL's secrets (see `redact`).
-pub async fn open(url: &str, options: &SourceOptions) -> Result<SharedSource> {
-    let source = open_untraced(url, options).await?;
-    wrapped(source, options).await
+pub async fn open(url: &str, options: &SourceOptions) -> Result<Opened> {
+    let opened = open_untraced(url, options).await?;
+    wrapped(opened, options).await
 }
 
 /// What the options put around an opened source: the trace records what reaches the source,
 /// and the disk cache sits above it (its hits are no requests).
-async fn wrapped(source: SharedSource, options: &SourceOptions) -> Result<SharedSource> {
-    let source: SharedSource = if options.trace {
-        Arc::new(trace::TracingSource::new(source))
-    } else {
-        source
-    };
-    match &options.cache {
-        Some(cache) => cache::wrap(source, cache).await,
-        None => Ok(source),
+async fn wrapped(mut opened: Opened, options: &SourceOptions) -> Result<Opened> {
+    if options.trace {
+        let (traced, log) = trace::TracingSource::new(opened.source);
+        opened.source = Arc::new(traced);
+        opened.trace = Some(log);
     }
+    if let Some(cache) = &options.cache {
+        opened.source = cache::wrap(&opened, cache).await?;
+    }
+    Ok(opened)
 }
 
 /// The path of a `file://` URL: `file:///abs/path` and `file://localhost/abs/path` name
@@ -50,7 +50,7 @@ fn file_url_path(url: &str) -> Result<&str> {
 /// that opens makes the set, the others join as they open, and those that cannot be opened or
 /// hold another file are reported (`ByteSource::replicas`), not fatal. With `verify_checksums`
 /// every replica must open and agree, or the open fails. One URL opens plainly.
-pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<SharedSource> {
+pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<Opened> {
     if let [url] = urls {
         return open(url, options).await;
     }
@@ -63,9 +63,10 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
     if options.verify_checksums {
         // Verifying is strict: every replica must open and its server's checksum agree.
         let opened = futures_util::future::join_all(urls.iter().map(|u| open_untraced(u, &plain)));
-        let sources = opened.await.into_iter().collect::<Result<Vec<_>>>()?;
+        let sources = opened.await.into_iter().map(|o| o.map(|o| o.source));
+        let sources = sources.collect::<Result<Vec<_>>>()?;
         let multi = multi::MultiSource::new(sources, multi::MultiOptions::verifying(true)).await?;
-        return wrapped(Arc::new(multi), options).await;
+        return wrapped(Opened::plain(Arc::new(multi)), options).await;
     }
     let openings: Vec<multi::Opening> = urls
         .iter()
@@ -79,46 +80,43 @@ pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<S
         compare: options.opening,
         ..multi::MultiOptions::default()
     };
-    let multi: SharedSource =
-        multi::MultiSource::open_first(&urls.join(" | "), openings, multi_options).await?;
-    wrapped(multi, options).await
+    let multi = multi::MultiSource::open_first(&urls.join(" | "), openings, multi_options).await?;
+    let opened = Opened {
+        reads: multi.opening_reads(),
+        ..Opened::plain(multi)
+    };
+    wrapped(opened, options).await
 }
 
-async fn open_untraced(url: &str, options: &SourceOptions) -> Result<SharedSource> {
+async fn open_untraced(url: &str, options: &SourceOptions) -> Result<Opened> {
     open_by_scheme(url, options)
         .await
         .map_err(redact::redact_error)
 }
 
-async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<SharedSource> {
+async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<Opened> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
-        None => Ok(Arc::new(local::LocalSource::open(url)?)),
-        Some("file") => Ok(Arc::new(local::LocalSource::open(file_url_path(url)?)?)),
+        None => Ok(local::LocalSource::open(url)?.into_opened()),
+        Some("file") => Ok(local::LocalSource::open(file_url_path(url)?)?.into_opened()),
         Some("http" | "https" | "dav" | "davs") => {
             let defaults = http::HttpOptions::default();
             let http_options = http::HttpOptions {
                 connections: options.connections.unwrap_or(defaults.connections),
-                request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
-                retries: options.retries.unwrap_or(defaults.retries),
-                retry_window: options.retry_window.unwrap_or(defaults.retry_window),
-                min_rate: options.min_rate.unwrap_or(defaults.min_rate),
+                policy: defaults.policy.overridden_by(&options.request),
                 adaptive: options.adaptive_streams.unwrap_or(defaults.adaptive),
                 opening: options.opening,
                 token: options.token.clone(),
                 tls: options.tls.clone(),
                 ..defaults
             };
-            Ok(Arc::new(http::HttpSource::open(url, http_options).await?))
+            Ok(http::HttpSource::open(url, http_options).await?.into_opened())
         }
         Some("root" | "xroot" | "roots" | "xroots") => {
             let defaults = xrootd::XrootdOptions::default();
             let xrootd_options = xrootd::XrootdOptions {
                 connections: options.connections.unwrap_or(defaults.connections),
-                request_timeout: options.timeout.unwrap_or(defaults.request_timeout),
-                retries: options.retries.unwrap_or(defaults.retries),
-                retry_window: options.retry_window.unwrap_or(defaults.retry_window),
-                min_rate: options.min_rate.unwrap_or(defaults.min_rate),
+                policy: defaults.policy.overridden_by(&options.request),
                 discover: options.discover.unwrap_or(defaults.discover),
                 opening: options.opening,
                 adaptive: options.adaptive_streams.unwrap_or(defaults.adaptive),

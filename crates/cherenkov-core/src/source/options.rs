@@ -1,7 +1,10 @@
 //! What opening a remote file may be told: the options every protocol shares, what to read while
 //! opening, and how long a request may take.
 
+use super::min_rate::MinRate;
+use super::retry::RetryPolicy;
 use super::{cache, credentials, redact};
+use std::time::Duration;
 
 /// How much of a file's start and end a source reads in the same request that learns its size,
 /// when it can (HTTP: `Range: bytes=0-(head-1),-tail`), so that opening the file needs no
@@ -13,21 +16,84 @@ pub struct OpeningHint {
     pub tail: u64,
 }
 
-/// Options common to the remote sources; each protocol keeps its own further settings.
+/// How every request of a remote source is bounded and tried again: one policy, which the HTTP
+/// and XRootD options each hold (with their own default timeout).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestPolicy {
+    /// Longest wait for the server to connect or answer, and the window over which a transfer
+    /// must keep `min_rate` (see `min_rate`), before the request is retried or fails.
+    pub timeout: Duration,
+    /// When a request that failed in a way that may pass is tried again (see `retry`).
+    pub retry: RetryPolicy,
+    /// Slowest transfer accepted, in bytes per second: a transfer that receives fewer than
+    /// `min_rate × timeout` bytes over any `timeout` seconds is abandoned (and retried, or read
+    /// from another replica), whatever its size (see `min_rate`).
+    pub min_rate: u64,
+}
+
+impl RequestPolicy {
+    /// The defaults with this timeout (the protocols differ only there).
+    pub fn with_timeout(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            retry: RetryPolicy::default(),
+            min_rate: DEFAULT_MIN_RATE,
+        }
+    }
+
+    /// This policy with `retries` retries.
+    pub fn with_retries(self, retries: u32) -> Self {
+        let retry = RetryPolicy {
+            retries,
+            ..self.retry
+        };
+        Self { retry, ..self }
+    }
+
+    /// This policy with retries starting at most `window` after a request's first failure.
+    pub fn with_retry_window(self, window: Duration) -> Self {
+        let retry = RetryPolicy {
+            window,
+            ..self.retry
+        };
+        Self { retry, ..self }
+    }
+
+    /// This policy with what the caller gave instead.
+    pub fn overridden_by(self, given: &RequestOverrides) -> Self {
+        Self {
+            timeout: given.timeout.unwrap_or(self.timeout),
+            retry: RetryPolicy {
+                retries: given.retries.unwrap_or(self.retry.retries),
+                window: given.retry_window.unwrap_or(self.retry.window),
+            },
+            min_rate: given.min_rate.unwrap_or(self.min_rate),
+        }
+    }
+
+    /// The rate every transfer must keep (see `min_rate`).
+    pub fn rate_rule(&self) -> MinRate {
+        MinRate::over_timeout(self.min_rate, self.timeout)
+    }
+}
+
+/// The parts of the [`RequestPolicy`] a caller set (the others keep the protocol's defaults).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RequestOverrides {
+    pub timeout: Option<Duration>,
+    pub retries: Option<u32>,
+    pub retry_window: Option<Duration>,
+    pub min_rate: Option<u64>,
+}
+
+/// What opening a file through a source may be told (`cherenkov.open`'s source options); each
+/// protocol keeps its own further settings, and its own defaults for what is not given.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SourceOptions {
     /// Parallel connections (XRootD) or requests in flight (HTTP) per file.
     pub connections: Option<usize>,
-    /// How long a request may wait for the server before it is retried or fails.
-    pub timeout: Option<std::time::Duration>,
-    /// Retries of a failed idempotent read before it is reported (see `retry::RetryPolicy`).
-    pub retries: Option<u32>,
-    /// No retry starts later than this after a request's first failure (see `retry`).
-    pub retry_window: Option<std::time::Duration>,
-    /// Slowest transfer accepted, in bytes per second: a transfer that receives fewer than
-    /// `min_rate × timeout` bytes over any `timeout` seconds is abandoned (and retried, or read
-    /// from another replica), whatever its size (see `min_rate`). Default [`DEFAULT_MIN_RATE`].
-    pub min_rate: Option<u64>,
+    /// Timeouts, retries and the slowest transfer accepted (see [`RequestPolicy`]).
+    pub request: RequestOverrides,
     /// Record every request (offsets, lengths, times) for plots and replay.
     pub trace: bool,
     /// `root://` only: ask the server where the file is (`kXR_locate`, with the open) and read

@@ -21,6 +21,7 @@ use super::toxiproxy::Toxiproxy;
 use super::xrootd::{running_as_root, xrootd_binary};
 use super::{find_binary, free_port, wait_for_port, TempDir};
 use cherenkov_core::source::xrootd::{locate, XrootdOptions};
+use cherenkov_core::source::RequestPolicy;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -335,7 +336,7 @@ impl Federation {
         // A locate sent before the first data server registered is told to wait on and on (for
         // some ten seconds) even once it has: give up early and ask anew.
         let options = XrootdOptions {
-            request_timeout: Duration::from_secs(2),
+            policy: RequestPolicy::with_timeout(Duration::from_secs(2)),
             ..XrootdOptions::default()
         };
         let deadline = Instant::now() + timeout;

@@ -6,6 +6,8 @@ mod keys;
 mod metadata;
 mod streamers;
 
+use super::options::OpenOptions;
+use super::speculation::Speculation;
 use crate::error::{Error, Result};
 use crate::format::cursor::Cursor;
 use crate::format::directory::{
@@ -14,8 +16,10 @@ use crate::format::directory::{
 };
 use crate::format::streamers::StreamerInfo;
 use crate::format::tree::{parse_tree, TreeMeta};
-use crate::source::{ByteRange, OpeningHint, SharedSource, SourceOptions};
+use crate::source::trace::TraceLog;
+use crate::source::{ByteRange, Opened, OpeningHint, SharedSource, SourceOptions};
 use bytes::Bytes;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// Where ROOT keeps what opening needs: the header and top directory record in the first bytes;
@@ -48,6 +52,8 @@ pub struct RootFile {
     pub speculation: super::speculation::Speculation,
     /// Requests the source had made before opening (an HTTP size probe, for example).
     pub requests_before_open: u64,
+    /// Every request made through the source, when opened with `trace`.
+    pub trace: Option<Arc<TraceLog>>,
     /// Metadata regions already read (the speculative head and tail, keys lists, objects).
     metadata: Mutex<Vec<(ByteRange, Bytes)>>,
     /// Its place in the order read-ahead steps decode (a dataset begins its files in order).
@@ -56,24 +62,35 @@ pub struct RootFile {
 
 impl RootFile {
     /// Open a path or URL (see `source::open`).
-    pub async fn open_url(url: &str, options: &SourceOptions) -> Result<RootFile> {
-        Self::open(crate::source::open(url, &with_root_opening(options)).await?).await
+    pub async fn open_url(url: &str, options: &OpenOptions) -> Result<RootFile> {
+        let opened = crate::source::open(url, &with_root_opening(&options.source)).await?;
+        Self::open(opened, options.speculation).await
     }
 
     /// Open replicas of one file as one (see `source::multi`).
-    pub async fn open_replicas(urls: &[String], options: &SourceOptions) -> Result<RootFile> {
-        let options = with_root_opening(options);
-        Self::open(crate::source::open_replicas(urls, &options).await?).await
+    pub async fn open_replicas(urls: &[String], options: &OpenOptions) -> Result<RootFile> {
+        let source_options = with_root_opening(&options.source);
+        let opened = crate::source::open_replicas(urls, &source_options).await?;
+        Self::open(opened, options.speculation).await
     }
 
-    pub async fn open(source: SharedSource) -> Result<RootFile> {
-        let name = source.name().to_string();
-        Self::open_inner(source).await.map_err(|e| e.in_file(&name))
+    /// Open the ROOT file an opened source holds.
+    pub async fn open(opened: Opened, speculation: Speculation) -> Result<RootFile> {
+        let name = opened.source.name().to_string();
+        Self::open_inner(opened, speculation)
+            .await
+            .map_err(|e| e.in_file(&name))
     }
 
-    async fn open_inner(source: SharedSource) -> Result<RootFile> {
-        let requests_before_open = source.counters().requests;
-        let size = source.size().await?;
+    async fn open_inner(opened: Opened, speculation: Speculation) -> Result<RootFile> {
+        let Opened {
+            source,
+            reads: opening,
+            trace,
+            ..
+        } = opened;
+        let requests_before_open = source.report().counters.requests;
+        let size = source.size();
         if size < FILE_HEADER_LEN as u64 {
             return Err(Error::format(
                 "file offset 0",
@@ -81,7 +98,6 @@ impl RootFile {
             ));
         }
         // Sources that read the head and tail while opening (HTTP) spare the speculative read.
-        let opening = source.opening_reads();
         let head = ByteRange::new(0, size.min(ROOT_OPENING.head));
         let tail_len = (size / TAIL_FRACTION)
             .clamp(ROOT_OPENING.tail / 4, ROOT_OPENING.tail * 4)
@@ -98,8 +114,9 @@ impl RootFile {
             streamers: Default::default(),
             streamer_error: Default::default(),
             requests_before_open,
+            trace,
             stats: Default::default(),
-            speculation: Default::default(),
+            speculation,
             metadata: Mutex::new(opening),
             order: Default::default(),
         };
@@ -147,7 +164,7 @@ impl RootFile {
 
     /// Requests sent since opening began (opening a file takes at most two).
     pub fn requests(&self) -> u64 {
-        self.source.counters().requests - self.requests_before_open
+        self.source.report().counters.requests - self.requests_before_open
     }
 
     pub fn name(&self) -> &str {

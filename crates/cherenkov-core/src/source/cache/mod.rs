@@ -25,7 +25,7 @@ mod store;
 mod writer;
 
 use super::redact::redact;
-use super::{ByteRange, ByteSource, SharedSource, SourceCounters, SourceLimits};
+use super::{ByteRange, ByteSource, Opened, SharedSource, SourceLimits, SourceReport};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -97,13 +97,14 @@ pub struct CachedSource {
     bytes_saved: AtomicU64,
 }
 
-/// Wrap `inner` with the cache in `options.dir`.
-pub async fn wrap(inner: SharedSource, options: &CacheOptions) -> Result<SharedSource> {
-    let size = inner.size().await?;
+/// Wrap an opened source with the cache in `options.dir`.
+pub async fn wrap(opened: &Opened, options: &CacheOptions) -> Result<SharedSource> {
+    let inner = opened.source.clone();
+    let size = inner.size();
     // The version tag where the source has one; the file's head too where it costs no request
     // (a version tag of one-second resolution misses a file replaced within that second).
-    let mut identity = inner.version().unwrap_or_default().into_bytes();
-    match opened_head(&*inner, size) {
+    let mut identity = opened.version.clone().unwrap_or_default().into_bytes();
+    match opened_head(&opened.reads, size) {
         Some(head) => identity.extend(head),
         None if identity.is_empty() => identity.extend(read_head(&*inner, size).await?),
         None => {}
@@ -154,12 +155,9 @@ fn head_range(size: u64) -> ByteRange {
 }
 
 /// The file's head, when the source read it while opening.
-fn opened_head(source: &dyn ByteSource, size: u64) -> Option<Vec<u8>> {
+fn opened_head(reads: &[(ByteRange, Bytes)], size: u64) -> Option<Vec<u8>> {
     let head = head_range(size);
-    let (r, bytes) = source
-        .opening_reads()
-        .into_iter()
-        .find(|(r, _)| r.contains(&head))?;
+    let (r, bytes) = reads.iter().find(|(r, _)| r.contains(&head))?;
     let at = (head.offset - r.offset) as usize;
     Some(bytes[at..at + head.len as usize].to_vec())
 }
@@ -327,8 +325,8 @@ impl ByteSource for CachedSource {
     fn name(&self) -> &str {
         self.inner.name()
     }
-    async fn size(&self) -> Result<u64> {
-        self.inner.size().await
+    fn size(&self) -> u64 {
+        self.inner.size()
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
@@ -398,31 +396,12 @@ impl ByteSource for CachedSource {
     fn limits(&self) -> SourceLimits {
         self.inner.limits()
     }
-    fn counters(&self) -> SourceCounters {
-        SourceCounters {
-            disk_cache_hits: self.hits.load(Ordering::Relaxed),
-            disk_cache_misses: self.misses.load(Ordering::Relaxed),
-            disk_cache_bytes_saved: self.bytes_saved.load(Ordering::Relaxed),
-            ..self.inner.counters()
-        }
-    }
-    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
-        self.inner.opening_reads()
-    }
-    fn trace(&self) -> Option<Vec<super::trace::TraceEvent>> {
-        self.inner.trace()
-    }
-    fn replicas(&self) -> Option<Vec<super::multi::ReplicaReport>> {
-        self.inner.replicas()
-    }
-    fn stream_steps(&self) -> Vec<super::adaptive::StreamStep> {
-        self.inner.stream_steps()
-    }
-    fn round_trip(&self) -> Option<std::time::Duration> {
-        self.inner.round_trip()
-    }
-    fn version(&self) -> Option<String> {
-        self.inner.version()
+    fn report(&self) -> SourceReport {
+        let mut report = self.inner.report();
+        report.counters.disk_cache_hits = self.hits.load(Ordering::Relaxed);
+        report.counters.disk_cache_misses = self.misses.load(Ordering::Relaxed);
+        report.counters.disk_cache_bytes_saved = self.bytes_saved.load(Ordering::Relaxed);
+        report
     }
     async fn checksum(&self) -> Result<Option<String>> {
         self.inner.checksum().await
@@ -499,6 +478,7 @@ pub fn clear(dir: &Path) -> std::io::Result<u64> {
 mod tests {
     use super::*;
     use crate::source::memory::MemorySource;
+    use crate::source::SourceCounters;
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir =
@@ -536,10 +516,12 @@ mod tests {
     ];
 
     async fn read(dir: &Path, memory: &Arc<MemorySource>) -> (Vec<Bytes>, SourceCounters) {
-        let cached = wrap(memory.clone(), &options(dir)).await.unwrap();
+        let cached = wrap(&Opened::plain(memory.clone()), &options(dir))
+            .await
+            .unwrap();
         let got = cached.read_ranges(&RANGES).await.unwrap();
         flush();
-        (got, cached.counters())
+        (got, cached.report().counters)
     }
 
     fn assert_holds(got: &[Bytes], file: &[u8]) {
@@ -641,12 +623,13 @@ mod tests {
         let dir = temp_dir("shared");
         let file = data(8, 20_000);
         let memory = Arc::new(MemorySource::new("root://h//f.root", file.clone()));
-        let a = wrap(memory.clone(), &options(&dir)).await.unwrap();
-        let b = wrap(memory.clone(), &options(&dir)).await.unwrap();
+        let opened = Opened::plain(memory.clone());
+        let a = wrap(&opened, &options(&dir)).await.unwrap();
+        let b = wrap(&opened, &options(&dir)).await.unwrap();
         let (got_a, got_b) = tokio::join!(a.read_ranges(&RANGES), b.read_ranges(&RANGES));
         assert_holds(&got_a.unwrap(), &file);
         assert_holds(&got_b.unwrap(), &file);
-        let (a, b) = (a.counters(), b.counters());
+        let (a, b) = (a.report().counters, b.report().counters);
         assert_eq!(a.disk_cache_misses + b.disk_cache_misses, 3);
         assert_eq!(a.disk_cache_hits + b.disk_cache_hits, 3);
         flush();

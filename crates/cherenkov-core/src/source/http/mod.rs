@@ -23,11 +23,11 @@ pub use self::options::HttpOptions;
 use self::probe::probe;
 use self::range_header::{plan_requests, range_header_value, ContentRange};
 use self::response::{content_range, header_str, read_body, reject_encoded, send, Version};
-use super::adaptive::{StreamStep, Streams};
+use super::adaptive::Streams;
 use super::min_rate::{self, Progress};
 use super::{
     coalesce_ranges, describe_ranges, file_changed, join_split_pieces, slice_from_fetched,
-    split_for_limits, ByteRange, ByteSource, SourceCounters, SourceLimits,
+    split_for_limits, ByteRange, ByteSource, Opened, SourceCounters, SourceLimits, SourceReport,
 };
 use crate::error::{Error, Result};
 use crate::source::redact::redact;
@@ -40,6 +40,7 @@ use reqwest::{Response, StatusCode, Url};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 /// Ranges closer than this are asked as one: a multipart part costs about this much in headers.
@@ -87,6 +88,18 @@ pub struct HttpSource {
 }
 
 impl HttpSource {
+    /// The source with what opening read of the file (its head and tail, see
+    /// `HttpOptions::opening`) and the version of the file it read them from.
+    pub fn into_opened(mut self) -> Opened {
+        let reads = std::mem::take(&mut self.opening);
+        let version = self.version.tag();
+        Opened {
+            reads,
+            version,
+            ..Opened::plain(Arc::new(self))
+        }
+    }
+
     /// Open `url` (http or https): learn the file's size with a one-byte range request, following
     /// at most `options.max_redirects` redirects; later requests go to the final URL.
     pub async fn open(url: &str, options: HttpOptions) -> Result<HttpSource> {
@@ -107,7 +120,7 @@ impl HttpSource {
         };
         let builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::limited(options.max_redirects))
-            .connect_timeout(options.request_timeout)
+            .connect_timeout(options.policy.timeout)
             .pool_max_idle_per_host(options.connections.max(options.max_connections))
             .tcp_nodelay(true);
         let client = trusting(builder, &options.tls)
@@ -123,7 +136,7 @@ impl HttpSource {
         let started = std::time::Instant::now();
         let warming = warm_up(&client, &auth, &target, options.connections - 1);
         let probe = retrying(
-            options.retry_policy(),
+            options.policy.retry,
             |_| true,
             || {},
             || probe(&client, &auth, &target, &options),
@@ -297,7 +310,7 @@ impl HttpSource {
             )
         };
         match retrying(
-            self.options.retry_policy(),
+            self.options.policy.retry,
             retry_multi,
             || self.count_retry(),
             || self.fetch_once(group),
@@ -368,7 +381,7 @@ impl HttpSource {
     async fn fetch_single(&self, range: ByteRange) -> Result<Bytes> {
         let asked = [range];
         let parts = retrying(
-            self.options.retry_policy(),
+            self.options.policy.retry,
             |_| true,
             || self.count_retry(),
             || self.fetch_once(&asked),
@@ -396,7 +409,7 @@ impl HttpSource {
         let progress = Progress::default();
         let answer = tokio::select! {
             answer = self.exchange(ranges, &progress) => answer,
-            slow = min_rate::too_slow(self.options.rate_rule(), &progress) => Err(too_slow(slow)),
+            slow = min_rate::too_slow(self.options.policy.rate_rule(), &progress) => Err(too_slow(slow)),
         };
         let received = match &answer {
             Ok(parts) => parts.iter().map(|p| p.data.len() as u64).sum(),
@@ -421,7 +434,7 @@ impl HttpSource {
             .client
             .get(self.target.clone())
             .header(RANGE, range_header_value(ranges));
-        let response = send(self.auth.apply(request)?, self.options.request_timeout).await?;
+        let response = send(self.auth.apply(request)?, self.options.policy.timeout).await?;
         reject_encoded(&response)?;
         self.version.check(&response)?;
         let status = response.status();
@@ -573,12 +586,8 @@ impl ByteSource for HttpSource {
         &self.url
     }
 
-    fn version(&self) -> Option<String> {
-        self.version.tag()
-    }
-
-    async fn size(&self) -> Result<u64> {
-        Ok(self.size)
+    fn size(&self) -> u64 {
+        self.size
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
@@ -635,28 +644,22 @@ impl ByteSource for HttpSource {
         }
     }
 
-    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
-        self.opening.clone()
-    }
-
-    fn counters(&self) -> SourceCounters {
-        SourceCounters {
-            requests: self.requests.load(Ordering::Relaxed),
-            round_trips: self.round_trips.load(Ordering::Relaxed),
-            ranges: self.ranges.load(Ordering::Relaxed),
-            bytes: self.bytes.load(Ordering::Relaxed),
-            retries: self.retries.load(Ordering::Relaxed),
-            streams: self.streams.current() as u64,
-            streams_peak: self.streams.peak() as u64,
-            ..SourceCounters::default()
+    fn report(&self) -> SourceReport {
+        SourceReport {
+            counters: SourceCounters {
+                requests: self.requests.load(Ordering::Relaxed),
+                round_trips: self.round_trips.load(Ordering::Relaxed),
+                ranges: self.ranges.load(Ordering::Relaxed),
+                bytes: self.bytes.load(Ordering::Relaxed),
+                retries: self.retries.load(Ordering::Relaxed),
+                streams: self.streams.current() as u64,
+                streams_peak: self.streams.peak() as u64,
+                ..SourceCounters::default()
+            },
+            round_trip: self.streams.round_trip(),
+            stream_steps: self.streams.steps(),
+            replicas: None,
         }
-    }
-
-    fn stream_steps(&self) -> Vec<StreamStep> {
-        self.streams.steps()
-    }
-    fn round_trip(&self) -> Option<std::time::Duration> {
-        self.streams.round_trip()
     }
 }
 

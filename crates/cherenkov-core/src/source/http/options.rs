@@ -1,10 +1,8 @@
 //! How an HTTP source talks to its server: limits, connections, timeouts, retries, credentials.
 
 use crate::source::credentials::TlsOptions;
-use crate::source::min_rate::MinRate;
 use crate::source::redact::Secret;
-use crate::source::retry::RetryPolicy;
-use crate::source::{adaptive, OpeningHint, DEFAULT_MIN_RATE};
+use crate::source::{adaptive, OpeningHint, RequestPolicy};
 use std::time::Duration;
 
 /// How an [`HttpSource`](super::HttpSource) talks to its server.
@@ -31,19 +29,11 @@ pub struct HttpOptions {
     /// so here requests in flight are connections (a deep read-ahead of many branches sends two
     /// requests per chunk, where an XRootD stream takes its chunks one after another).
     pub max_connections: usize,
-    /// Longest wait for the server to connect or to send an answer's headers, and the window over
-    /// which a request must receive `min_rate × request_timeout` bytes of its answer (see
-    /// `min_rate`). Default 30 s.
-    pub request_timeout: Duration,
-    /// Extra attempts after a connection error, timeout, 5xx answer or cut-short body, on the
-    /// schedule of `source::retry` (exponential waits with jitter). Default 8.
-    pub retries: u32,
-    /// No retry starts later than this after a request's first failure. Default 5 s.
-    pub retry_window: Duration,
-    /// Slowest transfer accepted (bytes per second): a request that receives fewer than
-    /// `min_rate × request_timeout` bytes over any `request_timeout` is abandoned and retried on
-    /// a new connection, whatever its size (see `source::min_rate`). Default 32 KiB/s.
-    pub min_rate: u64,
+    /// Timeouts, retries and the slowest transfer accepted (see `source::RequestPolicy`); the
+    /// timeout is the longest wait to connect or for an answer's headers, and the window over
+    /// which a request must receive `min_rate × timeout` bytes of its answer (default 30 s; see
+    /// `source::min_rate`). Retried: connection errors, timeouts, 5xx answers, cut-short bodies.
+    pub policy: RequestPolicy,
     /// Redirects followed by one request. Default 10.
     pub max_redirects: usize,
     /// Largest whole-file answer (a 200 to a range request) that is used; a larger one is dropped
@@ -67,30 +57,12 @@ impl Default for HttpOptions {
             connections: 8,
             adaptive: true,
             max_connections: 2 * adaptive::DEFAULT_MAX_STREAMS,
-            request_timeout: Duration::from_secs(30),
-            retries: RetryPolicy::default().retries,
-            retry_window: RetryPolicy::default().window,
-            min_rate: DEFAULT_MIN_RATE,
+            policy: RequestPolicy::with_timeout(Duration::from_secs(30)),
             max_redirects: 10,
             max_full_body_bytes: 64 << 20,
             opening: OpeningHint::default(),
             token: None,
             tls: TlsOptions::default(),
         }
-    }
-}
-
-impl HttpOptions {
-    /// How failed requests are tried again.
-    pub fn retry_policy(&self) -> RetryPolicy {
-        RetryPolicy {
-            retries: self.retries,
-            window: self.retry_window,
-        }
-    }
-
-    /// The rate every request must keep (see `source::min_rate`).
-    pub fn rate_rule(&self) -> MinRate {
-        MinRate::over_timeout(self.min_rate, self.request_timeout)
     }
 }

@@ -70,7 +70,7 @@ pub async fn probe(
     let progress = Progress::default();
     tokio::select! {
         probe = probe_unwatched(client, auth, url, options, &progress) => probe,
-        slow = min_rate::too_slow(options.rate_rule(), &progress) => Err(too_slow(slow)),
+        slow = min_rate::too_slow(options.policy.rate_rule(), &progress) => Err(too_slow(slow)),
     }
 }
 
@@ -195,7 +195,7 @@ async fn send_probe(
     range: String,
 ) -> Result<(Response, Url), Failure> {
     let request = auth.apply(client.get(url.clone()).header(RANGE, range))?;
-    let response = send(request, options.request_timeout).await?;
+    let response = send(request, options.policy.timeout).await?;
     reject_encoded(&response)?;
     let target = response.url().clone();
     Ok((response, target))

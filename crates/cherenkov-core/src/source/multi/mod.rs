@@ -33,7 +33,10 @@ pub use self::quality::Quality;
 use self::replica::Replica;
 pub use self::replica::{ReplicaFinder, ReplicaReport};
 use self::schedule::{split_into_parts, Late, Schedule, IN_FLIGHT};
-use super::{ByteRange, ByteSource, OpeningHint, SharedSource, SourceCounters, SourceLimits};
+use super::{
+    ByteRange, ByteSource, Opened, OpeningHint, SharedSource, SourceCounters, SourceLimits,
+    SourceReport,
+};
 use crate::error::{Error, IoKind, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -44,7 +47,7 @@ use std::time::{Duration, Instant};
 /// A replica being opened, with the name (URL) it is reported by.
 pub type Opening = (
     String,
-    std::pin::Pin<Box<dyn std::future::Future<Output = Result<SharedSource>> + Send>>,
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<Opened>> + Send>>,
 );
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -131,7 +134,7 @@ impl MultiSource {
             .join(" | ");
         let mut sizes = Vec::new();
         for s in &sources {
-            sizes.push(s.size().await?);
+            sizes.push(s.size());
         }
         if sizes.iter().any(|&s| s != sizes[0]) {
             let listing = sources
@@ -370,8 +373,8 @@ impl ByteSource for MultiSource {
         &self.name
     }
 
-    async fn size(&self) -> Result<u64> {
-        Ok(self.size)
+    fn size(&self) -> u64 {
+        self.size
     }
 
     async fn checksum(&self) -> Result<Option<String>> {
@@ -465,33 +468,32 @@ impl ByteSource for MultiSource {
             })
     }
 
-    fn counters(&self) -> SourceCounters {
+    /// Its own counters (a request split over replicas counts once; each replica's are in its
+    /// report), the nearest replica's round trip (reads go to it first), and every replica's
+    /// stream steps.
+    fn report(&self) -> SourceReport {
         let requests = self.requests.load(Relaxed);
-        let retries = self.all().iter().map(|r| r.source.counters().retries).sum();
-        SourceCounters {
-            requests,
-            round_trips: requests,
-            ranges: self.ranges.load(Relaxed),
-            bytes: self.bytes.load(Relaxed),
-            retries,
-            ..SourceCounters::default()
+        let theirs: Vec<SourceReport> = self.all().iter().map(|r| r.source.report()).collect();
+        SourceReport {
+            counters: SourceCounters {
+                requests,
+                round_trips: requests,
+                ranges: self.ranges.load(Relaxed),
+                bytes: self.bytes.load(Relaxed),
+                retries: theirs.iter().map(|r| r.counters.retries).sum(),
+                ..SourceCounters::default()
+            },
+            round_trip: theirs.iter().filter_map(|r| r.round_trip).min(),
+            stream_steps: theirs.into_iter().flat_map(|r| r.stream_steps).collect(),
+            replicas: Some(self.reports()),
         }
     }
+}
 
-    fn replicas(&self) -> Option<Vec<ReplicaReport>> {
-        Some(self.reports())
-    }
-
-    fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
+impl MultiSource {
+    /// The first replica's head and tail, which opening read (see `opening`).
+    pub fn opening_reads(&self) -> Vec<(ByteRange, Bytes)> {
         self.opening.clone()
-    }
-
-    /// The nearest replica's: reads go to it first.
-    fn round_trip(&self) -> Option<std::time::Duration> {
-        self.all()
-            .iter()
-            .filter_map(|r| r.source.round_trip())
-            .min()
     }
 }
 

@@ -19,12 +19,12 @@ use super::checksum::agreed_checksum;
 use super::replica::{Replica, DROPPED, OPENING};
 use super::{MultiOptions, MultiSource, Opening, ReplicaReport};
 use crate::error::{Error, IoKind, Result};
-use crate::source::{slice_from_fetched, ByteRange, OpeningHint, SharedSource};
+use crate::source::{slice_from_fetched, ByteRange, Opened, OpeningHint, SharedSource};
 use bytes::Bytes;
 use std::sync::Arc;
 
 /// An opened replica with the head and tail it is compared on.
-type Opened = (SharedSource, Vec<(ByteRange, Bytes)>);
+type Compared = (SharedSource, Vec<(ByteRange, Bytes)>);
 
 impl MultiSource {
     /// Open `openings`, listed in order of preference, at once; the set is the first listed one
@@ -42,16 +42,16 @@ impl MultiSource {
             let tx = tx.clone();
             tokio::spawn(async move {
                 let opened = match opening.await {
-                    Ok(source) => compared_regions(&source, options.compare)
+                    Ok(opened) => compared_regions(&opened, options.compare)
                         .await
-                        .map(|regions| (source, regions)),
+                        .map(|regions| (opened.source, regions)),
                     Err(e) => Err(e),
                 };
                 let _ = tx.send((i, opened));
             });
         }
         drop(tx);
-        let mut answers: Vec<Option<Result<Opened>>> = names.iter().map(|_| None).collect();
+        let mut answers: Vec<Option<Result<Compared>>> = names.iter().map(|_| None).collect();
         let chosen = loop {
             if let Some(chosen) = first_opened(&answers) {
                 break chosen;
@@ -115,7 +115,7 @@ impl MultiSource {
     pub async fn add_replica(&self, source: SharedSource) -> Result<usize> {
         let regions = match self.opening.is_empty() {
             true => Vec::new(),
-            false => compared_regions(&source, self.options.compare).await?,
+            false => compared_regions(&Opened::plain(source.clone()), self.options.compare).await?,
         };
         self.join(source, &regions).await
     }
@@ -123,7 +123,7 @@ impl MultiSource {
     /// Add a replica if it holds the same file: the same size, the same bytes in the regions
     /// compared, the same checksum when verified; returns its index.
     async fn join(&self, source: SharedSource, regions: &[(ByteRange, Bytes)]) -> Result<usize> {
-        let size = source.size().await?;
+        let size = source.size();
         if size != self.size {
             return Err(Error::io(
                 source.name(),
@@ -179,11 +179,9 @@ impl MultiSource {
 
 /// The regions of `hint` (head and tail) of `source`'s file: from what opening read when it holds
 /// them, else read now.
-async fn compared_regions(
-    source: &SharedSource,
-    hint: OpeningHint,
-) -> Result<Vec<(ByteRange, Bytes)>> {
-    let size = source.size().await?;
+async fn compared_regions(opened: &Opened, hint: OpeningHint) -> Result<Vec<(ByteRange, Bytes)>> {
+    let source = &opened.source;
+    let size = source.size();
     let head = ByteRange::new(0, hint.head.min(size));
     let tail_start = size.saturating_sub(hint.tail).max(head.end());
     let tail = ByteRange::new(tail_start, size - tail_start);
@@ -191,7 +189,7 @@ async fn compared_regions(
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
-    let mut held: Vec<(ByteRange, Bytes)> = source.opening_reads();
+    let mut held: Vec<(ByteRange, Bytes)> = opened.reads.clone();
     held.sort_by_key(|(r, _)| r.offset);
     let (fetched, buffers): (Vec<ByteRange>, Vec<Bytes>) = held.into_iter().unzip();
     let buffers = match slice_from_fetched(&wanted, &fetched, &buffers) {
@@ -215,7 +213,7 @@ fn first_opened<T>(answers: &[Option<Result<T>>]) -> Option<usize> {
 
 /// The error when no replica opened, naming what each one answered, in their order; missing (or
 /// refused, or silent) everywhere is that, for the caller.
-fn none_opened(name: &str, names: &[String], answers: Vec<Option<Result<Opened>>>) -> Error {
+fn none_opened(name: &str, names: &[String], answers: Vec<Option<Result<Compared>>>) -> Error {
     let failed: Vec<(usize, Error)> = answers
         .into_iter()
         .enumerate()

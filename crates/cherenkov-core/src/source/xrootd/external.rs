@@ -13,7 +13,7 @@ use super::options::XrootdOptions;
 use super::url::parse_url;
 use crate::error::{Error, IoKind, Result};
 use crate::source::redact::redact;
-use crate::source::SharedSource;
+use crate::source::{Opened, SharedSource};
 use futures_util::future::BoxFuture;
 use std::sync::{Arc, RwLock};
 
@@ -75,7 +75,7 @@ fn unspoken_protocols(url: &str) -> Option<Vec<String>> {
 /// Open `url` natively (see `open_discovering`), or through the registered external client when
 /// its server asks only for protocols cherenkov does not speak. When that fails too, the error
 /// says what the server offered (the native error) and what the other client answered.
-pub async fn open(url: &str, options: XrootdOptions) -> Result<SharedSource> {
+pub async fn open(url: &str, options: XrootdOptions) -> Result<Opened> {
     let opener = registered();
     // A server also offering sss is tried natively first: a keytab may be found for it.
     let at_once = unspoken_protocols(url).filter(|offered| !offered.iter().any(|p| p == "sss"));
@@ -110,9 +110,9 @@ async fn through(
     options: &XrootdOptions,
     offered: &[String],
     native: Error,
-) -> Result<SharedSource> {
+) -> Result<Opened> {
     match opener(url, options, offered).await {
-        Ok(source) => Ok(source),
+        Ok(source) => Ok(Opened::plain(source)),
         // XrdCl tried last: its kind, when it told one, is the caller's.
         Err(said) => {
             let kind = match said.kind {

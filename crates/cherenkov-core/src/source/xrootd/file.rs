@@ -12,11 +12,11 @@ use super::session::{
 };
 use super::url::{parse_url, Endpoint};
 use crate::error::{Error, Result};
-use crate::source::adaptive::{StreamStep, Streams};
+use crate::source::adaptive::Streams;
 use crate::source::retry::Retries;
 use crate::source::{
-    describe_ranges, join_split_pieces, split_for_limits, ByteRange, ByteSource, SourceCounters,
-    SourceLimits,
+    describe_ranges, join_split_pieces, split_for_limits, ByteRange, ByteSource, Opened,
+    SourceCounters, SourceLimits, SourceReport,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -117,8 +117,15 @@ impl XrootdSource {
         &self.inner.located
     }
 
-    pub(super) fn file_size(&self) -> u64 {
-        self.inner.size
+    /// The source with the version of the file it opened: the modification time of the open's
+    /// stat answer (seconds: a file replaced by one of the same size within the same second is
+    /// not told apart).
+    pub fn into_opened(self) -> Opened {
+        let version = self.inner.modified.map(|t| format!("mtime {t}"));
+        Opened {
+            version,
+            ..Opened::plain(Arc::new(self))
+        }
     }
 
     /// Open `url` (`root://host[:port]//path`) for reading: connect, log in and open the file on
@@ -242,7 +249,7 @@ impl XrootdSource {
         Fut: std::future::Future<Output = Result<T, Failure>>,
     {
         let inner = &self.inner;
-        let mut retries = Retries::new(inner.options.retry_policy());
+        let mut retries = Retries::new(inner.options.policy.retry);
         loop {
             let attempt = async { ask(inner.session(0).await?).await };
             match attempt.await {
@@ -355,7 +362,7 @@ impl Inner {
         slot: usize,
         pieces: &[ByteRange],
     ) -> Result<Vec<Bytes>> {
-        let mut retries = Retries::new(self.options.retry_policy());
+        let mut retries = Retries::new(self.options.policy.retry);
         let mut first_failure: Option<Failure> = None;
         let mut redirects = 0;
         let mut waited = Duration::ZERO;
@@ -445,7 +452,7 @@ impl Inner {
                 Reply::Error { code, message } => return Err(Failure::Server { code, message }),
                 Reply::Wait { seconds, message } => {
                     self.streams.pushback();
-                    wait_as_asked(waited, seconds, &message, self.options.request_timeout).await?;
+                    wait_as_asked(waited, seconds, &message, self.options.policy.timeout).await?;
                 }
                 Reply::Redirect(r) => {
                     *redirects += 1;
@@ -493,14 +500,8 @@ impl ByteSource for XrootdSource {
         &self.inner.url
     }
 
-    async fn size(&self) -> Result<u64> {
-        Ok(self.inner.size)
-    }
-
-    /// The modification time from the open's stat answer (seconds: a file replaced by one of the
-    /// same size within the same second is not told apart).
-    fn version(&self) -> Option<String> {
-        self.inner.modified.map(|t| format!("mtime {t}"))
+    fn size(&self) -> u64 {
+        self.inner.size
     }
 
     /// `kXR_query` checksum of the file on the server it was opened on.
@@ -580,25 +581,23 @@ impl ByteSource for XrootdSource {
         self.inner.limits
     }
 
-    fn counters(&self) -> SourceCounters {
+    fn report(&self) -> SourceReport {
         let inner = &self.inner;
-        SourceCounters {
-            requests: inner.requests.load(Ordering::Relaxed),
-            round_trips: inner.round_trips.load(Ordering::Relaxed),
-            ranges: inner.ranges.load(Ordering::Relaxed),
-            bytes: inner.bytes.load(Ordering::Relaxed),
-            retries: inner.retries.load(Ordering::Relaxed),
-            streams: inner.streams.current() as u64,
-            streams_peak: inner.streams.peak() as u64,
-            ..SourceCounters::default()
+        SourceReport {
+            counters: SourceCounters {
+                requests: inner.requests.load(Ordering::Relaxed),
+                round_trips: inner.round_trips.load(Ordering::Relaxed),
+                ranges: inner.ranges.load(Ordering::Relaxed),
+                bytes: inner.bytes.load(Ordering::Relaxed),
+                retries: inner.retries.load(Ordering::Relaxed),
+                streams: inner.streams.current() as u64,
+                streams_peak: inner.streams.peak() as u64,
+                ..SourceCounters::default()
+            },
+            round_trip: inner.streams.round_trip(),
+            stream_steps: inner.streams.steps(),
+            replicas: None,
         }
-    }
-
-    fn stream_steps(&self) -> Vec<StreamStep> {
-        self.inner.streams.steps()
-    }
-    fn round_trip(&self) -> Option<std::time::Duration> {
-        self.inner.streams.round_trip()
     }
 }
 

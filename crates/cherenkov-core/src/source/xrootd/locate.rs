@@ -21,7 +21,7 @@ use super::url::{parse_url, split_host_port};
 use crate::error::{Error, Result};
 use crate::source::multi::{MultiOptions, MultiSource, ReplicaFinder};
 use crate::source::redact::redact;
-use crate::source::{ByteSource, SharedSource};
+use crate::source::{ByteSource, Opened, SharedSource};
 use async_trait::async_trait;
 use futures_util::future::join_all;
 use std::net::SocketAddr;
@@ -37,7 +37,7 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The data servers (`host:port`) that `url`'s server names for its file (`kXR_locate`): a
 /// redirector names its data servers, a data server itself. `kXR_wait` (a redirector still looking)
-/// and redirects are followed within `options.request_timeout` and `options.max_redirects`; the
+/// and redirects are followed within `options.policy.timeout` and `options.max_redirects`; the
 /// answer is bounded in size and in entries (see `protocol::parse_locate`).
 pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
     let mut endpoint = parse_url(url).map_err(|m| Error::InvalidArgument(format!("{url}: {m}")))?;
@@ -60,7 +60,7 @@ pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
                     return Err(failed(Failure::Server { code, message }))
                 }
                 Reply::Wait { seconds, message } => {
-                    wait_as_asked(&mut waited, seconds, &message, options.request_timeout)
+                    wait_as_asked(&mut waited, seconds, &message, options.policy.timeout)
                         .await
                         .map_err(failed)?;
                     reply = conn.send(&request, SMALL_BODY_MAX).await;
@@ -144,10 +144,10 @@ pub fn with_tried(url: &str, in_use: &[String]) -> String {
 /// `verify_checksums`, the first replicas' checksums must agree (else the open fails, naming each
 /// one's), and one found later with another checksum is left out. A URL of a data server opens
 /// plainly, with no request more than without discovery.
-pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<SharedSource> {
+pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Opened> {
     let first = XrootdSource::open(url, options.clone()).await?;
     if !options.discover || !first.was_redirected() {
-        return Ok(Arc::new(first));
+        return Ok(first.into_opened());
     }
     // Data servers are opened without discovery: their kXR_locate would name only themselves.
     let plain = XrootdOptions {
@@ -167,11 +167,11 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
         let sources: Vec<SharedSource> = opened
             .into_iter()
             .flatten()
-            .filter(|source| source.file_size() == first.file_size())
+            .filter(|source| source.size() == first.size())
             .map(|source| Arc::new(source) as SharedSource)
             .collect();
         if sources.is_empty() {
-            return Ok(Arc::new(first));
+            return Ok(first.into_opened());
         }
         Arc::new(MultiSource::new(sources, MultiOptions::verifying(true)).await?)
     } else {
@@ -181,10 +181,8 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
             .iter()
             .map(|u| {
                 let (url, plain) = (u.clone(), plain.clone());
-                let opening = async move {
-                    let source: SharedSource = Arc::new(XrootdSource::open(&url, plain).await?);
-                    Ok(source)
-                };
+                let opening =
+                    async move { Ok(XrootdSource::open(&url, plain).await?.into_opened()) };
                 (redact(u), Box::pin(opening) as _)
             })
             .collect();
@@ -196,12 +194,16 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Share
         match MultiSource::open_first(&name, openings, compare).await {
             Ok(replicas) => replicas,
             // The data servers do not let us in without the redirector: read through it.
-            Err(_) => return Ok(Arc::new(first)),
+            Err(_) => return Ok(first.into_opened()),
         }
     };
     replicas.set_finder(finder.clone());
     tokio::spawn(top_up(Arc::downgrade(&replicas), finder));
-    Ok(replicas)
+    let reads = replicas.opening_reads();
+    Ok(Opened {
+        reads,
+        ..Opened::plain(replicas)
+    })
 }
 
 /// How long after the open the redirector is asked again for the file's data servers: it has

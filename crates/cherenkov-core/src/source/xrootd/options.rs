@@ -3,8 +3,7 @@
 
 use crate::source::credentials::TlsOptions;
 use crate::source::redact::Secret;
-use crate::source::retry::RetryPolicy;
-use crate::source::{adaptive, OpeningHint, DEFAULT_MIN_RATE};
+use crate::source::{adaptive, OpeningHint, RequestPolicy};
 use std::time::Duration;
 
 /// How an [`XrootdSource`](super::XrootdSource) talks to its server.
@@ -20,21 +19,12 @@ pub struct XrootdOptions {
     pub adaptive: bool,
     /// Most connections with `adaptive`. Default 16.
     pub max_connections: usize,
-    /// Longest wait for connecting and logging in, and the window over which a connection with
-    /// requests waiting must receive `min_rate × request_timeout` bytes (any at all when silent):
-    /// a connection that does not is closed and its requests sent again on a new one. Default
-    /// 60 s.
-    pub request_timeout: Duration,
-    /// Extra attempts, on a new connection, after a connection is lost or times out, on the
-    /// schedule of `source::retry` (exponential waits with jitter). Default 8.
-    pub retries: u32,
-    /// No retry starts later than this after a request's first failure. Default 5 s.
-    pub retry_window: Duration,
-    /// Slowest transfer accepted (bytes per second): a connection with requests waiting that
-    /// receives fewer than `min_rate × request_timeout` bytes over any `request_timeout` is closed
-    /// and its requests sent again on a new one, whatever their size (see `source::min_rate`).
-    /// Default 32 KiB/s.
-    pub min_rate: u64,
+    /// Timeouts, retries and the slowest transfer accepted (see `source::RequestPolicy`); the
+    /// timeout is the longest wait for connecting and logging in, and the window over which a
+    /// connection with requests waiting must receive `min_rate × timeout` bytes (any at all when
+    /// silent): one that does not is closed and its requests sent again on a new one, whatever
+    /// their size (default 60 s; see `source::min_rate`).
+    pub policy: RequestPolicy,
     /// Redirects followed while opening the file, or by one read. Default 8.
     pub max_redirects: usize,
     /// At most this many ranges per `kXR_readv`, below what the server allows. Default: no cap.
@@ -67,10 +57,7 @@ impl Default for XrootdOptions {
             connections: 2,
             adaptive: true,
             max_connections: adaptive::DEFAULT_MAX_STREAMS,
-            request_timeout: Duration::from_secs(60),
-            retries: RetryPolicy::default().retries,
-            retry_window: RetryPolicy::default().window,
-            min_rate: DEFAULT_MIN_RATE,
+            policy: RequestPolicy::with_timeout(Duration::from_secs(60)),
             max_redirects: 8,
             readv_iov_max: None,
             readv_ior_max: None,
@@ -80,16 +67,6 @@ impl Default for XrootdOptions {
             tls: TlsOptions::default(),
             token: None,
             sss_keytab: None,
-        }
-    }
-}
-
-impl XrootdOptions {
-    /// How failed requests are tried again.
-    pub fn retry_policy(&self) -> RetryPolicy {
-        RetryPolicy {
-            retries: self.retries,
-            window: self.retry_window,
         }
     }
 }

@@ -35,7 +35,7 @@ pub(super) async fn open_with_retries(
     origin: &Endpoint,
     options: &XrootdOptions,
 ) -> Result<Arc<Session>, Failure> {
-    let mut retries = Retries::new(options.retry_policy());
+    let mut retries = Retries::new(options.policy.retry);
     loop {
         match open_session(origin.clone(), options).await {
             Err(f) if f.is_transient() => match retries.after_failure() {
@@ -131,7 +131,7 @@ pub(super) async fn open_session(
                     continue 'connect;
                 }
                 Reply::Wait { seconds, message } => {
-                    wait_as_asked(&mut waited, seconds, &message, options.request_timeout).await?;
+                    wait_as_asked(&mut waited, seconds, &message, options.policy.timeout).await?;
                 }
                 Reply::Error { code, message } => return Err(Failure::Server { code, message }),
             }
@@ -152,8 +152,8 @@ pub(super) async fn connect(
         let security = Security::for_endpoint(endpoint, options)?;
         let connected = Connection::connect(
             &endpoint.address(),
-            options.request_timeout,
-            options.min_rate,
+            options.policy.timeout,
+            options.policy.min_rate,
             requests,
             &security,
         )

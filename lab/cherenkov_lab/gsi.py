@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cherenkov.lab.tokens import give_to_xrootd, openssl
+from cherenkov_lab.tokens import give_to_xrootd, openssl
 
 DN = "/DC=test/DC=cherenkov"
 

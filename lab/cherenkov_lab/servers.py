@@ -22,7 +22,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools" / "bin"
 # Data servers answer checksum queries (computed when first asked): replicas can be verified.
 CHECKSUMS = "xrootd.chksum adler32"

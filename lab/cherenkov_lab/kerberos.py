@@ -13,8 +13,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cherenkov.lab.servers import _Process, free_port, wait_for_port
-from cherenkov.lab.tokens import give_to_xrootd
+from cherenkov_lab.servers import _Process, free_port, wait_for_port
+from cherenkov_lab.tokens import give_to_xrootd
 
 REALM = "CHERENKOV.TEST"
 PROGRAMS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit")

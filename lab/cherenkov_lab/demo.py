@@ -18,11 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from rich.console import Console
-from rich.table import Table
-
 import cherenkov
 from cherenkov.summary import human_bytes, tree_overview
+from rich.console import Console
+from rich.table import Table
 
 SAMPLE = "nanoAOD_2015_CMS_Open_Data_ttbar.root"
 LAB_FILE = "nanolike-root6.40-zstd-4clusters.root"  # written by ROOT 6.40: 2000 entries, 4 clusters
