@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import socket
 import tempfile
 import threading
 import time
@@ -36,6 +37,15 @@ def folder():
     os.chmod(path, 0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def silent_port():
+    """A port that accepts connections (the kernel's backlog) and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        yield s.getsockname()[1]
 
 
 def plain(x):

@@ -67,15 +67,6 @@ def lab(testdata):
         yield lab
 
 
-@pytest.fixture(scope="module")
-def silent_port():
-    """A port that accepts connections (the kernel's backlog) and never answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(64)
-        yield s.getsockname()[1]
-
-
 # Fault 4: a blip of half a second in the middle of a read (retries back off over seconds).
 
 

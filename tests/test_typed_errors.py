@@ -8,7 +8,6 @@ are in test_auth.py, test_xrootd_auth.py and test_xrootd_gsi.py (XrdCl)."""
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 
@@ -39,15 +38,6 @@ def servers(testdata, folder):
     os.chmod(folder / PRIVATE, 0o600)
     with XrootdServer(folder) as xrootd, NginxServer(folder) as nginx:
         yield {"local": folder, "root": xrootd, "http": nginx}
-
-
-@pytest.fixture(scope="module")
-def silent_port():
-    """A port that accepts connections (the kernel's backlog) and never answers."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(64)
-        yield s.getsockname()[1]
 
 
 def url(servers, protocol: str, name: str) -> str:
