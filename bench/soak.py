@@ -228,9 +228,17 @@ class Faults:
     def restart(self, which: str) -> None:
         old = getattr(self.lab, which)
         old.stop()
-        time.sleep(1)  # down for a second, then up on the same port (the proxy's upstream)
-        setattr(self.lab, which, self.servers[which](self.folder, port=old.port))
         self.retired.append(old)
+        time.sleep(1)  # down for a second, then up on the same port (the proxy's upstream)
+        for attempt in range(5):  # xrootd 5.5 sometimes dies at start (SIGSEGV): start it again
+            try:
+                setattr(self.lab, which, self.servers[which](self.folder, port=old.port))
+                return
+            except RuntimeError as e:
+                print(f"{which} did not start (attempt {attempt + 1}): {str(e)[:200]}", flush=True)
+                self.done[f"{which} failed to start"] += 1
+                time.sleep(1)
+        raise RuntimeError(f"{which} did not start again in 5 attempts")
 
     def cut(self, proxy: str, seconds: float) -> None:
         self.lab.toxiproxy.enable(proxy, False)
