@@ -71,7 +71,8 @@ pub const OPEN_OPTIONS: &[OpenOption] = &[
         name: "timeout",
         kind: OptionKind::Seconds,
         default: "60 (XRootD), 30 (HTTP)",
-        doc: "Seconds a request may wait for the server before it is retried or fails.",
+        doc: "Seconds a request may wait for the server before it is retried or fails, and the \
+              window over which a transfer must keep min_rate.",
     },
     OpenOption {
         name: "retries",
@@ -91,8 +92,9 @@ pub const OPEN_OPTIONS: &[OpenOption] = &[
         name: "min_rate",
         kind: OptionKind::Bytes,
         default: "32768",
-        doc: "Slowest transfer accepted, in bytes per second: a request for b bytes fails (and \
-              is retried, or read from another replica) after timeout + b / min_rate seconds.",
+        doc: "Slowest transfer accepted, in bytes per second: a transfer that receives fewer \
+              than min_rate x timeout bytes over any timeout seconds is abandoned at once (and \
+              retried, or read from another replica), whatever its size.",
     },
     OpenOption {
         name: "trace",

@@ -1,6 +1,7 @@
-//! TTree, TBranch, TBranchElement and TLeaf* models, read from the streamed
-//! TTree object. Class versions from ROOT 3 (TTree 5, TBranch 6) to 6.40 (TTree 20, TBranch 13);
-//! the members each version lays out differently are read in `tree_members.rs`.
+//! TTree, TBranch, TBranchElement and TLeaf* models, read from the streamed TTree object. Class
+//! versions from ROOT 3 (TTree 5, TBranch 6, TBranchElement 1) to 6.40 (TTree 20, TBranch 13,
+//! TBranchElement 10), and Geant4's g4tools writer; the members each version lays out
+//! differently are read in `tree_members.rs`.
 
 use super::basket::{parse_embedded_basket, EmbeddedBasket};
 use super::cursor::Cursor;
@@ -8,8 +9,8 @@ use super::objects::{
     read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version,
 };
 use super::tree_members::{
-    read_old_seeks, read_pointer_array_i32, read_pointer_array_i64, read_tree_counts,
-    read_tree_v5_counts, TreeCounts, MAX_F64_COUNT,
+    read_element_members, read_old_seeks, read_pointer_array_i32, read_pointer_array_i64,
+    read_tree_counts, read_tree_v5_counts, TreeCounts, MAX_F64_COUNT,
 };
 use crate::error::Result;
 
@@ -367,8 +368,8 @@ impl TreeParser {
                 cur.seek(end)?;
             }
             if class == "TBranchElement" {
-                let element = read_element_members(cur, v.version)?;
-                for _count_branch in 0..2 {
+                let (element, count_branches) = read_element_members(cur, v.version)?;
+                for _count_branch in 0..count_branches {
                     self.read_pointer(cur, ptrs)?;
                 }
                 self.branches[index].element = Some(element);
@@ -440,8 +441,15 @@ impl TreeParser {
         let children = self.read_items(cur, ptrs)?;
         let leaves = self.read_items(cur, ptrs)?;
         let baskets = self.read_items(cur, ptrs)?;
-        let max_baskets =
-            cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", 16)?;
+        // Each basket slot takes a size, an entry and a seek: 4 + 4 + 4 bytes before version 10
+        // (ROOT 3, g4tools), 4 + 8 + 8 since.
+        let slot_bytes = if old { 12 } else { 20 };
+        let max_baskets = cur.check_count(
+            max_pos,
+            max_baskets as i64,
+            "TBranch fMaxBaskets",
+            slot_bytes,
+        )?;
         let basket_bytes = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketBytes")?;
         let (basket_entry, basket_seek) = if old {
             // 32-bit entries; seeks 64-bit when the presence byte says 2 (large files).
@@ -593,36 +601,6 @@ fn read_io_bits(cur: &mut Cursor) -> Result<u8> {
     };
     v.skip_to_end(cur, "TIOFeatures")?;
     Ok(bits)
-}
-
-fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {
-    if !(8..=10).contains(&version) {
-        return Err(cur.error(format!(
-            "TBranchElement class version 8 to 10, found {version}"
-        )));
-    }
-    let class_name = cur.string("TBranchElement fClassName")?;
-    let parent_name = cur.string("TBranchElement fParentName")?;
-    let clones_name = cur.string("TBranchElement fClonesName")?;
-    cur.u32("TBranchElement fCheckSum")?;
-    let class_version = if version >= 10 {
-        cur.i16("TBranchElement fClassVersion")? as i32
-    } else {
-        cur.i32("TBranchElement fClassVersion")?
-    };
-    let id = cur.i32("TBranchElement fID")?;
-    let kind = cur.i32("TBranchElement fType")?;
-    let streamer_type = cur.i32("TBranchElement fStreamerType")?;
-    cur.i32("TBranchElement fMaximum")?;
-    Ok(ElementMeta {
-        class_name,
-        parent_name,
-        clones_name,
-        class_version,
-        id,
-        kind,
-        streamer_type,
-    })
 }
 
 #[cfg(test)]

@@ -1,9 +1,11 @@
-//! The members of TTree and TBranch that a reader needs, read as their class versions lay them
-//! out: the tree's counters and cluster settings, and the pointer arrays of basket sizes, entries
-//! and seeks (32-bit seeks before TBranch version 10).
+//! The members of TTree, TBranch and TBranchElement that a reader needs, read as their class
+//! versions lay them out: the tree's counters and cluster settings, the pointer arrays of basket
+//! sizes, entries and seeks (32-bit seeks before TBranch version 10), and what a branch element
+//! holds.
 
 use super::cursor::Cursor;
 use super::objects::skip_object;
+use super::tree::ElementMeta;
 use crate::error::Result;
 
 /// The TTree members before its branches that a reader needs.
@@ -129,4 +131,60 @@ pub(super) fn read_old_seeks(cur: &mut Cursor, n: usize) -> Result<Vec<i64>> {
             .map(i64::from)
             .collect()),
     }
+}
+
+/// The TBranchElement members after its TBranch base, as class versions 1, 5, 7 and 8 to 10 lay
+/// them out (ROOT's automatic streamer writes the persistent members in declaration order), and
+/// how many branch pointers (fBranchCount, fBranchCount2) follow them.
+///
+/// - 1 (ROOT of early 2001, and Geant4's g4tools writer for its `std::vector` columns):
+///   fClassName, fClassVersion, fID, fType, fStreamerType;
+/// - 5 (spring 2001): fParentName and fClonesName after fClassName, fMaximum after
+///   fStreamerType, then fBranchCount;
+/// - 7 (from 2002): and fBranchCount2;
+/// - 8 and 9: fCheckSum after fClonesName; 10: fClassVersion as a short.
+///
+/// Versions 2 to 4 and 6 lived for weeks in 2001 and are refused by name.
+pub(super) fn read_element_members(cur: &mut Cursor, version: i16) -> Result<(ElementMeta, usize)> {
+    if !matches!(version, 1 | 5 | 7..=10) {
+        return Err(cur.error(format!(
+            "TBranchElement class version 1, 5 or 7 to 10, found {version}"
+        )));
+    }
+    let class_name = cur.string("TBranchElement fClassName")?;
+    let (parent_name, clones_name) = match version {
+        1 => (String::new(), String::new()),
+        _ => (
+            cur.string("TBranchElement fParentName")?,
+            cur.string("TBranchElement fClonesName")?,
+        ),
+    };
+    if version >= 8 {
+        cur.u32("TBranchElement fCheckSum")?;
+    }
+    let class_version = match version {
+        10 => cur.i16("TBranchElement fClassVersion")? as i32,
+        _ => cur.i32("TBranchElement fClassVersion")?,
+    };
+    let id = cur.i32("TBranchElement fID")?;
+    let kind = cur.i32("TBranchElement fType")?;
+    let streamer_type = cur.i32("TBranchElement fStreamerType")?;
+    if version > 1 {
+        cur.i32("TBranchElement fMaximum")?;
+    }
+    let element = ElementMeta {
+        class_name,
+        parent_name,
+        clones_name,
+        class_version,
+        id,
+        kind,
+        streamer_type,
+    };
+    let count_branches = match version {
+        1 => 0,
+        5 => 1,
+        _ => 2,
+    };
+    Ok((element, count_branches))
 }

@@ -99,6 +99,42 @@ fn branch_v8(w: &mut Writer) {
     w.end(at);
 }
 
+/// TLeafElement version 1 around TLeaf version 2, as g4tools writes for a `std::vector` column.
+fn leaf_element_v1(w: &mut Writer) {
+    let at = w.begin(1);
+    let leaf = w.begin(2);
+    w.tnamed("v");
+    w.i32s(&[0, 8, 0]); // fLen, fLenType, fOffset
+    w.put(&[0, 0]); // fIsRange, fIsUnsigned
+    w.i32s(&[0]); // fLeafCount: null
+    w.end(leaf);
+    w.i32s(&[-1, 0]); // fID, fType
+    w.end(at);
+}
+
+/// TBranchElement version 1 (g4tools' `std_vector_be`, ROOT of early 2001) around TBranch 8:
+/// after the base, only fClassName, fClassVersion, fID, fType and fStreamerType.
+fn branch_element_v1(w: &mut Writer) {
+    let at = w.begin(1);
+    let base = w.begin(8);
+    w.tnamed("v");
+    w.empty(1); // TAttFill
+    w.i32s(&[1, 32000, 0, 1, 5, 0, 2, 0]); // fCompress .. fSplitLevel (2 basket slots)
+    w.f64s(&[5.0, 120.0, 100.0]); // fEntries, fTotBytes, fZipBytes
+    w.array(&[]);
+    w.array(&[("TLeafElement", &leaf_element_v1)]);
+    w.array(&[]);
+    for values in [[100, 0], [0, 0], [2000, 0]] {
+        w.put(&[1]);
+        w.i32s(&values); // fBasketBytes, fBasketEntry, fBasketSeek
+    }
+    w.string(""); // fFileName
+    w.end(base);
+    w.string("vector<double>");
+    w.i32s(&[0, -1, 0, -1]); // fClassVersion, fID, fType, fStreamerType
+    w.end(at);
+}
+
 /// A TNtuple (version 2) around a TTree of version 5, as Geant4's g4tools and ROOT 3 wrote.
 fn ntuple_v5() -> Vec<u8> {
     let mut w = Writer::default();
@@ -138,6 +174,57 @@ fn old_tree_and_branch_versions_are_read_by_their_class_version() {
     );
     assert_eq!(tree.leaves[branch.leaves[0]].class, "TLeafI");
     assert_eq!(tree.cluster_boundaries(), vec![0, 5]);
+}
+
+#[test]
+fn a_g4tools_vector_column_is_a_branch_element_of_version_1() {
+    let mut w = Writer::default();
+    let at = w.begin(5);
+    w.tnamed("t");
+    for _att in 0..3 {
+        w.empty(1);
+    }
+    w.f64s(&[5.0, 240.0, 200.0, 0.0]); // fEntries, fTotBytes, fZipBytes, fSavedBytes
+    w.i32s(&[0, 25, 0, 1_000_000, 0, 0, 1_000_000]); // fTimerInterval .. fEstimate
+    w.array(&[
+        ("TBranch", &branch_v8),
+        ("TBranchElement", &branch_element_v1),
+    ]);
+    w.array(&[]);
+    w.end(at);
+    let tree = parse_tree(&w.0, 0, "TTree", "test").unwrap();
+    let names: Vec<&str> = tree.branches.iter().map(|b| b.name.as_str()).collect();
+    assert_eq!(names, ["x", "v"]);
+    let vector = &tree.branches[1];
+    assert_eq!(
+        vector.element,
+        Some(ElementMeta {
+            class_name: "vector<double>".into(),
+            id: -1,
+            streamer_type: -1,
+            ..ElementMeta::default()
+        })
+    );
+    assert_eq!(vector.baskets[0].seek, 2000);
+    assert_eq!(tree.leaves[vector.leaves[0]].class, "TLeafElement");
+
+    // A version whose layout is not known is refused by name, never read as another one.
+    let mut w = Writer::default();
+    branch_element_v1(&mut w);
+    w.0[4..6].copy_from_slice(&6i16.to_be_bytes());
+    let mut cur = Cursor::new(&w.0, "test", 0);
+    let (version, error) = match read_version(&mut cur, "TBranchElement") {
+        Ok(v) => (
+            v.version,
+            read_element_members(&mut cur, v.version).unwrap_err(),
+        ),
+        Err(e) => panic!("{e}"),
+    };
+    assert_eq!(version, 6);
+    assert!(
+        error.to_string().contains("1, 5 or 7 to 10, found 6"),
+        "{error}"
+    );
 }
 
 #[test]
