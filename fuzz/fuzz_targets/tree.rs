@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let key_len = u16::from_be_bytes(*key_len) as usize;
-    let Ok(tree) = parse_tree(object, key_len, "fuzz") else {
+    let Ok(tree) = parse_tree(object, key_len, "TTree", "fuzz", &[]) else {
         return;
     };
     let bounds = tree.cluster_boundaries();

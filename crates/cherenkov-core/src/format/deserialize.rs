@@ -400,6 +400,18 @@ fn has_own_header(entry: &[u8], entry_len: Option<usize>) -> bool {
     first & BYTE_COUNT != 0 && entry_len.is_none_or(|n| (first & !BYTE_COUNT) as usize + 4 == n)
 }
 
+/// Members of the objects of a split collection: ROOT 5 wrote nothing at all, not even the
+/// header, for an entry whose collection was empty. Pushes that entry's empty list.
+fn empty_entries_are_empty_lists(model: &Model, out: &mut Builder) -> bool {
+    match (model, out) {
+        (Model::Members { header: true, .. }, Builder::List { offsets, .. }) => {
+            offsets.push(*offsets.last().unwrap());
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Read one top-level entry of `model`: classes with or without their own header.
 fn read_entry(cur: &mut Cursor, model: &Model, out: &mut Builder, header: bool) -> Result<()> {
     match (model, out) {
@@ -477,6 +489,9 @@ pub fn read_entries(
                 let (lo, hi) = (offs[e] as usize, offs[e + 1] as usize);
                 let entry = content.get(lo..hi).unwrap_or_default();
                 let mut cur = Cursor::new(entry, origin, lo as u64);
+                if entry.is_empty() && empty_entries_are_empty_lists(model, out) {
+                    continue;
+                }
                 read_entry(
                     &mut cur,
                     model,

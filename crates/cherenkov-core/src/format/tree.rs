@@ -7,9 +7,10 @@ use super::cursor::Cursor;
 use super::objects::{
     read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version,
 };
+use super::streamers::StreamerInfo;
 use super::tree_members::{
-    read_old_seeks, read_pointer_array_i32, read_pointer_array_i64, read_tree_counts,
-    read_tree_v5_counts, TreeCounts, MAX_F64_COUNT,
+    builtin_layout, layout_from_info, read_old_seeks, read_pointer_array_i32,
+    read_pointer_array_i64, read_tree_members, TreeCounts, MAX_F64_COUNT,
 };
 use crate::error::Result;
 
@@ -245,9 +246,31 @@ struct TreeParser {
 
 type Ptrs = PointerReader<Item>;
 
+/// The class version of a streamed TTree (or TNtuple, `class`).
+pub fn tree_version(data: &[u8], class: &str, origin: &str) -> Result<i16> {
+    let mut cur = Cursor::new(data, origin, 0);
+    if class != "TTree" {
+        read_version(&mut cur, class)?;
+    }
+    Ok(read_version(&mut cur, "TTree")?.version)
+}
+
+/// Whether reading a TTree of this class version takes the file's streamer infos: versions
+/// whose layout ROOT's history does not fix are read by the file's streamer info for them.
+pub fn tree_needs_streamer_infos(version: i16) -> bool {
+    builtin_layout(version).is_none()
+}
+
 /// Parse a streamed TTree (or TNtuple, `class`). `data` is the uncompressed object; `key_len` the
-/// key header length (pointer tags count from the key start); `origin` names the object for errors.
-pub fn parse_tree(data: &[u8], key_len: usize, class: &str, origin: &str) -> Result<TreeMeta> {
+/// key header length (pointer tags count from the key start); `origin` names the object for errors;
+/// `infos` the file's streamer infos when the version needs them (`tree_needs_streamer_infos`).
+pub fn parse_tree(
+    data: &[u8],
+    key_len: usize,
+    class: &str,
+    origin: &str,
+    infos: &[StreamerInfo],
+) -> Result<TreeMeta> {
     let mut cur = Cursor::new(data, origin, 0);
     let mut ptrs = Ptrs::new(key_len);
     let mut p = TreeParser {
@@ -260,21 +283,43 @@ pub fn parse_tree(data: &[u8], key_len: usize, class: &str, origin: &str) -> Res
         // TNtuple/TNtupleD: their own version header, then the TTree (fNvar follows, unread).
         read_version(&mut cur, class)?;
     }
+    let version_at = cur.pos();
     let v = read_version(&mut cur, "TTree")?;
+    // Versions before 5 were streamed by hand (ROOT 2); from 5 on, member by member.
+    let layout = match builtin_layout(v.version) {
+        Some(layout) => layout,
+        None if v.version < 5 => {
+            return Err(cur.error_at(
+                version_at,
+                format!("TTree class version 5 or later (ROOT 3 and later), found {}", v.version),
+            ))
+        }
+        None => {
+            let info = infos
+                .iter()
+                .find(|i| i.class_name == "TTree" && i.class_version == i32::from(v.version))
+                .ok_or_else(|| {
+                    cur.error_at(
+                        version_at,
+                        format!(
+                            "the file's streamer info for TTree class version {} (not one of ROOT's releases)",
+                            v.version
+                        ),
+                    )
+                })?;
+            layout_from_info(info).map_err(|why| {
+                cur.error_at(
+                    version_at,
+                    format!("a streamer info for TTree version {} with {why}", v.version),
+                )
+            })?
+        }
+    };
     let (name, title) = read_tnamed(&mut cur)?;
     for base in ["TAttLine", "TAttFill", "TAttMarker"] {
         skip_object(&mut cur, base)?;
     }
-    let counts = match v.version {
-        5 => read_tree_v5_counts(&mut cur)?,
-        16..=20 => read_tree_counts(&mut cur, v.version)?,
-        other => {
-            return Err(cur.error_at(
-                4,
-                format!("TTree class version 5 or 16 to 20 (ROOT 3.02 to 4.00, or 5.22 and later), found {other}"),
-            ))
-        }
-    };
+    let counts = read_tree_members(&mut cur, &layout)?;
     let TreeCounts {
         entries,
         tot_bytes,
@@ -368,8 +413,10 @@ impl TreeParser {
             }
             if class == "TBranchElement" {
                 let element = read_element_members(cur, v.version)?;
-                for _count_branch in 0..2 {
-                    self.read_pointer(cur, ptrs)?;
+                if v.version > 1 {
+                    for _count_branch in 0..2 {
+                        self.read_pointer(cur, ptrs)?;
+                    }
                 }
                 self.branches[index].element = Some(element);
             }
@@ -440,8 +487,11 @@ impl TreeParser {
         let children = self.read_items(cur, ptrs)?;
         let leaves = self.read_items(cur, ptrs)?;
         let baskets = self.read_items(cur, ptrs)?;
+        // Each basket slot holds a size, a first entry and a seek: 4-byte entries and seeks
+        // before version 10.
+        let slot_bytes = if old { 12 } else { 16 };
         let max_baskets =
-            cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", 16)?;
+            cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", slot_bytes)?;
         let basket_bytes = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketBytes")?;
         let (basket_entry, basket_seek) = if old {
             // 32-bit entries; seeks 64-bit when the presence byte says 2 (large files).
@@ -595,16 +645,24 @@ fn read_io_bits(cur: &mut Cursor) -> Result<u8> {
     Ok(bits)
 }
 
+/// TBranchElement's members: version 7 (ROOT 3.03 to 3.10) has no fCheckSum, version 10 (ROOT
+/// 5.16 and later) a 2-byte fClassVersion. Version 1 is Geant4's g4tools writer's own: the
+/// class name, its version and the element's id and types, no parent, clones or count branches.
 fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {
-    if !(8..=10).contains(&version) {
+    if !(version == 1 || (7..=10).contains(&version)) {
         return Err(cur.error(format!(
-            "TBranchElement class version 8 to 10, found {version}"
+            "TBranchElement class version 7 to 10 (or g4tools' 1), found {version}"
         )));
     }
     let class_name = cur.string("TBranchElement fClassName")?;
-    let parent_name = cur.string("TBranchElement fParentName")?;
-    let clones_name = cur.string("TBranchElement fClonesName")?;
-    cur.u32("TBranchElement fCheckSum")?;
+    let (mut parent_name, mut clones_name) = (String::new(), String::new());
+    if version > 1 {
+        parent_name = cur.string("TBranchElement fParentName")?;
+        clones_name = cur.string("TBranchElement fClonesName")?;
+    }
+    if version >= 8 {
+        cur.u32("TBranchElement fCheckSum")?;
+    }
     let class_version = if version >= 10 {
         cur.i16("TBranchElement fClassVersion")? as i32
     } else {
@@ -613,7 +671,9 @@ fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {
     let id = cur.i32("TBranchElement fID")?;
     let kind = cur.i32("TBranchElement fType")?;
     let streamer_type = cur.i32("TBranchElement fStreamerType")?;
-    cur.i32("TBranchElement fMaximum")?;
+    if version > 1 {
+        cur.i32("TBranchElement fMaximum")?;
+    }
     Ok(ElementMeta {
         class_name,
         parent_name,

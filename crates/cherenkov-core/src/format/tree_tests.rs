@@ -120,7 +120,7 @@ fn ntuple_v5() -> Vec<u8> {
 
 #[test]
 fn old_tree_and_branch_versions_are_read_by_their_class_version() {
-    let tree = parse_tree(&ntuple_v5(), 0, "TNtuple", "test").unwrap();
+    let tree = parse_tree(&ntuple_v5(), 0, "TNtuple", "test", &[]).unwrap();
     assert_eq!(
         (tree.name.as_str(), tree.version, tree.entries),
         ("t", 5, 5)
@@ -144,7 +144,7 @@ fn old_tree_and_branch_versions_are_read_by_their_class_version() {
 fn unknown_tree_versions_are_named_in_the_error() {
     let mut data = ntuple_v5();
     data[10..12].copy_from_slice(&9i16.to_be_bytes());
-    let e = parse_tree(&data, 0, "TNtuple", "test").unwrap_err();
+    let e = parse_tree(&data, 0, "TNtuple", "test", &[]).unwrap_err();
     assert!(e.to_string().contains("found 9"), "{e}");
 }
 

@@ -4,6 +4,7 @@
 
 mod keys;
 mod metadata;
+mod recover;
 mod streamers;
 
 use super::options::OpenOptions;
@@ -15,7 +16,7 @@ use crate::format::directory::{
     FILE_HEADER_LEN,
 };
 use crate::format::streamers::StreamerInfo;
-use crate::format::tree::{parse_tree, TreeMeta};
+use crate::format::tree::{parse_tree, tree_needs_streamer_infos, tree_version, TreeMeta};
 use crate::source::trace::TraceLog;
 use crate::source::{ByteRange, Opened, OpeningHint, SharedSource, SourceOptions};
 use bytes::Bytes;
@@ -141,12 +142,24 @@ impl RootFile {
             .await?
             .remove(0);
         let record = DirectoryRecord::parse(&mut Cursor::new(&record_bytes, "file", top))?;
-        check_inside(
-            record.seek_keys,
-            record.keys_bytes as u64,
-            size,
-            "the top directory's keys list",
-        )?;
+        if record.has_keys_list() {
+            check_inside(
+                record.seek_keys,
+                record.keys_bytes as u64,
+                size,
+                "the top directory's keys list",
+            )?;
+            let keys_range = ByteRange::new(record.seek_keys, record.keys_bytes as u64);
+            let raw_keys = file.read_metadata(&[keys_range]).await?.remove(0);
+            file.keys = parse_keys_list(&raw_keys, record.seek_keys)?;
+        } else {
+            // Never closed: its objects are found by walking the records, as ROOT recovers them.
+            let recovered = file.recover_keys().await?;
+            file.keys = recovered.keys;
+            if let Some((seek, bytes)) = recovered.streamer_infos {
+                (file.header.seek_info, file.header.info_bytes) = (seek, bytes);
+            }
+        }
         // Streamer infos are read when needed, but a header pointing them past the end is corrupt.
         if file.header.seek_info > 0 {
             check_inside(
@@ -156,9 +169,6 @@ impl RootFile {
                 "the streamer infos",
             )?;
         }
-        let keys_range = ByteRange::new(record.seek_keys, record.keys_bytes as u64);
-        let raw_keys = file.read_metadata(&[keys_range]).await?.remove(0);
-        file.keys = parse_keys_list(&raw_keys, record.seek_keys)?;
         Ok(file)
     }
 
@@ -180,7 +190,15 @@ impl RootFile {
             ));
         }
         let data = self.read_object(&key).await?;
-        let tree = parse_tree(&data, key.keylen as usize, &key.class_name, &key.describe())
+        let origin = key.describe();
+        let version = tree_version(&data, &key.class_name, &origin)
+            .map_err(|e| e.in_file(self.name()))?;
+        let infos = if tree_needs_streamer_infos(version) {
+            self.streamers().await
+        } else {
+            &[]
+        };
+        let tree = parse_tree(&data, key.keylen as usize, &key.class_name, &origin, infos)
             .map_err(|e| e.in_file(self.name()))?;
         if tree.needs_streamers() {
             self.streamers().await;
