@@ -291,7 +291,10 @@ pub fn parse_tree(
         None if v.version < 5 => {
             return Err(cur.error_at(
                 version_at,
-                format!("TTree class version 5 or later (ROOT 3 and later), found {}", v.version),
+                format!(
+                    "TTree class version 5 or later (ROOT 3 and later), found {}",
+                    v.version
+                ),
             ))
         }
         None => {
@@ -490,8 +493,12 @@ impl TreeParser {
         // Each basket slot holds a size, a first entry and a seek: 4-byte entries and seeks
         // before version 10.
         let slot_bytes = if old { 12 } else { 16 };
-        let max_baskets =
-            cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", slot_bytes)?;
+        let max_baskets = cur.check_count(
+            max_pos,
+            max_baskets as i64,
+            "TBranch fMaxBaskets",
+            slot_bytes,
+        )?;
         let basket_bytes = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketBytes")?;
         let (basket_entry, basket_seek) = if old {
             // 32-bit entries; seeks 64-bit when the presence byte says 2 (large files).

@@ -31,11 +31,19 @@ pub(crate) enum Stored {
     Float,
     Double,
     /// A fixed array of items of this many bytes.
-    Fixed { item_bytes: usize, len: usize },
+    Fixed {
+        item_bytes: usize,
+        len: usize,
+    },
     /// A `[count]` array of 8-byte integers behind a presence byte (fClusterRangeEnd).
-    Int64s { count: String },
+    Int64s {
+        count: String,
+    },
     /// A pointer array of other items, skipped.
-    Items { item_bytes: usize, count: String },
+    Items {
+        item_bytes: usize,
+        count: String,
+    },
     /// An object with a byte count (fIOFeatures), skipped.
     Object,
     TString,
@@ -93,7 +101,12 @@ pub(crate) fn builtin_layout(version: i16) -> Option<Vec<Member>> {
             if version >= 19 {
                 m.push(("fNClusterRange", Int(4)));
             }
-            for name in ["fMaxEntries", "fMaxEntryLoop", "fMaxVirtualSize", "fAutoSave"] {
+            for name in [
+                "fMaxEntries",
+                "fMaxEntryLoop",
+                "fMaxVirtualSize",
+                "fAutoSave",
+            ] {
                 m.push((name, Int(8)));
             }
             if version >= 18 {
@@ -189,7 +202,13 @@ fn stored_of(e: &StreamerElement) -> Option<Stored> {
         }
         c if (OFFSET_P + 1..OFFSET_P + OFFSET_L).contains(&c) => {
             let item = basic(c - OFFSET_P)?;
-            let count = e.title.strip_prefix('[')?.split(']').next()?.trim().to_string();
+            let count = e
+                .title
+                .strip_prefix('[')?
+                .split(']')
+                .next()?
+                .trim()
+                .to_string();
             Some(match item {
                 Stored::Int(8) => Stored::Int64s { count },
                 other => Stored::Items {
@@ -240,7 +259,11 @@ pub(super) fn read_tree_members(cur: &mut Cursor, layout: &[Member]) -> Result<T
                 };
                 let n = match values.get(count.as_str()) {
                     Some((at, Value::Int(n))) => cur.check_count(*at, *n, count, item_bytes)?,
-                    _ => return Err(cur.error(format!("{what} counted by a member {count} before it"))),
+                    _ => {
+                        return Err(
+                            cur.error(format!("{what} counted by a member {count} before it"))
+                        )
+                    }
                 };
                 match &m.stored {
                     Stored::Int64s { .. } => Value::Int64s(read_pointer_array_i64(cur, n, &what)?),
@@ -277,7 +300,8 @@ pub(super) fn read_tree_members(cur: &mut Cursor, layout: &[Member]) -> Result<T
             _ => Ok(0),
         }
     };
-    let (entries, tot_bytes, zip_bytes) = (count("fEntries")?, count("fTotBytes")?, count("fZipBytes")?);
+    let (entries, tot_bytes, zip_bytes) =
+        (count("fEntries")?, count("fTotBytes")?, count("fZipBytes")?);
     let auto_flush = match values.get("fAutoFlush") {
         Some((_, Value::Int(v))) => *v,
         _ => 0,

@@ -36,7 +36,10 @@ impl RootFile {
             let header_end = (pos + KEY_HEADER_MAX as u64).min(self.size);
             if pos < window.0 || header_end > window.0 + window.1.len() as u64 {
                 let len = WINDOW.max(KEY_HEADER_MAX as u64).min(self.size - pos);
-                window = (pos, self.read_raw(&[ByteRange::new(pos, len)]).await?.remove(0));
+                window = (
+                    pos,
+                    self.read_raw(&[ByteRange::new(pos, len)]).await?.remove(0),
+                );
             }
             let at = (pos - window.0) as usize;
             let mut cur = Cursor::new(&window.1[at..], "file", pos);
