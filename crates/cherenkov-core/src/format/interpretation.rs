@@ -530,16 +530,7 @@ fn interpret_leaf(
         };
         let stl = code == K_STL || code == K_STL_STRING;
         return match model_of_type(&m.type_name, !stl, infos) {
-            // Classes streamed by hand (TRef: no members in their streamer info) would read as
-            // empty records; uproot has models of its own for them.
-            Ok(Model::Class { members, .. })
-                if !members.iter().any(|m| !matches!(m, Member::TObject)) =>
-            {
-                Err(unsupported(
-                    m.type_name.trim(),
-                    "its class has no members in the streamer infos (it streams itself)",
-                ))
-            }
+            Ok(model) if streams_itself(&model) => Err(streams_itself_refusal(&m.type_name)),
             Ok(items) => Ok(Interpretation::Objects {
                 model: Model::Members {
                     header: stl,
@@ -613,12 +604,26 @@ fn interpret_leaf(
 /// Objects of C++ type `name`, each with its header, read with a model of the streamer infos.
 fn objects(name: &str, infos: &[StreamerInfo]) -> Result<Interpretation, Unsupported> {
     match model_of_type(name, true, infos) {
+        Ok(model) if streams_itself(&model) => Err(streams_itself_refusal(name)),
         Ok(model) => Ok(Interpretation::Objects {
             model,
             typename: name.trim().to_string(),
         }),
         Err(why) => Err(unsupported(name.trim(), why)),
     }
+}
+
+/// Classes streamed by hand (TRef: no members in their streamer info but TObject) would read
+/// as empty records, or not at all; uproot has models of its own for them.
+fn streams_itself(model: &Model) -> bool {
+    matches!(model, Model::Class { members, .. } if members.iter().all(|m| matches!(m, Member::TObject)))
+}
+
+fn streams_itself_refusal(name: &str) -> Unsupported {
+    unsupported(
+        name.trim(),
+        "its class has no members in the streamer infos (it streams itself)",
+    )
 }
 
 /// Copy big-endian items into native-endian `dst` (same length in bytes).
