@@ -524,3 +524,46 @@ pub fn read_entries(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One entry's `std::vector<int>` member of each object: byte count, version, then each
+    /// object's vector (size, items).
+    fn member_entry(vectors: &[&[i32]]) -> Vec<u8> {
+        let mut body = 9i16.to_be_bytes().to_vec();
+        for v in vectors {
+            body.extend((v.len() as i32).to_be_bytes());
+            v.iter().for_each(|x| body.extend(x.to_be_bytes()));
+        }
+        let mut out = (0x4000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
+        out.extend(body);
+        out
+    }
+
+    #[test]
+    fn members_of_empty_collections_may_take_no_bytes() {
+        // ROOT 5 wrote nothing for an entry whose collection was empty; ROOT 6 writes the header.
+        let model = Model::Members {
+            header: true,
+            items: Box::new(Model::Sequence {
+                header: false,
+                items: Box::new(Model::Number(DType::I32)),
+                set: false,
+            }),
+        };
+        let entries = [member_entry(&[&[1, 2], &[]]), vec![], member_entry(&[])];
+        let content: Vec<u8> = entries.concat();
+        let mut offsets = vec![0u32];
+        for e in &entries {
+            offsets.push(offsets.last().unwrap() + e.len() as u32);
+        }
+        let mut out = Builder::new(&model);
+        read_entries(&model, &content, Some(&offsets), (0, 3), "test", &mut out).unwrap();
+        let Builder::List { offsets, .. } = out else {
+            panic!("a list builder")
+        };
+        assert_eq!(offsets, vec![0, 2, 2, 2]);
+    }
+}
