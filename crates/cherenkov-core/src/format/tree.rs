@@ -256,9 +256,9 @@ pub fn tree_version(data: &[u8], class: &str, origin: &str) -> Result<i16> {
 }
 
 /// Whether reading a TTree of this class version takes the file's streamer infos: versions
-/// whose layout ROOT's history does not fix are read by the file's streamer info for them.
+/// from 5 on whose layout ROOT's history does not fix are read by the file's streamer info.
 pub fn tree_needs_streamer_infos(version: i16) -> bool {
-    builtin_layout(version).is_none()
+    version > 5 && builtin_layout(version).is_none()
 }
 
 /// Parse a streamed TTree (or TNtuple, `class`). `data` is the uncompressed object; `key_len` the
