@@ -18,7 +18,7 @@ from pathlib import Path
 import awkward as ak
 import cherenkov
 import pytest
-from cherenkov.lab.root_oracle import flat_entries, root_values, same_numbers
+from cherenkov_lab.root_oracle import flat_entries, root_values, same_numbers
 from conftest import TESTDATA, form
 
 ORIGINAL = Path(__file__).parent / "data" / "branch-types.root"

@@ -55,7 +55,7 @@ def test_a_file_never_closed_has_its_objects_recovered():
 
 def test_recovered_objects_equal_what_root_recovers():
     ROOT = pytest.importorskip("ROOT")
-    from cherenkov.lab.root_oracle import RootTree, flat_entries
+    from cherenkov_lab.root_oracle import RootTree, flat_entries
 
     ROOT.gErrorIgnoreLevel = ROOT.kFatal
     root_file = ROOT.TFile.Open(str(UNCLOSED))

@@ -101,7 +101,7 @@ def root_values(path, tree: str, branches: list[str], entry_stop: int | None = N
     ROOT's formulas on some emulated objects crash it. Returns {branch: values or None}; raises
     RuntimeError naming the file when ROOT died."""
     done = subprocess.run(
-        [sys.executable, "-m", "cherenkov.lab.root_oracle", str(path), tree, str(-1 if entry_stop is None else entry_stop)],
+        [sys.executable, "-m", "cherenkov_lab.root_oracle", str(path), tree, str(-1 if entry_stop is None else entry_stop)],
         input=json.dumps(branches),
         capture_output=True,
         text=True,
