@@ -8,9 +8,10 @@ use super::cursor::Cursor;
 use super::objects::{
     read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version,
 };
+use super::streamers::StreamerInfo;
 use super::tree_members::{
-    read_element_members, read_old_seeks, read_pointer_array_i32, read_pointer_array_i64,
-    read_tree_counts, read_tree_v5_counts, TreeCounts, MAX_F64_COUNT,
+    builtin_layout, layout_from_info, read_element_members, read_old_seeks,
+    read_pointer_array_i32, read_pointer_array_i64, read_tree_members, TreeCounts, MAX_F64_COUNT,
 };
 use crate::error::Result;
 
@@ -246,9 +247,31 @@ struct TreeParser {
 
 type Ptrs = PointerReader<Item>;
 
+/// The class version of a streamed TTree (or TNtuple, `class`).
+pub fn tree_version(data: &[u8], class: &str, origin: &str) -> Result<i16> {
+    let mut cur = Cursor::new(data, origin, 0);
+    if class != "TTree" {
+        read_version(&mut cur, class)?;
+    }
+    Ok(read_version(&mut cur, "TTree")?.version)
+}
+
+/// Whether reading a TTree of this class version takes the file's streamer infos: versions
+/// from 5 on whose layout ROOT's history does not fix are read by the file's streamer info.
+pub fn tree_needs_streamer_infos(version: i16) -> bool {
+    version > 5 && builtin_layout(version).is_none()
+}
+
 /// Parse a streamed TTree (or TNtuple, `class`). `data` is the uncompressed object; `key_len` the
-/// key header length (pointer tags count from the key start); `origin` names the object for errors.
-pub fn parse_tree(data: &[u8], key_len: usize, class: &str, origin: &str) -> Result<TreeMeta> {
+/// key header length (pointer tags count from the key start); `origin` names the object for errors;
+/// `infos` the file's streamer infos when the version needs them (`tree_needs_streamer_infos`).
+pub fn parse_tree(
+    data: &[u8],
+    key_len: usize,
+    class: &str,
+    origin: &str,
+    infos: &[StreamerInfo],
+) -> Result<TreeMeta> {
     let mut cur = Cursor::new(data, origin, 0);
     let mut ptrs = Ptrs::new(key_len);
     let mut p = TreeParser {
@@ -261,21 +284,46 @@ pub fn parse_tree(data: &[u8], key_len: usize, class: &str, origin: &str) -> Res
         // TNtuple/TNtupleD: their own version header, then the TTree (fNvar follows, unread).
         read_version(&mut cur, class)?;
     }
+    let version_at = cur.pos();
     let v = read_version(&mut cur, "TTree")?;
+    // Versions before 5 were streamed by hand (ROOT 2); from 5 on, member by member.
+    let layout = match builtin_layout(v.version) {
+        Some(layout) => layout,
+        None if v.version < 5 => {
+            return Err(cur.error_at(
+                version_at,
+                format!(
+                    "TTree class version 5 or later (ROOT 3 and later), found {}",
+                    v.version
+                ),
+            ))
+        }
+        None => {
+            let info = infos
+                .iter()
+                .find(|i| i.class_name == "TTree" && i.class_version == i32::from(v.version))
+                .ok_or_else(|| {
+                    cur.error_at(
+                        version_at,
+                        format!(
+                            "the file's streamer info for TTree class version {} (not one of ROOT's releases)",
+                            v.version
+                        ),
+                    )
+                })?;
+            layout_from_info(info).map_err(|why| {
+                cur.error_at(
+                    version_at,
+                    format!("a streamer info for TTree version {} with {why}", v.version),
+                )
+            })?
+        }
+    };
     let (name, title) = read_tnamed(&mut cur)?;
     for base in ["TAttLine", "TAttFill", "TAttMarker"] {
         skip_object(&mut cur, base)?;
     }
-    let counts = match v.version {
-        5 => read_tree_v5_counts(&mut cur)?,
-        16..=20 => read_tree_counts(&mut cur, v.version)?,
-        other => {
-            return Err(cur.error_at(
-                4,
-                format!("TTree class version 5 or 16 to 20 (ROOT 3.02 to 4.00, or 5.22 and later), found {other}"),
-            ))
-        }
-    };
+    let counts = read_tree_members(&mut cur, &layout)?;
     let TreeCounts {
         entries,
         tot_bytes,
@@ -441,9 +489,9 @@ impl TreeParser {
         let children = self.read_items(cur, ptrs)?;
         let leaves = self.read_items(cur, ptrs)?;
         let baskets = self.read_items(cur, ptrs)?;
-        // Each basket slot takes a size, an entry and a seek: 4 + 4 + 4 bytes before version 10
-        // (ROOT 3, g4tools), 4 + 8 + 8 since.
-        let slot_bytes = if old { 12 } else { 20 };
+        // Each basket slot holds a size, a first entry and a seek: 4-byte entries and seeks
+        // before version 10.
+        let slot_bytes = if old { 12 } else { 16 };
         let max_baskets = cur.check_count(
             max_pos,
             max_baskets as i64,
