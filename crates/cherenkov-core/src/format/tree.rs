@@ -10,8 +10,8 @@ use super::objects::{
 };
 use super::streamers::StreamerInfo;
 use super::tree_members::{
-    builtin_layout, layout_from_info, read_element_members, read_old_seeks,
-    read_pointer_array_i32, read_pointer_array_i64, read_tree_members, TreeCounts, MAX_F64_COUNT,
+    builtin_layout, layout_from_info, read_element_members, read_old_seeks, read_pointer_array_i32,
+    read_pointer_array_i64, read_tree_members, TreeCounts, MAX_F64_COUNT,
 };
 use crate::error::Result;
 
