@@ -6,7 +6,7 @@ PY     := $(VENV)/bin/python
 SHARED ?= $(abspath ../shared)
 export CHERENKOV_SHARED := $(SHARED)
 
-.PHONY: setup demo test lint test-rust test-python bench-local bench fmt clean
+.PHONY: setup demo test lint test-rust test-python bench-local bench wheel wheel-check fmt clean
 
 setup:
 	@bash scripts/setup.sh
@@ -33,6 +33,15 @@ bench-local: setup
 
 bench: setup
 	bash scripts/setup-bench.sh && $(PY) bench/lab.py
+
+# A wheel for users (abi3, manylinux_2_28): `pip install target/wheels/cherenkov-*.whl`, no Rust needed.
+wheel: setup
+	$(VENV)/bin/pip install -q "ziglang>=0.13"
+	. scripts/env.sh && $(VENV)/bin/maturin build --release --strip --zig --compatibility manylinux_2_28 --out target/wheels
+
+# The wheel installed in a fresh venv reads a file over HTTP from the lab's nginx.
+wheel-check: wheel
+	$(PY) scripts/check_wheel.py $$(ls -t target/wheels/cherenkov-*.whl | head -1)
 
 fmt:
 	cargo fmt --all && $(VENV)/bin/ruff format .

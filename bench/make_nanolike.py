@@ -31,7 +31,10 @@ import numpy as np
 GENERATOR_VERSION = 1
 BENCH = Path(__file__).resolve().parent
 SHARED = Path(os.environ.get("CHERENKOV_SHARED", BENCH.parent.parent / "shared"))
-SAMPLE = SHARED / "testdata" / "nanoAOD_2015_CMS_Open_Data_ttbar.root"
+SAMPLE_NAME = "nanoAOD_2015_CMS_Open_Data_ttbar.root"
+# The shared folder's copy, else the repository's (lab/data): the schema is there without ../shared.
+_SAMPLES = (SHARED / "testdata" / SAMPLE_NAME, BENCH.parent / "lab" / "data" / SAMPLE_NAME)
+SAMPLE = next((p for p in _SAMPLES if p.exists()), _SAMPLES[0])
 TREE = "Events"
 CHUNK_ENTRIES = 5000  # entries generated at a time (and one `extend`, so one basket, for uproot)
 JITTER = 0.02  # relative spread added to floats with many distinct sample values

@@ -1,7 +1,9 @@
 """`make demo`: a short run of the latency lab.
 
-A glance at the real CMS NanoAOD sample first, then one NanoAOD-like file (written by ROOT 6.40,
-2000 entries, 4 clusters, ROOT's own basket layout) read from nginx on 127.0.0.1 behind toxiproxy at
+A glance at the real CMS NanoAOD sample first (from ../shared, else the copy in lab/data), then one
+NanoAOD-like file (the shared one written by ROOT 6.40, 2000 entries, 4 clusters, ROOT's own basket
+layout; without the shared folder, one of 2000 entries generated from the sample's schema by
+bench/make_nanolike.py) read from nginx on 127.0.0.1 behind toxiproxy at
 a 137 ms round trip, and from the local disk: the fixed set (30 % of the branches by volume, every
 entry) and the trigger pattern (the fixed set for every event, every branch for every 50th event of
 the second half of the file), by cherenkov, uproot (`library="ak"`, its fast path) and ROOT 6.40
@@ -32,6 +34,19 @@ REPO = Path(__file__).resolve().parents[2]
 
 def shared_dir() -> Path:
     return Path(os.environ.get("CHERENKOV_SHARED", REPO.parent / "shared"))
+
+
+def lab_file(console: Console) -> Path:
+    """The shared NanoAOD-like file written by ROOT, or, without the shared folder, one of the
+    same size generated from the CMS sample's schema (bench/make_nanolike.py; ROOT writes it when it
+    imports)."""
+    shared = shared_dir() / "testdata" / LAB_FILE
+    if shared.exists():
+        return shared
+    sys.path.insert(0, str(REPO / "bench"))
+    import make_nanolike
+
+    return make_nanolike.ensure(entries=2000, log=lambda line: console.print(line, highlight=False, markup=False))
 
 
 def summary(console: Console, path: Path) -> None:
@@ -109,12 +124,7 @@ def main() -> int:
     console = Console()
     if not console.is_terminal and console.width < 110:
         console = Console(width=110)  # piped: room for the table
-    testdata = shared_dir() / "testdata"
-    sample, lab_file = testdata / SAMPLE, testdata / LAB_FILE
-    missing = [p for p in (sample, lab_file) if not p.exists()]
-    if missing:
-        console.print(f"[red]{', '.join(map(str, missing))} absent; set CHERENKOV_SHARED to the shared folder.[/red]")
-        return 1
+    sample = next(p for p in (shared_dir() / "testdata" / SAMPLE, REPO / "lab" / "data" / SAMPLE) if p.exists())
     summary(console, sample)
 
     lab = load_lab()
@@ -124,10 +134,11 @@ def main() -> int:
             "`make setup`); clone the repository and run `make demo` there.[/yellow]"
         )
         return 0
-    plan = lab.make_plan([lab_file])
-    tree = cherenkov.open(lab_file)["Events"]
+    lab_path = lab_file(console)
+    plan = lab.make_plan([lab_path])
+    tree = cherenkov.open(lab_path)["Events"]
     console.print(
-        f"\n[bold]Latency demo[/bold]: {lab_file.name} ({human_bytes(lab_file.stat().st_size)}, {tree.num_entries:,} entries, "
+        f"\n[bold]Latency demo[/bold]: {lab_path.name} ({human_bytes(lab_path.stat().st_size)}, {tree.num_entries:,} entries, "
         f"{len(tree.cluster_boundaries) - 1} clusters) served by nginx on 127.0.0.1 behind toxiproxy at a {RTT_MS} ms "
         f"round trip, and from the local disk.\n"
         f"  fixed:   {len(plan.fixed)} of {len(plan.fixed) + len(plan.others)} branches (30 % of the volume), every entry\n"

@@ -16,14 +16,14 @@ use cherenkov_core::source::redact::redact;
 use cherenkov_core::source::xrootd::external::{set_external_opener, ExternalOpener};
 use cherenkov_core::source::xrootd::XrootdOptions;
 use cherenkov_core::source::{
-    describe_ranges, split_for_limits, ByteRange, ByteSource, SharedSource, SourceCounters,
-    SourceLimits, SourceReport,
+    describe_ranges, split_for_limits, ByteRange, ByteSource, SharedSource, SourceLimits,
+    SourceReport, Tally,
 };
 use cherenkov_core::{Error, Result};
 use futures_util::future::join_all;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// What one vector read may carry when the server does not say: XRootD servers' defaults
@@ -66,10 +66,7 @@ pub struct XrdclSource {
     limits: SourceLimits,
     /// XrdCl's per-request timeout, in seconds.
     timeout: u16,
-    requests: AtomicU64,
-    round_trips: AtomicU64,
-    ranges: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
 }
 
 impl std::fmt::Debug for XrdclSource {
@@ -116,10 +113,7 @@ impl XrdclSource {
             size,
             limits,
             timeout,
-            requests: AtomicU64::new(0),
-            round_trips: AtomicU64::new(0),
-            ranges: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            tally: Tally::default(),
         })
     }
 }
@@ -319,9 +313,11 @@ impl ByteSource for XrdclSource {
             let (file, pieces, timeout) = (self.file.clone(), pieces.clone(), self.timeout);
             blocking(move |py| vector_read(py, &file, &pieces, timeout))
         });
-        self.requests
+        let tally = &self.tally;
+        tally
+            .requests
             .fetch_add(requests.len() as u64, Ordering::Relaxed);
-        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        tally.round_trips.fetch_add(1, Ordering::Relaxed);
         let answers = join_all(reads).await;
         let mut buffers = Vec::new();
         for (answer, pieces) in answers.into_iter().zip(&requests) {
@@ -331,10 +327,11 @@ impl ByteSource for XrdclSource {
                     format!("vector read of {} failed: {m}", describe_ranges(pieces)),
                 )
             })?;
-            self.ranges
+            tally
+                .ranges
                 .fetch_add(pieces.len() as u64, Ordering::Relaxed);
             let bytes: u64 = pieces.iter().map(|p| p.len).sum();
-            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+            tally.bytes.fetch_add(bytes, Ordering::Relaxed);
             buffers.extend(read);
         }
         // Ranges longer than a vector-read element came back in pieces, one after another.
@@ -363,13 +360,7 @@ impl ByteSource for XrdclSource {
 
     fn report(&self) -> SourceReport {
         SourceReport {
-            counters: SourceCounters {
-                requests: self.requests.load(Ordering::Relaxed),
-                round_trips: self.round_trips.load(Ordering::Relaxed),
-                ranges: self.ranges.load(Ordering::Relaxed),
-                bytes: self.bytes.load(Ordering::Relaxed),
-                ..SourceCounters::default()
-            },
+            counters: self.tally.counters(),
             ..SourceReport::default()
         }
     }

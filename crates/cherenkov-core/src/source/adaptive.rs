@@ -12,6 +12,7 @@
 //!
 //! `adaptive = false` keeps the configured count (what every source did before).
 
+use super::{SourceCounters, SourceReport};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -229,6 +230,22 @@ impl Streams {
     /// The steps measured so far.
     pub fn steps(&self) -> Vec<StreamStep> {
         self.lock().steps.clone()
+    }
+
+    /// The report of a source reading through these streams: its `counters` with the streams
+    /// in use, and the round trip and steps they measured.
+    pub fn report(&self, counters: SourceCounters) -> SourceReport {
+        let state = self.lock();
+        SourceReport {
+            counters: SourceCounters {
+                streams: state.current as u64,
+                streams_peak: state.peak as u64,
+                ..counters
+            },
+            round_trip: state.round_trip(),
+            stream_steps: state.steps.clone(),
+            replicas: None,
+        }
     }
 
     /// How many streams are ready to serve (the step in progress is dropped when this changes:

@@ -5,6 +5,7 @@ use super::{adaptive, multi, trace};
 use crate::error::Result;
 use async_trait::async_trait;
 use bytes::Bytes;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -104,6 +105,45 @@ impl SourceCounters {
     }
     fn __repr__(&self) -> String {
         format!("{self:?}")
+    }
+}
+
+/// What a source counts as it reads: atomics its tasks add to, read as [`SourceCounters`].
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub requests: AtomicU64,
+    pub round_trips: AtomicU64,
+    pub ranges: AtomicU64,
+    pub bytes: AtomicU64,
+}
+
+impl Tally {
+    /// A tally that starts from `counters` (what opening already did).
+    pub fn from_counters(counters: SourceCounters) -> Tally {
+        Tally {
+            requests: AtomicU64::new(counters.requests),
+            round_trips: AtomicU64::new(counters.round_trips),
+            ranges: AtomicU64::new(counters.ranges),
+            bytes: AtomicU64::new(counters.bytes),
+        }
+    }
+
+    /// One request of `ranges` ranges and `bytes` bytes, waited for on its own.
+    pub fn record(&self, ranges: u64, bytes: u64) {
+        self.requests.fetch_add(1, Relaxed);
+        self.round_trips.fetch_add(1, Relaxed);
+        self.ranges.fetch_add(ranges, Relaxed);
+        self.bytes.fetch_add(bytes, Relaxed);
+    }
+
+    pub fn counters(&self) -> SourceCounters {
+        SourceCounters {
+            requests: self.requests.load(Relaxed),
+            round_trips: self.round_trips.load(Relaxed),
+            ranges: self.ranges.load(Relaxed),
+            bytes: self.bytes.load(Relaxed),
+            ..SourceCounters::default()
+        }
     }
 }
 

@@ -1,12 +1,11 @@
 //! Local files: positional reads, many ranges read concurrently on the blocking pool.
 
-use super::{ByteRange, ByteSource, Opened, SourceCounters, SourceLimits, SourceReport};
+use super::{ByteRange, ByteSource, Opened, SourceLimits, SourceReport, Tally};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 #[derive(Debug)]
@@ -14,9 +13,7 @@ pub struct LocalSource {
     path: String,
     file: Arc<File>,
     size: u64,
-    requests: AtomicU64,
-    ranges: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
 }
 
 /// Reads up to this size run inline; larger ones are split into groups read in parallel on the
@@ -35,9 +32,7 @@ impl LocalSource {
             path: path.to_string(),
             file: Arc::new(file),
             size,
-            requests: AtomicU64::new(0),
-            ranges: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            tally: Tally::default(),
         })
     }
 
@@ -85,11 +80,8 @@ impl ByteSource for LocalSource {
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.ranges
-            .fetch_add(ranges.len() as u64, Ordering::Relaxed);
         let total: u64 = ranges.iter().map(|r| r.len).sum();
-        self.bytes.fetch_add(total, Ordering::Relaxed);
+        self.tally.record(ranges.len() as u64, total);
         if total < PARALLEL_READ_MIN_BYTES || ranges.len() == 1 {
             return ranges
                 .iter()
@@ -129,15 +121,8 @@ impl ByteSource for LocalSource {
     }
 
     fn report(&self) -> SourceReport {
-        let requests = self.requests.load(Ordering::Relaxed);
         SourceReport {
-            counters: SourceCounters {
-                requests,
-                round_trips: requests,
-                ranges: self.ranges.load(Ordering::Relaxed),
-                bytes: self.bytes.load(Ordering::Relaxed),
-                ..SourceCounters::default()
-            },
+            counters: self.tally.counters(),
             ..SourceReport::default()
         }
     }

@@ -24,7 +24,7 @@ pub mod trace;
 pub mod xrootd;
 
 pub use byte_source::{
-    ByteRange, ByteSource, Opened, SharedSource, SourceCounters, SourceLimits, SourceReport,
+    ByteRange, ByteSource, Opened, SharedSource, SourceCounters, SourceLimits, SourceReport, Tally,
 };
 pub use file_changed::{file_changed, is_file_changed, FileChanged};
 pub use open::{open, open_replicas};

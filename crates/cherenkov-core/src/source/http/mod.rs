@@ -27,6 +27,7 @@ use super::adaptive::Streams;
 use super::{
     coalesce_ranges, describe_ranges, file_changed, join_split_pieces, slice_from_fetched,
     split_for_limits, ByteRange, ByteSource, Opened, SourceCounters, SourceLimits, SourceReport,
+    Tally,
 };
 use crate::error::{Error, Result};
 use crate::source::redact::redact;
@@ -38,7 +39,7 @@ use reqwest::Method;
 use reqwest::{Response, StatusCode, Url};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
 
@@ -79,10 +80,7 @@ pub struct HttpSource {
     multirange_works: AtomicBool,
     /// Current `Range:` header budget (starts at `options.max_header_bytes`).
     header_budget: AtomicUsize,
-    requests: AtomicU64,
-    round_trips: AtomicU64,
-    ranges: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
 }
 
 impl HttpSource {
@@ -171,10 +169,13 @@ impl HttpSource {
             multirange_works: AtomicBool::new(probe.multirange_works),
             header_budget: AtomicUsize::new(options.max_header_bytes),
             options,
-            requests: AtomicU64::new(1),
-            round_trips: AtomicU64::new(1),
-            ranges: AtomicU64::new(1),
-            bytes: AtomicU64::new(probe.opening.iter().map(|(r, _)| r.len).sum()),
+            tally: Tally::from_counters(SourceCounters {
+                requests: 1,
+                round_trips: 1,
+                ranges: 1,
+                bytes: probe.opening.iter().map(|(r, _)| r.len).sum(),
+                ..SourceCounters::default()
+            }),
         })
     }
 
@@ -205,7 +206,7 @@ impl HttpSource {
     /// Requests sent together count as one round trip per `connections` of them; a retry as one.
     fn count_round_trips(&self, requests: usize) {
         let waves = requests.div_ceil(self.streams.current()) as u64;
-        self.round_trips.fetch_add(waves, Ordering::Relaxed);
+        self.tally.round_trips.fetch_add(waves, Ordering::Relaxed);
     }
 
     /// Fetch sorted, disjoint, non-empty ranges; one buffer per range.
@@ -385,8 +386,9 @@ impl HttpSource {
     /// Send one request for `ranges` and check its answer. Retries are the caller's business.
     async fn fetch_once(&self, ranges: &[ByteRange]) -> Result<Vec<Part>, Failure> {
         let _permit = self.permit().await?;
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.ranges
+        self.tally.requests.fetch_add(1, Ordering::Relaxed);
+        self.tally
+            .ranges
             .fetch_add(ranges.len() as u64, Ordering::Relaxed);
         let allowed = self
             .options
@@ -448,7 +450,7 @@ impl HttpSource {
             }
         }
         let received: u64 = parts.iter().map(|p| p.data.len() as u64).sum();
-        self.bytes.fetch_add(received, Ordering::Relaxed);
+        self.tally.bytes.fetch_add(received, Ordering::Relaxed);
         Ok(parts)
     }
 
@@ -622,20 +624,7 @@ impl ByteSource for HttpSource {
     }
 
     fn report(&self) -> SourceReport {
-        SourceReport {
-            counters: SourceCounters {
-                requests: self.requests.load(Ordering::Relaxed),
-                round_trips: self.round_trips.load(Ordering::Relaxed),
-                ranges: self.ranges.load(Ordering::Relaxed),
-                bytes: self.bytes.load(Ordering::Relaxed),
-                streams: self.streams.current() as u64,
-                streams_peak: self.streams.peak() as u64,
-                ..SourceCounters::default()
-            },
-            round_trip: self.streams.round_trip(),
-            stream_steps: self.streams.steps(),
-            replicas: None,
-        }
+        self.streams.report(self.tally.counters())
     }
 }
 

@@ -34,8 +34,7 @@ use self::replica::Replica;
 pub use self::replica::{ReplicaFinder, ReplicaReport};
 use self::schedule::{split_into_parts, Late, Schedule, IN_FLIGHT};
 use super::{
-    ByteRange, ByteSource, Opened, OpeningHint, SharedSource, SourceCounters, SourceLimits,
-    SourceReport,
+    ByteRange, ByteSource, Opened, OpeningHint, SharedSource, SourceLimits, SourceReport, Tally,
 };
 use crate::error::{Error, Result};
 use async_trait::async_trait;
@@ -113,9 +112,7 @@ pub struct MultiSource {
     /// Held while the finder runs: parts that fail together wait for one new replica.
     finding: tokio::sync::Mutex<()>,
     finds: AtomicUsize,
-    requests: AtomicU64,
-    ranges: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
     probe_bytes: AtomicU64,
 }
 
@@ -168,9 +165,7 @@ impl MultiSource {
             finder: None,
             finding: tokio::sync::Mutex::new(()),
             finds: AtomicUsize::new(0),
-            requests: AtomicU64::new(0),
-            ranges: AtomicU64::new(0),
-            bytes: AtomicU64::new(0),
+            tally: Tally::default(),
             probe_bytes: AtomicU64::new(0),
         })
     }
@@ -402,8 +397,10 @@ impl ByteSource for MultiSource {
     }
 
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
-        self.requests.fetch_add(1, Relaxed);
-        self.ranges.fetch_add(ranges.len() as u64, Relaxed);
+        let tally = &self.tally;
+        tally.requests.fetch_add(1, Relaxed);
+        tally.round_trips.fetch_add(1, Relaxed);
+        tally.ranges.fetch_add(ranges.len() as u64, Relaxed);
         let total: u64 = ranges.iter().map(|r| r.len).sum();
         let ranked = self.ranked(total);
         let ranked = if ranked.is_empty() {
@@ -466,7 +463,7 @@ impl ByteSource for MultiSource {
                 }
             }
         }
-        self.bytes.fetch_add(total, Relaxed);
+        self.tally.bytes.fetch_add(total, Relaxed);
         Ok(std::mem::take(&mut schedule.out)
             .into_iter()
             .map(|b| b.expect("every range was in one piece"))
@@ -489,16 +486,9 @@ impl ByteSource for MultiSource {
     /// report), the nearest replica's round trip (reads go to it first), and every replica's
     /// stream steps.
     fn report(&self) -> SourceReport {
-        let requests = self.requests.load(Relaxed);
         let theirs: Vec<SourceReport> = self.all().iter().map(|r| r.source.report()).collect();
         SourceReport {
-            counters: SourceCounters {
-                requests,
-                round_trips: requests,
-                ranges: self.ranges.load(Relaxed),
-                bytes: self.bytes.load(Relaxed),
-                ..SourceCounters::default()
-            },
+            counters: self.tally.counters(),
             round_trip: theirs.iter().filter_map(|r| r.round_trip).min(),
             stream_steps: theirs.into_iter().flat_map(|r| r.stream_steps).collect(),
             replicas: Some(self.reports()),
@@ -581,7 +571,7 @@ impl MultiSource {
         let Some(small) = ranges.iter().min_by_key(|r| r.len) else {
             return;
         };
-        let budget = (self.bytes.load(Relaxed) as f64 * self.options.probe_fraction) as u64;
+        let budget = (self.tally.bytes.load(Relaxed) as f64 * self.options.probe_fraction) as u64;
         let spent = self.probe_bytes.load(Relaxed);
         let first_probe = self.quality(inactive).samples == 0;
         if !first_probe && spent + small.len > budget {

@@ -16,12 +16,12 @@ use crate::source::adaptive::Streams;
 use crate::source::retry::Retries;
 use crate::source::{
     describe_ranges, join_split_pieces, split_for_limits, ByteRange, ByteSource, Opened,
-    SourceCounters, SourceLimits, SourceReport,
+    SourceLimits, SourceReport, Tally,
 };
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::future::join_all;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -75,10 +75,7 @@ struct Inner {
     server: Endpoint,
     /// Every data server (`host:port`) the first server's kXR_locate answer named.
     located: Vec<String>,
-    requests: AtomicU64,
-    round_trips: AtomicU64,
-    ranges: AtomicU64,
-    bytes: AtomicU64,
+    tally: Tally,
 }
 
 /// One connection's place: its session (replaced when the connection fails) and its load.
@@ -202,10 +199,7 @@ impl XrootdSource {
                 other_replicas,
                 server: first.endpoint.clone(),
                 located: first.located.clone(),
-                requests: AtomicU64::new(0),
-                round_trips: AtomicU64::new(0),
-                ranges: AtomicU64::new(0),
-                bytes: AtomicU64::new(0),
+                tally: Tally::default(),
             }),
         };
         // The next count's connections log in while reading starts: ready when a step asks.
@@ -377,7 +371,7 @@ impl Inner {
                 match retries.after_failure() {
                     Some(wait) => {
                         tokio::time::sleep(wait).await;
-                        self.round_trips.fetch_add(1, Ordering::Relaxed);
+                        self.tally.round_trips.fetch_add(1, Ordering::Relaxed);
                         continue;
                     }
                     None => {
@@ -416,7 +410,7 @@ impl Inner {
                     proto::readv_response_len(pieces),
                 ),
             };
-            self.requests.fetch_add(1, Ordering::Relaxed);
+            self.tally.requests.fetch_add(1, Ordering::Relaxed);
             self.streams.started();
             let sent = std::time::Instant::now();
             let reply = session.conn.send(&request, max_len as usize).await;
@@ -440,7 +434,8 @@ impl Inner {
                             .conn
                             .close("a read answer did not match its request");
                     })?;
-                    self.bytes
+                    self.tally
+                        .bytes
                         .fetch_add(pieces.iter().map(|r| r.len).sum(), Ordering::Relaxed);
                     return Ok(buffers);
                 }
@@ -463,7 +458,7 @@ impl Inner {
                     *current = Some(Arc::new(moved));
                 }
             }
-            self.round_trips.fetch_add(1, Ordering::Relaxed);
+            self.tally.round_trips.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -545,9 +540,12 @@ impl ByteSource for XrootdSource {
             return Ok(vec![Bytes::new(); ranges.len()]);
         }
         let pieces: usize = requests.iter().map(|r| r.len()).sum();
-        inner.ranges.fetch_add(pieces as u64, Ordering::Relaxed);
+        inner
+            .tally
+            .ranges
+            .fetch_add(pieces as u64, Ordering::Relaxed);
         // Every request goes out now, whatever the connection: together they wait one round trip.
-        inner.round_trips.fetch_add(1, Ordering::Relaxed);
+        inner.tally.round_trips.fetch_add(1, Ordering::Relaxed);
         let mut tasks = JoinSet::new();
         for (index, request) in requests.into_iter().enumerate() {
             // In line now, in order: a slot of the first `streams.current()` ready ones, the
@@ -577,21 +575,7 @@ impl ByteSource for XrootdSource {
     }
 
     fn report(&self) -> SourceReport {
-        let inner = &self.inner;
-        SourceReport {
-            counters: SourceCounters {
-                requests: inner.requests.load(Ordering::Relaxed),
-                round_trips: inner.round_trips.load(Ordering::Relaxed),
-                ranges: inner.ranges.load(Ordering::Relaxed),
-                bytes: inner.bytes.load(Ordering::Relaxed),
-                streams: inner.streams.current() as u64,
-                streams_peak: inner.streams.peak() as u64,
-                ..SourceCounters::default()
-            },
-            round_trip: inner.streams.round_trip(),
-            stream_steps: inner.streams.steps(),
-            replicas: None,
-        }
+        self.inner.streams.report(self.inner.tally.counters())
     }
 }
 
