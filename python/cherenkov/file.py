@@ -182,8 +182,21 @@ class File(Directory):
     def format_version(self) -> int:
         return self._core.format_version
 
+    def read_ranges(self, ranges) -> list:
+        """The bytes of ``ranges`` (``[(start, stop), ...]``), for a reader that decodes ROOT itself
+        (uproot, through `cherenkov.uproot.Source`): one read-only ``uint8`` numpy array per
+        range, in at most one request. What the engine read already (the opening's head and tail,
+        a tree's metadata) is served from memory, and the baskets of the file's TTrees are learned
+        as lazy chunks learn them: a request brings what was read with the same branches before
+        (in this file, or in earlier files whose trees are laid out alike), the next windows are
+        read ahead, and a branch read alone for the first time brings its collection
+        (``speculate=False`` turns this off)."""
+        return self._core.read_ranges(ranges)
+
     def close(self) -> None:
-        """Files hold no resources beyond their source; present for `with` and uproot habits."""
+        """Drop what was read ahead for `read_ranges`; the file's source needs no closing
+        (present for `with` and uproot habits)."""
+        self._core.close_raw()
 
     def __enter__(self) -> File:
         return self

@@ -6,6 +6,7 @@ use crate::options::open_options;
 use crate::raw::{buffers_to_py, checked_ranges};
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
+use cherenkov_core::engine::raw::RawReads;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::stats::StatsSnapshot;
 use cherenkov_core::source::multi::ReplicaReport;
@@ -13,12 +14,14 @@ use cherenkov_core::source::SourceCounters;
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// An open ROOT file.
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct RootFile {
     inner: Arc<CoreFile>,
+    /// Its raw reads, made on the first (see `read_ranges`).
+    raw: OnceLock<RawReads>,
 }
 
 #[pymethods]
@@ -37,6 +40,7 @@ impl RootFile {
             .map_err(to_py)?;
         Ok(Self {
             inner: Arc::new(inner),
+            raw: OnceLock::new(),
         })
     }
 
@@ -54,19 +58,35 @@ impl RootFile {
         self.inner.requests()
     }
 
-    /// Read byte ranges `[(start, stop), ...]` as one vectored request through the file's source
-    /// (replicas, retries and counters included); what opening already read is served from
-    /// memory. One read-only uint8 numpy array per range, over the engine's buffer (no copy).
+    /// Read byte ranges `[(start, stop), ...]` for a reader that decodes ROOT itself (uproot), in
+    /// at most one request through the file's source (replicas, retries and counters included):
+    /// metadata the engine read is served from memory, and baskets are learned and read ahead
+    /// as `engine::raw` says (unless opened with `speculate=False`). One read-only uint8 numpy
+    /// array per range, over the engine's buffer (no copy).
     fn read_ranges<'py>(
         &self,
         py: Python<'py>,
         ranges: Vec<(u64, u64)>,
     ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
         let ranges = checked_ranges(self.inner.name(), &ranges, self.inner.size)?;
+        let raw = self.raw.get_or_init(|| RawReads::new(self.inner.clone()));
         let buffers = py
-            .detach(|| runtime().block_on(self.inner.read_raw(&ranges)))
+            .detach(|| runtime().block_on(raw.read_ranges(&ranges)))
             .map_err(to_py)?;
         buffers_to_py(py, buffers)
+    }
+
+    /// The reader of raw bytes closed the file: baskets held for it are dropped.
+    fn close_raw(&self) {
+        if let Some(raw) = self.raw.get() {
+            raw.close();
+        }
+    }
+
+    /// What raw reads of this file's trees taught, per tree name: the learned set of its
+    /// layout's profile (shared by every file of the process whose tree is laid out alike).
+    fn learned(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        self.raw.get().map(RawReads::learned).unwrap_or_default()
     }
 
     /// The engine's counters since opening (times in seconds).
@@ -229,4 +249,11 @@ pub fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec
 #[pyfunction]
 pub fn redact(text: &str) -> String {
     cherenkov_core::source::redact::redact(text)
+}
+
+/// Forget what raw reads learned per tree layout in this process: the next files are read as if
+/// they were the first (a new analysis in the same process).
+#[pyfunction]
+pub fn forget_layouts() {
+    cherenkov_core::engine::raw::layouts::forget();
 }

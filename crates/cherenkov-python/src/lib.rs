@@ -34,6 +34,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache::cache_prune, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_flush, m)?)?;
     m.add_function(wrap_pyfunction!(file::redact, m)?)?;
+    m.add_function(wrap_pyfunction!(file::forget_layouts, m)?)?;
     m.add("OPEN_OPTIONS", options::described())?;
     m.add_class::<file::RootFile>()?;
     m.add_class::<table::Table>()?;

@@ -34,6 +34,8 @@ pub const ROOT_OPENING: OpeningHint = OpeningHint {
     tail: 1 << 20,
 };
 const TAIL_FRACTION: u64 = 32;
+/// Streamer infos read with a keys list that costs a request, at most (larger ones when needed).
+const STREAMERS_WITH_KEYS: u64 = 1 << 20;
 
 #[derive(Debug)]
 pub struct RootFile {
@@ -101,13 +103,9 @@ impl RootFile {
             ));
         }
         // Sources that read the head and tail while opening (HTTP) spare the speculative read.
-        let head = ByteRange::new(0, size.min(ROOT_OPENING.head));
-        let tail_len = (size / TAIL_FRACTION)
-            .clamp(ROOT_OPENING.tail / 4, ROOT_OPENING.tail * 4)
-            .min(size - head.len);
-        let mut speculative = vec![head];
-        if tail_len > 0 && opening.is_empty() {
-            speculative.push(ByteRange::new(size - tail_len, tail_len));
+        let mut speculative = opening_reads(size);
+        if !opening.is_empty() {
+            speculative.truncate(1);
         }
         let mut file = RootFile {
             source,
@@ -153,7 +151,29 @@ impl RootFile {
                 "the top directory's keys list",
             )?;
             let keys_range = ByteRange::new(record.seek_keys, record.keys_bytes as u64);
-            let raw_keys = file.read_metadata(&[keys_range]).await?.remove(0);
+            // uproot reads a keys list with 8 bytes past its end: read as it does, its read is
+            // served from what opening read.
+            let padded = ByteRange::new(
+                keys_range.offset,
+                (keys_range.len + 8).min(size - keys_range.offset),
+            );
+            let mut reads = vec![padded];
+            // When the keys list costs a request, the streamer infos come with it (split objects
+            // need them, and uproot reads them at once): they cost no round trip of their own.
+            let info = ByteRange::new(file.header.seek_info, file.header.info_bytes as u64);
+            if !file.holds(&padded)
+                && info.offset > 0
+                && info.end() <= size
+                && info.len <= STREAMERS_WITH_KEYS
+                && !file.holds(&info)
+            {
+                reads.push(info);
+            }
+            let raw_keys = file
+                .read_metadata(&reads)
+                .await?
+                .remove(0)
+                .slice(..keys_range.len as usize);
             file.keys = parse_keys_list(&raw_keys, record.seek_keys)?;
         } else {
             // Never closed: its objects are found by walking the records, as ROOT recovers them.
@@ -208,6 +228,19 @@ impl RootFile {
         }
         Ok(tree)
     }
+}
+
+/// What opening reads of a file of `size` bytes: its head, and its tail (if any is left).
+pub fn opening_reads(size: u64) -> Vec<ByteRange> {
+    let head = ByteRange::new(0, size.min(ROOT_OPENING.head));
+    let tail_len = (size / TAIL_FRACTION)
+        .clamp(ROOT_OPENING.tail / 4, ROOT_OPENING.tail * 4)
+        .min(size - head.len);
+    let mut reads = vec![head];
+    if tail_len > 0 {
+        reads.push(ByteRange::new(size - tail_len, tail_len));
+    }
+    reads
 }
 
 /// `options`, asking sources to read where ROOT keeps what opening needs.
