@@ -25,6 +25,12 @@ create_exception!(
 );
 create_exception!(
     _core,
+    FileChangedError,
+    SourceError,
+    "The file changed on its server since it was opened, or since its metadata was learned."
+);
+create_exception!(
+    _core,
     UnsupportedBranch,
     CherenkovError,
     "The branch's type cannot be interpreted."
@@ -41,6 +47,9 @@ pub fn to_py(e: Error) -> PyErr {
     let msg = cherenkov_core::source::redact::redact(&e.to_string());
     match e {
         Error::Format { .. } => FormatError::new_err(msg),
+        Error::Io { .. } if cherenkov_core::source::is_file_changed(&e) => {
+            FileChangedError::new_err(msg)
+        }
         Error::Io { cause, .. } => {
             let err = SourceError::new_err(msg);
             // An operating-system error stays visible as the exception's cause (errno included).
