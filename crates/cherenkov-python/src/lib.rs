@@ -3,7 +3,8 @@
 //! `file.rs` (RootFile), `metadata.rs` (FileMetadata: what opening learned), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
 //! `options.rs` (open's keywords, read once for every
 //! caller), `table.rs` (Table: what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
-//! `cache.rs` (the disk cache's housekeeping), `xrdcl.rs` (servers asking for gsi or krb5, read
+//! `cache.rs` (the disk cache's housekeeping), `writer.rs` (files written: `WritableFile`),
+//! `xrdcl.rs` (servers asking for gsi or krb5, read
 //! through XrdCl), with `convert.rs` for arrays and `errors.rs` for
 //! exceptions.
 
@@ -19,6 +20,7 @@ mod options;
 mod raw;
 mod table;
 mod tree;
+mod writer;
 mod xrdcl;
 
 use errors::{
@@ -46,6 +48,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<raw::ByteBuffer>()?;
     m.add_class::<raw::RawSource>()?;
     m.add_class::<ntuple::Ntuple>()?;
+    m.add_class::<writer::WritableFile>()?;
     m.add_class::<ntuple::FieldInfo>()?;
     m.add_class::<iterate::StepIterator>()?;
     m.add_class::<lazy::AccessProfile>()?;
