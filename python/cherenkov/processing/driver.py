@@ -221,7 +221,7 @@ class _Run:
                 self.packetizer.forget_worker(worker)
         for worker in workers:
             held = self.running.setdefault(worker, [])
-            while len(held) < self.packetizer.holds(worker):
+            while len(held) < self.packetizer.holds(worker, [p for p, _ in held], len(workers)):
                 packet = self.packetizer.next_packet(worker, workers)
                 if packet is None and not held:
                     # What each worker runs now, and since when (its packets wait for each other).

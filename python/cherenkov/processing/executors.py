@@ -109,6 +109,7 @@ class _WorkerState:
     next ones opening ahead), the metadata it was given, one access profile per dataset's tree."""
 
     MAX_OPEN_FILES = 4
+    KEEP_METADATA = 64  # files' metadata kept (some 50-80 kB each for NanoAOD)
 
     def __init__(self, job: Job):
         self.job_id = job.id
@@ -116,7 +117,7 @@ class _WorkerState:
         self.open_options = job.open_options
         self.files: OrderedDict = OrderedDict()  # url -> (file, stale)
         self.opening: dict = {}  # url -> Future of (file, stale): files opened ahead
-        self.metadata: dict = {}  # url -> FileMetadata bytes given by the driver
+        self.metadata: OrderedDict = OrderedDict()  # url -> FileMetadata bytes given by the driver (see `know`)
         self.profiles: dict = {}
         self.trees: dict = {}  # (url, tree) -> Tree of a file open
         self.ahead: dict[int, Future] = {}  # packet id -> its start, read ahead (the next packets)
@@ -135,20 +136,29 @@ class _WorkerState:
     def file(self, url, metadata: bytes | None):
         """(file, stale, opened now, read its metadata): files stay open for the next packets."""
         key = _url_key(url)
-        if metadata is not None:
-            self.metadata[key] = metadata
+        self.know(url, metadata)
         if key in self.files:
             self.files.move_to_end(key)
             f, stale = self.files[key]
             return f, stale, False, False
         opening = self.opening.pop(key, None)
-        known = self.metadata.pop(key, None)
+        known = self.metadata.get(key)
         f, stale = opening.result() if opening is not None else self._open(url, known)
         self.files[key] = (f, stale)
         if len(self.files) > self.MAX_OPEN_FILES:
             closed, _ = self.files.popitem(last=False)
             self.trees = {k: t for k, t in self.trees.items() if k[0] != closed}
         return f, stale, True, known is None or stale
+
+    def know(self, url, metadata: bytes | None) -> None:
+        """Keep the metadata the driver sent for `url`: sent once per worker, it is needed again when
+        the file, closed for others, comes back (as a packet taken from another worker)."""
+        if metadata is None:
+            return
+        self.metadata[_url_key(url)] = metadata
+        self.metadata.move_to_end(_url_key(url))
+        while len(self.metadata) > self.KEEP_METADATA:
+            self.metadata.popitem(last=False)
 
     def tree(self, f, url, name: str):
         """The tree `name` of an open file, parsed once while the file stays open."""
@@ -167,8 +177,9 @@ class _WorkerState:
         known = self.trees.get((key, packet.tree))
 
         def start():
-            f, _ = opened if opened is not None else opening.result()
+            f, stale = opened if opened is not None else opening.result()
             tree = known or f[packet.tree]
+            _check_entries(packet, tree, stale)
             core = tree.start_chunks(tree.steps(step_size, packet.entry_start, packet.entry_stop), profile, True, memory_budget)
             return tree, core, core.advance()
 
@@ -187,8 +198,7 @@ class _WorkerState:
         None) pairs): at a long round trip an open costs a few of them, which then overlap with
         the current packet."""
         for url, metadata in ahead:
-            if metadata is not None:
-                self.metadata[_url_key(url)] = metadata
+            self.know(url, metadata)
         wanted = {_url_key(url) for url, _ in ahead}
         for key in list(self.opening):
             if key not in wanted:  # given to another worker after all
@@ -256,8 +266,7 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
         state = _state(job)
         gap = wall0 - state.last_end if state.last_end is not None else 0.0
         for then in packet.then:
-            if then.metadata is not None:
-                state.metadata[_url_key(then.url)] = then.metadata
+            state.know(then.url, then.metadata)
         wait0 = time.perf_counter()
         ahead = state.started(packet)
         f, stale, opened_now, read_metadata = state.file(packet.url, packet.metadata)
@@ -267,18 +276,21 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
         profile = state.profile(packet.dataset, packet.tree, packet.profile)
         trained_before = profile.trained
         budget = job.memory_budget // (1 + len(packet.then))  # this packet's reader, and the next ones'
+        if trained_before:
+            # Before waiting for this packet's first chunk, not after: else every packet whose
+            # start was not read ahead costs the next one a round trip of its own (16 files at
+            # 137 ms, 4 workers: 0.15 s waited by each second packet of a file).
+            _read_next_ahead(state, packet, job, budget)
         if ahead is not None:
             tree, core, span = ahead
+            _check_entries(packet, tree, stale)
         else:
             tree = state.tree(f, packet.url, packet.tree)
+            _check_entries(packet, tree, stale)  # before its steps, which a shorter file refuses
             core = tree.start_chunks(tree.steps(job.step_size, packet.entry_start, packet.entry_stop), profile, True, budget)
             span = core.advance()
         waited = time.perf_counter() - wait0
-        if stale and tree.num_entries != packet.file_entries:
-            raise RuntimeError(f"{packet}: the file now has {tree.num_entries} entries, not {packet.file_entries}")
         folder = BlockFolder(packet.first_chunk)
-        if trained_before:
-            _read_next_ahead(state, packet, job, budget)
         i = 0
         while span is not None:
             if i >= len(packet.chunks) or tuple(span) != packet.chunks[i]:
@@ -298,7 +310,8 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
         after = _counters(f)
     except Exception as e:
         bad_file = isinstance(e, (cherenkov.FormatError, cherenkov.SourceError, cherenkov.NotFoundError))
-        raise PacketError(f"{type(e).__name__}: {e}", bad_file, traceback.format_exc(), stale) from e
+        changed = stale or isinstance(e, _FileChanged)  # also when found out reading its start ahead
+        raise PacketError(f"{type(e).__name__}: {e}", bad_file, traceback.format_exc(), changed) from e
     wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
     decompress = after["decompress_cpu_seconds"] - before["decompress_cpu_seconds"]
     stats = WorkerStats(
@@ -319,6 +332,17 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
     where = f"{socket.gethostname()}:{os.getpid()}"
     state.last_end = time.perf_counter()
     return PacketResult(packet.id, folder.blocks, stats, where, started, first_output, trained, stale, waited, gap)
+
+
+class _FileChanged(RuntimeError):
+    """The file has other entries than when its metadata was learned: its packets no longer fit."""
+
+
+def _check_entries(packet: Packet, tree, stale: bool) -> None:
+    # Also when not `stale`: a file opened without the driver's metadata (none was sent to this
+    # worker) is checked against the entries its packets were planned on.
+    if (stale or packet.file_entries) and tree.num_entries != packet.file_entries:
+        raise _FileChanged(f"{packet}: the file now has {tree.num_entries} entries, not {packet.file_entries}")
 
 
 def _read_next_ahead(state: _WorkerState, packet: Packet, job: Job, budget: int) -> None:
@@ -388,8 +412,22 @@ class InProcess:
         _local.state = None
 
 
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Where worker processes come from: forked from a server process that imported the reader once
+    (numpy, awkward, the extension: some 0.6 CPU seconds, which `spawn` paid in every worker, so
+    that 4 workers on 2 busy cores started 6-14 s late), and not from the driver, whose threads
+    (the reader's runtime, Dask's) make `fork` unsafe. `spawn` where there is no fork server."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # Read when the fork server starts (once per driver process; kept for later jobs).
+    context.set_forkserver_preload(["cherenkov.processing.executors"])
+    return context
+
+
 class LocalProcesses:
-    """`workers` local processes (spawned, so nothing is inherited by fork); each re-opens files by URL.
+    """`workers` local processes (forked from a clean server process, see `_worker_context`, so nothing
+    of the driver is inherited); each re-opens files by URL.
 
     Each worker is a one-process pool, so a packet goes to a known process, and a process that dies
     takes down only its own pool, which is replaced."""
@@ -402,7 +440,7 @@ class LocalProcesses:
         self.pools: dict[str, ProcessPoolExecutor] = {}
 
     def _new_pool(self, worker: str) -> None:
-        self.pools[worker] = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        self.pools[worker] = ProcessPoolExecutor(max_workers=1, mp_context=_worker_context())
 
     def start(self, job: Job) -> None:
         for slot in range(self.num_workers):
