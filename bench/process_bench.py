@@ -157,7 +157,8 @@ def forget_metadata() -> None:
     metadata._MEMORY = metadata._Memory()
 
 
-def run_cherenkov(client, urls, step_size, analysis=fill_histograms, open_options=None) -> dict:
+def run_cherenkov(client, urls, step_size, analysis=fill_histograms, open_options=None, workers=None) -> dict:
+    """One job on `client` (or any executor `cherenkov.process` takes, with `workers`)."""
     import cherenkov
 
     start = time.perf_counter()
@@ -166,6 +167,7 @@ def run_cherenkov(client, urls, step_size, analysis=fill_histograms, open_option
         CherenkovAnalysis(analysis),
         tree=TREE,
         executor=client,
+        workers=workers,
         step_size=step_size,
         progress=False,
         open_options=open_options,

@@ -105,21 +105,7 @@ pub fn remove(dir: &Path, name: &str) -> std::io::Result<()> {
 pub(super) fn list(dir: &Path) -> Vec<Found> {
     let folder = dir.join(FOLDER);
     store::remove_stale_partials(&folder);
-    let mut out = Vec::new();
-    for entry in fs::read_dir(&folder).into_iter().flatten().flatten() {
-        let named = entry.file_name();
-        if !named.to_str().is_some_and(|n| n.ends_with(SUFFIX)) {
-            continue;
-        }
-        if let Ok(meta) = entry.metadata() {
-            out.push(Found {
-                path: entry.path(),
-                size: meta.len(),
-                used: meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
-            });
-        }
-    }
-    out
+    store::list_named(&folder, |name| name.ends_with(SUFFIX))
 }
 
 #[cfg(test)]
