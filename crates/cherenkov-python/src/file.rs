@@ -1,6 +1,7 @@
 //! `RootFile`: opening a file (or replicas of one) and what its source and engine counted.
 
 use crate::errors::to_py;
+use crate::metadata::FileMetadata;
 use crate::ntuple::Ntuple;
 use crate::options::open_options;
 use crate::raw::{buffers_to_py, checked_ranges};
@@ -26,17 +27,27 @@ pub struct RootFile {
 
 #[pymethods]
 impl RootFile {
-    /// Open a path or URL, or replicas of one file, with `cherenkov.open`'s options.
+    /// Open a path or URL, or replicas of one file, with `cherenkov.open`'s options; with the
+    /// `metadata` an earlier open learned, without reading it again.
     #[staticmethod]
-    #[pyo3(signature = (urls, **options))]
+    #[pyo3(signature = (urls, metadata=None, **options))]
     fn open(
         py: Python<'_>,
         urls: Vec<String>,
+        metadata: Option<&FileMetadata>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let options = open_options(options)?;
+        let known = metadata.map(|m| (*m.inner).clone());
         let inner = py
-            .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
+            .detach(|| {
+                runtime().block_on(async {
+                    match known {
+                        Some(known) => CoreFile::open_known(&urls, &options, known).await,
+                        None => CoreFile::open_replicas(&urls, &options).await,
+                    }
+                })
+            })
             .map_err(to_py)?;
         Ok(Self {
             inner: Arc::new(inner),
@@ -87,6 +98,14 @@ impl RootFile {
     /// layout's profile (shared by every file of the process whose tree is laid out alike).
     fn learned(&self) -> std::collections::BTreeMap<String, Vec<String>> {
         self.raw.get().map(RawReads::learned).unwrap_or_default()
+    }
+
+    /// What opening this file and finding its trees and RNTuples so far read, for opening it
+    /// again elsewhere without those reads (`open(urls, metadata=...)`).
+    fn metadata(&self) -> FileMetadata {
+        FileMetadata {
+            inner: std::sync::Arc::new(self.inner.snapshot()),
+        }
     }
 
     /// The engine's counters since opening (times in seconds).

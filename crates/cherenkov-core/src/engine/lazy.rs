@@ -63,6 +63,14 @@ pub struct ProfileState {
 }
 
 impl AccessProfile {
+    /// A profile that knows what `state` says (one trained elsewhere: a worker of a dataset
+    /// starts where the first one's training left the sets).
+    pub fn from_state(state: ProfileState) -> AccessProfile {
+        AccessProfile {
+            state: Mutex::new(state),
+        }
+    }
+
     pub fn snapshot(&self) -> ProfileState {
         self.state.lock().unwrap().clone()
     }

@@ -30,8 +30,9 @@ impl RootFile {
             })
     }
 
-    /// Read metadata ranges, serving what earlier reads hold and fetching the rest in one request.
-    pub(crate) async fn read_metadata(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+    /// Bring metadata regions into memory (in one request, those not held yet) without parsing
+    /// them: a guess at where the metadata is, which a snapshot does not keep.
+    pub(crate) async fn fetch_regions(&self, ranges: &[ByteRange]) -> Result<()> {
         let missing: Vec<ByteRange> = ranges
             .iter()
             .filter(|r| self.held(r).is_none())
@@ -44,6 +45,14 @@ impl RootFile {
                 .unwrap()
                 .extend(missing.into_iter().zip(got));
         }
+        Ok(())
+    }
+
+    /// Read metadata ranges to parse them, serving what earlier reads hold and fetching the rest
+    /// in one request; the ranges are kept for the file's snapshot.
+    pub(crate) async fn read_metadata(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+        self.fetch_regions(ranges).await?;
+        self.used.lock().unwrap().extend_from_slice(ranges);
         ranges
             .iter()
             .map(|r| {

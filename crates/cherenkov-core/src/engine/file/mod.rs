@@ -1,11 +1,15 @@
 //! An open ROOT file: header, directories, streamer infos and trees, read through a byte source.
 //! Opening is here; directories and keys in `keys.rs`, the metadata already read (and raw reads
-//! served from it) in `metadata.rs`, streamer infos in `streamers.rs`.
+//! served from it) in `metadata.rs`, streamer infos in `streamers.rs`, and what opening learned
+//! in a form that travels (to open the file again without reading it) in `snapshot.rs`.
 
 mod keys;
 mod metadata;
 mod recover;
+mod snapshot;
 mod streamers;
+
+pub use snapshot::MetadataSnapshot;
 
 use super::options::OpenOptions;
 use crate::error::{Error, Result};
@@ -18,7 +22,7 @@ use crate::format::interpretation::MemberDims;
 use crate::format::streamers::StreamerInfo;
 use crate::format::tree::{parse_tree, tree_needs_streamer_infos, tree_version, TreeMeta};
 use crate::source::trace::TraceLog;
-use crate::source::{ByteRange, Opened, OpeningHint, SharedSource, SourceOptions};
+use crate::source::{file_changed, ByteRange, Opened, OpeningHint, SharedSource, SourceOptions};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -61,6 +65,10 @@ pub struct RootFile {
     pub trace: Option<Arc<TraceLog>>,
     /// Metadata regions already read (the speculative head and tail, keys lists, objects).
     metadata: Mutex<Vec<(ByteRange, Bytes)>>,
+    /// The metadata ranges parsed (inside those regions): what a snapshot keeps.
+    used: Mutex<Vec<ByteRange>>,
+    /// The version of the file its source opened (see `Opened::version`).
+    pub version: Option<String>,
     /// Its place in the order read-ahead steps decode (a dataset begins its files in order).
     pub order: std::sync::Arc<super::cpu_turns::FileOrder>,
 }
@@ -79,20 +87,67 @@ impl RootFile {
         Self::open(opened, options).await
     }
 
-    /// Open the ROOT file an opened source holds.
-    pub async fn open(opened: Opened, options: &OpenOptions) -> Result<RootFile> {
+    /// Open a file (or replicas of one) whose metadata an earlier open learned (`snapshot`): no
+    /// read beyond the protocol's own opening. A file whose size or version on its server is
+    /// not the snapshot's is refused as changed (`source::is_file_changed`).
+    pub async fn open_known(
+        urls: &[String],
+        options: &OpenOptions,
+        known: MetadataSnapshot,
+    ) -> Result<RootFile> {
+        // Replicas still compare their head and tail with each other while opening.
+        let source_options = match urls {
+            [_] => SourceOptions {
+                opening: OpeningHint::default(),
+                ..options.source.clone()
+            },
+            _ => with_root_opening(&options.source),
+        };
+        let opened = crate::source::open_replicas(urls, &source_options).await?;
+        Self::open_as_known(opened, options, known).await
+    }
+
+    /// Open the ROOT file an opened source holds, with the metadata an earlier open learned
+    /// (see `open_known`).
+    pub async fn open_as_known(
+        opened: Opened,
+        options: &OpenOptions,
+        known: MetadataSnapshot,
+    ) -> Result<RootFile> {
         let name = opened.source.name().to_string();
-        Self::open_inner(opened, options)
+        let (size, version) = (opened.source.size(), opened.version.as_deref());
+        let other_version = matches!((version, &known.version), (Some(v), Some(k)) if v != k);
+        if size != known.size || other_version {
+            let was = describe_version(known.size, known.version.as_deref());
+            let now = describe_version(size, version);
+            return Err(file_changed(
+                &name,
+                format!("{was} when its metadata was learned, {now} now"),
+            ));
+        }
+        Self::open_inner(opened, options, Some(known))
             .await
             .map_err(|e| e.in_file(&name))
     }
 
-    async fn open_inner(opened: Opened, options: &OpenOptions) -> Result<RootFile> {
+    /// Open the ROOT file an opened source holds.
+    pub async fn open(opened: Opened, options: &OpenOptions) -> Result<RootFile> {
+        let name = opened.source.name().to_string();
+        Self::open_inner(opened, options, None)
+            .await
+            .map_err(|e| e.in_file(&name))
+    }
+
+    async fn open_inner(
+        opened: Opened,
+        options: &OpenOptions,
+        known: Option<MetadataSnapshot>,
+    ) -> Result<RootFile> {
         let Opened {
             source,
-            reads: opening,
+            reads: mut opening,
             trace,
-            ..
+            version,
         } = opened;
         let requests_before_open = source.report().counters.requests;
         let size = source.size();
@@ -107,6 +162,10 @@ impl RootFile {
         if !opening.is_empty() {
             speculative.truncate(1);
         }
+        if let Some(known) = known {
+            opening.extend(known.regions);
+            speculative.clear();
+        }
         let mut file = RootFile {
             source,
             size,
@@ -120,9 +179,14 @@ impl RootFile {
             speculation: options.speculation,
             member_dims: options.member_dims,
             metadata: Mutex::new(opening),
+            used: Mutex::default(),
+            version,
             order: Default::default(),
         };
-        let got = file.read_metadata(&speculative).await?;
+        file.fetch_regions(&speculative).await?;
+        let got = file
+            .read_metadata(&[ByteRange::new(0, size.min(FILE_HEADER_LEN as u64))])
+            .await?;
         let header = FileHeader::parse(&got[0])?;
         // As ROOT checks: a file shorter than its header's fEND was cut short.
         if header.end > size {
@@ -241,6 +305,11 @@ pub fn opening_reads(size: u64) -> Vec<ByteRange> {
         reads.push(ByteRange::new(size - tail_len, tail_len));
     }
     reads
+}
+
+/// "1234 bytes, version mtime 1700000000" (or "version unknown").
+fn describe_version(size: u64, version: Option<&str>) -> String {
+    format!("{size} bytes, version {}", version.unwrap_or("unknown"))
 }
 
 /// `options`, asking sources to read where ROOT keeps what opening needs.
