@@ -228,3 +228,55 @@ def test_nanoaod_like_files(tmp_path):
     names = uproot.open(paths[0])["Events"].keys()
     assert report.trees["Events"].columns == len(names) > 900
     assert_same([out], paths, names)
+
+
+# -- cherenkov layout ---------------------------------------------------------------------------
+
+
+def test_layout_counts_clusters_baskets_and_metadata(inputs, tmp_path):
+    from cherenkov.layout import layout
+
+    paths, _ = inputs
+    (before,) = layout(paths[2], branches=["Muon_pt", "nMuon"], rtt_ms=100)
+    tree = cherenkov.open(paths[2])["Events"]
+    assert before.clusters == len(tree.cluster_boundaries) - 1 > 10
+    assert before.baskets == sum(b.num_baskets for b in tree.branches)
+    assert all(b.baskets_per_cluster == 1 for b in before.branches)  # cherenkov's writer
+    assert before.metadata["tree_at"] > 0.5 and before.opening_requests == 1  # metadata near the end
+    cherenkov.merge(paths, tmp_path / "merged.root", progress=False)
+    (after,) = layout(tmp_path / "merged.root", branches=["Muon_pt", "nMuon"], rtt_ms=100)
+    assert after.clusters == 1 and after.baskets == len(after.branches) < before.baskets / 20
+    run = subprocess.run(
+        [sys.executable, "-m", "cherenkov.cli", "layout", str(paths[2]), "--json", "--rtt", "100"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(run.stdout)[0]["clusters"] == before.clusters
+
+
+def test_layout_predicts_the_requests_a_remote_read_makes(inputs, folder):
+    """The prediction against `stats()` over HTTP (nginx), before and after a merge."""
+    import shutil
+
+    from cherenkov.layout import layout
+    from cherenkov_lab import NginxServer
+
+    if not shutil.which("nginx"):
+        pytest.skip("nginx is not installed: run `make setup`")
+    served = folder
+    data = columns(60_000, 7)
+    with cherenkov.recreate(served / "before.root") as f:  # 6 MB in 30 clusters of small baskets
+        f.mktree("Events", TYPES, cluster_bytes=100_000).extend(data)
+    cherenkov.merge(served / "before.root", served / "after.root", progress=False)
+    for p in served.iterdir():
+        p.chmod(0o644)
+    selection = ["Muon_pt", "nMuon", "x"]
+    with NginxServer(served) as nginx:
+        for name in ("before.root", "after.root"):
+            (predicted,) = layout(nginx.url(name), branches=selection, step_size=1000)
+            f = cherenkov.open(nginx.url(name))
+            for _ in f["Events"].iterate(selection, step_size=1000, library="np"):
+                pass
+            measured = f.stats().requests
+            assert abs(predicted.prediction.requests - measured) <= 0.2 * measured, (name, predicted.prediction.requests, measured)
