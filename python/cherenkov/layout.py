@@ -7,9 +7,9 @@ opening reads the file's head and tail in one request, and one more round trip f
 outside them (a tree's metadata or the streamer infos written early, as uproot writes them); a
 read goes in steps of whole clusters (``step_size`` entries), each fetching the selected baskets
 of its clusters as vectored requests (ranges closer than 128 bytes merged, at most 200 ranges a
-request; a file no larger than the head and tail is read whole by opening); requests are pipelined over ``connections``, so the time is the opening's round trips
-plus the longer of the steps' round trips spread over the connections and the bytes at
-``bandwidth``.
+request; a file no larger than the head and tail is read whole by opening); requests are
+pipelined over ``connections``, so the time is the opening's round trips plus the longer of the
+steps' round trips spread over the connections and the bytes at ``bandwidth``.
 """
 
 from __future__ import annotations
