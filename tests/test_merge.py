@@ -189,6 +189,20 @@ def test_an_input_without_the_tree_is_refused_unless_union(inputs, tmp_path):
     assert report.trees["Events"].entries == 7 and report.trees["Events"].lacking == [str(other)]
 
 
+def test_ttrees_merged_into_an_rntuple(inputs, tmp_path):
+    paths, _ = inputs
+    out = tmp_path / "merged.root"
+    report = cherenkov.merge(paths, out, format="rntuple", progress=False)
+    assert report.trees["Events"].entries == 4208
+    ntuple = cherenkov.open(out)["Events"]
+    assert isinstance(ntuple, cherenkov.RNTuple)
+    names = ["x", "i", "Muon_pt", "v", "s", "vs"]
+    got = ntuple.arrays(names, library="ak")
+    want = concatenated(paths, names)
+    for n in names:
+        assert ak.array_equal(got[n], want[n]), n
+
+
 def test_copy_mode_is_refused_clearly(inputs, tmp_path):
     with pytest.raises(NotImplementedError, match="copy"):
         cherenkov.merge(inputs[0], tmp_path / "x.root", mode="copy")
@@ -219,7 +233,7 @@ def test_nanoaod_like_files(tmp_path):
     chunk, make_nanolike.CHUNK_ENTRIES = make_nanolike.CHUNK_ENTRIES, 100
     try:
         paths = [
-            make_nanolike.ensure(tmp_path / f"nano{s}.root", entries=300, seed=s, writer="uproot", log=lambda *_: None) for s in (1, 2, 3)
+            make_nanolike.ensure(tmp_path / f"nano{s}.root", entries=200, seed=s, writer="uproot", log=lambda *_: None) for s in (1, 2)
         ]
     finally:
         make_nanolike.CHUNK_ENTRIES = chunk
