@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cherenkov.arrays import to_layout
 from cherenkov.dataset import TABLE_CLASSES
 from cherenkov.file import open as open_file
 from cherenkov.processing.dataset import FileSpec
-from cherenkov.arrays import to_layout
 from cherenkov.writing import _from_ak_type
 
 SCHEMAS = ("strict", "union", "intersection")
