@@ -34,6 +34,7 @@ from cherenkov._core import (
 from cherenkov.arrays import Jagged
 from cherenkov.dataset import Report, chunks, concatenate, iterate
 from cherenkov.file import Directory, File, open
+from cherenkov.merging import MergeReport, merge
 from cherenkov.ntuple import RNTuple
 from cherenkov.processing import process
 from cherenkov.stats import Stats
@@ -58,6 +59,8 @@ __all__ = [
     "chunks",
     "Report",
     "process",
+    "merge",
+    "MergeReport",
     "recreate",
     "update",
     "WritableFile",
