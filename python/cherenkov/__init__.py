@@ -30,7 +30,7 @@ from cherenkov.arrays import Jagged
 from cherenkov.dataset import Report, chunks, concatenate, iterate
 from cherenkov.file import Directory, File, open
 from cherenkov.ntuple import RNTuple
-from cherenkov.processing import process
+from cherenkov.processing import Dataset, Events, process
 from cherenkov.stats import Stats
 from cherenkov.tree import LazyChunk, Tree
 from cherenkov.writing import (
@@ -53,6 +53,8 @@ __all__ = [
     "chunks",
     "Report",
     "process",
+    "Events",
+    "Dataset",
     "recreate",
     "update",
     "WritableFile",

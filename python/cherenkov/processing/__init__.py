@@ -9,13 +9,16 @@
 
 The parts: `dataset` (what to read), `packets` (splitting into cluster-aligned work packets sized by
 worker speed), `executors` (where packets run), `merge` (combining outputs), `driver` (the loop that
-hands out packets and handles failures) and `report` (what the job did).
+hands out packets and handles failures), `report` (what the job did), `outputs` (events the workers
+write, `cherenkov.Events`) and `manifest` (the `cherenkov.Dataset` they make).
 """
 
 from cherenkov.processing.dataset import FileSpec
 from cherenkov.processing.driver import process
 from cherenkov.processing.executors import Dask, InProcess, LocalProcesses, WorkerStats
+from cherenkov.processing.manifest import Dataset
 from cherenkov.processing.merge import merge
+from cherenkov.processing.outputs import Events
 from cherenkov.processing.report import PacketFailure, ProcessingError, Report
 from cherenkov.progress import ProgressUpdate
 
@@ -31,4 +34,6 @@ __all__ = [
     "ProgressUpdate",
     "FileSpec",
     "merge",
+    "Events",
+    "Dataset",
 ]

@@ -3,6 +3,7 @@ handle failures."""
 
 from __future__ import annotations
 
+import os
 import queue
 import time
 import uuid
@@ -13,6 +14,7 @@ from cherenkov import _core
 from cherenkov.processing.dataset import FileSpec, normalize
 from cherenkov.processing.executors import Job, PacketError, WorkerStats, make_executor, pickled
 from cherenkov.processing.merge import TreeMerge
+from cherenkov.processing.outputs import MergeTask, OutputOptions, finish, forget_manifests, plan_merges
 from cherenkov.processing.packets import FileInfo, Packet, Packetizer, number_chunks, open_files
 from cherenkov.processing.report import PacketFailure, ProcessingError, Report
 from cherenkov.progress import Progress, ProgressUpdate
@@ -33,6 +35,10 @@ def process(
     callback: Callable[[ProgressUpdate], None] | None = None,
     open_options: dict | None = None,
     return_report: bool = False,
+    output_dir: str | os.PathLike | None = None,
+    output_format: str = "ttree",
+    output_compression=505,
+    output_max_size: int | None = None,
 ):
     """Run `processor` over every chunk of every file of `dataset`; returns {dataset name: merged output}
     (None for a dataset with no entries), or (that, `Report`) with `return_report=True`.
@@ -57,21 +63,54 @@ def process(
     callback: called with a `ProgressUpdate` after every finished packet; `update.partial()` gives
         the results merged so far.
     open_options: keyword arguments for `cherenkov.open` (connections, timeout, retries).
+    output_dir: where workers write the events a processor returns as `cherenkov.Events` (a folder
+        every worker can reach): each such output comes back as a `cherenkov.Dataset` in its place,
+        saved as `output_dir/<dataset>/<output>/dataset.json` beside its files (see
+        `cherenkov.processing.outputs`). One job at a time per `output_dir`.
+    output_format: "ttree" or "rntuple"; output_compression: as `cherenkov.recreate` takes it.
+    output_max_size: when given, the workers then merge each output's consecutive files into files
+        of at most this many bytes (`cherenkov.merge`, in parallel: one merge per target file).
     """
     specs = normalize(dataset, tree)
     executor = make_executor(executor, workers)
-    job = Job(uuid.uuid4().hex[:12], pickled(processor) if executor.pickles else processor, step_size, dict(open_options or {}))
+    outputs = None
+    if output_dir is not None:
+        outputs = OutputOptions(os.path.abspath(output_dir), output_format, output_compression, output_max_size)
+        forget_manifests(outputs, {spec.dataset for spec in specs})
+    job = Job(
+        uuid.uuid4().hex[:12],
+        pickled(processor) if executor.pickles else processor,
+        step_size,
+        dict(open_options or {}),
+        outputs,
+    )
     run = _Run(job, executor, retries, skip_bad_files)
     start = time.perf_counter()
     executor.start(job)  # workers boot while the files are opened
     try:
         files = run.open(specs)
         merges = run.process(specs, files, target_seconds, progress, callback)
+        out = {name: m.result for name, m in merges.items()}
+        if outputs is not None and outputs.max_size:
+            out = run.merge_outputs(out, outputs)
     finally:
         executor.close()
     run.report.elapsed_seconds = time.perf_counter() - start
-    out = {name: m.result for name, m in merges.items()}
+    if outputs is not None:
+        out = {name: _finish_outputs(result, outputs, name, specs, processor) for name, result in out.items()}
     return (out, run.report) if return_report else out
+
+
+def _finish_outputs(result, outputs: OutputOptions, dataset: str, specs: list[FileSpec], processor: Callable):
+    """Event outputs of `dataset` as saved Datasets, with the job's provenance."""
+    named = processor if hasattr(processor, "__qualname__") else type(processor)  # a function or an instance
+    provenance = {
+        "inputs": [spec.url if isinstance(spec.url, str) else list(spec.url) for spec in specs if spec.dataset == dataset],
+        "processor": f"{named.__module__}.{named.__qualname__}",
+        "cherenkov": cherenkov.__version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    return finish(result, outputs, dataset, provenance)
 
 
 class _Run:
@@ -187,6 +226,48 @@ class _Run:
             detail = f"\nworker traceback:\n{error.worker_traceback}" if isinstance(error, PacketError) else ""
             hint = " (skip_bad_files=True goes on without the file)" if bad_file else ""
             raise ProcessingError(f"{failure} (failed {packet.attempts + 1} times){hint}{detail}") from error
+
+    def merge_outputs(self, out: dict, outputs: OutputOptions) -> dict:
+        """Each event output's files merged into files of `outputs.max_size` by the workers, one
+        merge per target file, all at once; a failed merge is retried like a packet."""
+        start = time.perf_counter()
+        tasks: list[MergeTask] = []
+        for name, result in out.items():
+            out[name], planned = plan_merges(result, outputs, len(tasks))
+            tasks += planned
+        pending = list(tasks)
+        running: dict[str, MergeTask] = {}
+        while pending or running:
+            workers = self.executor.workers()
+            for worker in workers:
+                if worker in running:
+                    continue
+                task = next((t for t in pending if worker not in t.failed_on or t.failed_on >= set(workers)), None)
+                if task is None:
+                    continue
+                pending.remove(task)
+                running[worker] = task
+                self.executor.submit(worker, self.job, task, lambda f, w=worker, t=task: self.finished.put((w, t, f)))
+            if not running:
+                time.sleep(0.2)
+                continue
+            worker, task, future = self.finished.get()
+            del running[worker]
+            try:
+                future.result()
+            except Exception as e:
+                if self.executor.lost(e):
+                    self.report.lost_workers.append(worker)
+                    self.executor.replace(worker)
+                if task.attempts >= self.retries:
+                    raise ProcessingError(f"merging {task.inputs} into {task.target} failed {task.attempts + 1} times: {e}") from e
+                task.attempts += 1
+                task.failed_on.add(worker)
+                self.report.retries += 1
+                pending.append(task)
+        self.report.merges = len(tasks)
+        self.report.merge_seconds = time.perf_counter() - start
+        return out
 
     def skip(self, packet: Packet) -> None:
         self.merges[packet.dataset].skip(packet.first_chunk, packet.first_chunk + len(packet.chunks))

@@ -1,9 +1,10 @@
 """Where packets run: in this process, in local worker processes, or on a Dask cluster.
 
-Every executor runs the same function, `run_packet`, and offers the driver the same few methods:
+Every executor runs the same function, `run` (a packet: `run_packet`; a task that runs itself, such
+as merging a packet's output files), and offers the driver the same few methods:
 `start(job)` (before the files are opened, so workers boot meanwhile), `adopt(files)` (the files the
 driver opened), `workers()` (ids of the slots that can each run one packet), `submit(worker, job,
-packet, done)`, `lost(error)` (did the worker die?), `replace(worker)` and `close`. The driver hands each
+work, done)`, `lost(error)` (did the worker die?), `replace(worker)` and `close`. The driver hands each
 slot one packet at a time, so it knows which worker measured which speed, and can send a retry to a
 different worker.
 """
@@ -24,6 +25,7 @@ from dataclasses import dataclass, fields
 
 import cherenkov
 from cherenkov.processing.merge import BlockFolder
+from cherenkov.processing.outputs import OutputOptions, PacketOutputs
 from cherenkov.processing.packets import Packet
 
 
@@ -35,6 +37,7 @@ class Job:
     processor: object
     step_size: int
     open_options: dict
+    outputs: OutputOptions | None = None  # where event outputs are written
 
 
 @dataclass
@@ -57,6 +60,7 @@ class WorkerStats:
     bytes: int = 0
     requests: int = 0
     round_trips: int = 0
+    events_written: int = 0  # events of event outputs (`cherenkov.Events`) written to files
 
     def __add__(self, other: WorkerStats) -> WorkerStats:
         return WorkerStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -153,6 +157,7 @@ def _counters(f) -> dict:
 def run_packet(job: Job, packet: Packet) -> PacketResult:
     """Run the processor over the chunks of `packet`; the results come back folded into blocks."""
     wall0, cpu0 = time.perf_counter(), time.thread_time()
+    outputs = PacketOutputs(job.outputs, packet)
     try:
         state = _state(job)
         f, opened_now = state.file(packet.url)
@@ -165,11 +170,13 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
             if i >= len(packet.chunks) or (chunk.entry_start, chunk.entry_stop) != packet.chunks[i]:
                 raise RuntimeError(f"{packet}: the reader's chunk {i} is {chunk.entry_start}..{chunk.entry_stop}, not the planned one")
             chunk.metadata = {"dataset": packet.dataset, "file": packet.url, "tree": packet.tree}
-            folder.add(state.processor(chunk))
+            folder.add(outputs.take(state.processor(chunk), chunk))
         if folder.next != packet.first_chunk + len(packet.chunks):
             raise RuntimeError(f"{packet}: the reader gave {folder.next - packet.first_chunk} chunks, not {len(packet.chunks)}")
+        events_written = outputs.close()
         after = _counters(f)
     except Exception as e:
+        outputs.abandon()
         bad_file = isinstance(e, (cherenkov.FormatError, cherenkov.SourceError, cherenkov.NotFoundError))
         raise PacketError(f"{type(e).__name__}: {e}", bad_file, traceback.format_exc()) from e
     wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
@@ -185,8 +192,14 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
         bytes=after["bytes_read"] - before["bytes_read"],
         requests=after["requests"] - before["requests"],
         round_trips=after["round_trips"] - before["round_trips"],
+        events_written=events_written,
     )
     return PacketResult(packet.id, folder.blocks, stats, f"{socket.gethostname()}:{os.getpid()}")
+
+
+def run(job: Job, work):
+    """A packet of `job`, or a task of it that runs itself (`work.run()`: merging output files)."""
+    return run_packet(job, work) if isinstance(work, Packet) else work.run()
 
 
 def pickled(processor) -> bytes:
@@ -231,10 +244,10 @@ class InProcess:
     def workers(self) -> list[str]:
         return ["main"]
 
-    def submit(self, worker: str, job: Job, packet: Packet, done) -> None:
+    def submit(self, worker: str, job: Job, work, done) -> None:
         future: Future = Future()
         try:
-            future.set_result(run_packet(job, packet))
+            future.set_result(run(job, work))
         except Exception as e:
             future.set_exception(e)
         done(future)
@@ -276,9 +289,9 @@ class LocalProcesses:
     def workers(self) -> list[str]:
         return list(self.pools)
 
-    def submit(self, worker: str, job: Job, packet: Packet, done) -> None:
+    def submit(self, worker: str, job: Job, work, done) -> None:
         try:
-            future = self.pools[worker].submit(run_packet, job, packet)
+            future = self.pools[worker].submit(run, job, work)
         except BrokenProcessPool as e:  # the process died after its last packet
             future = Future()
             future.set_exception(e)
@@ -337,13 +350,13 @@ class Dask:
             self._listed_at = time.monotonic()
         return self._workers
 
-    def submit(self, worker: str, job: Job, packet: Packet, done) -> None:
+    def submit(self, worker: str, job: Job, work, done) -> None:
         address = worker.rsplit("#", 1)[0]
         future = self.client.submit(
-            run_packet,
+            run,
             job,
-            packet,
-            key=f"cherenkov-packet-{job.id}-{packet.id}-{packet.attempts}",
+            work,
+            key=f"cherenkov-{type(work).__name__.lower()}-{job.id}-{work.id}-{work.attempts}",
             workers=[address],
             allow_other_workers=True,
             pure=False,

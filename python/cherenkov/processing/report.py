@@ -47,6 +47,8 @@ class Report:
     bad_files: dict[str, str] = field(default_factory=dict)
     skipped_entries: int = 0
     workers: dict[str, WorkerStats] = field(default_factory=dict)
+    merges: int = 0  # merges of event outputs' files (output_max_size), run by the workers
+    merge_seconds: float = 0.0
 
     @property
     def total(self) -> WorkerStats:
