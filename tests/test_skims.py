@@ -130,6 +130,10 @@ def test_process_reads_the_dataset_it_wrote(inputs, expected, tmp_path):
     assert list(out) == ["x"] and list(cherenkov.process(again, pt_sum, executor="in-process")) == ["nano/skim"]
     steps = list(cherenkov.iterate(again, ["Dimuon_ptsum"], step_size=10_000))
     assert sum(len(s) for s in steps) == len(expected["run"])
+    assert sum(len(c) for c in cherenkov.chunks(again)) == len(expected["run"])
+    pytest.importorskip("dask_awkward")
+    for lazy in (cherenkov.dask(again, filter_name=["Dimuon_ptsum"]), uproot.dask(again, filter_name=["Dimuon_ptsum"])):
+        assert ak.array_equal(lazy.compute()["Dimuon_ptsum"], expected["Dimuon_ptsum"])
 
 
 def test_a_rerun_cut_into_other_packets_replaces_the_files_without_duplicates(inputs, expected, tmp_path):
