@@ -29,6 +29,7 @@ from cherenkov._core import (
 from cherenkov.arrays import Jagged
 from cherenkov.dataset import Report, chunks, concatenate, iterate
 from cherenkov.file import Directory, File, open
+from cherenkov.merging import MergeReport, merge
 from cherenkov.ntuple import RNTuple
 from cherenkov.processing import Dataset, Events, process
 from cherenkov.stats import Stats
@@ -55,6 +56,8 @@ __all__ = [
     "process",
     "Events",
     "Dataset",
+    "merge",
+    "MergeReport",
     "recreate",
     "update",
     "WritableFile",

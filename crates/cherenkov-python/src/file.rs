@@ -188,6 +188,27 @@ impl RootFile {
             .collect())
     }
 
+    /// Where each key and its object lie: (path, cycle, class name, seek, bytes), and the
+    /// streamer infos as ("StreamerInfo", seek, bytes): for `cherenkov layout`.
+    fn key_locations(&self, py: Python<'_>) -> PyResult<Vec<(String, i16, String, u64, u32)>> {
+        let keys = py
+            .detach(|| runtime().block_on(self.inner.all_keys()))
+            .map_err(to_py)?;
+        let header = &self.inner.header;
+        let info = (
+            "StreamerInfo".to_string(),
+            1,
+            "TList".to_string(),
+            header.seek_info,
+            header.info_bytes,
+        );
+        Ok(keys
+            .into_iter()
+            .map(|(p, k)| (p, k.cycle, k.class_name, k.seek_key, k.nbytes))
+            .chain(std::iter::once(info))
+            .collect())
+    }
+
     fn ntuple(&self, py: Python<'_>, path: String) -> PyResult<Py<Ntuple>> {
         let file = self.inner.clone();
         let ntuple = py

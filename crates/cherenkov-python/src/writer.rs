@@ -63,6 +63,46 @@ impl WritableFile {
         self.with(|s| s.file.mkdirs(path).map(|_| ()))
     }
 
+    /// Bytes of the key header an object `class`/`name`/`title` gets if written now (the merger
+    /// copies a streamed object only when its key header keeps the same length: the object's
+    /// internal references count from its key's start).
+    fn key_len(&self, class: &str, name: &str, title: &str) -> PyResult<usize> {
+        self.with(|s| {
+            Ok(cherenkov_core::format::directory::Key::header_len(
+                class,
+                name,
+                title,
+                s.file.big_keys(),
+            ))
+        })
+    }
+
+    /// Write an object's stored bytes (as a key of another file holds them, compressed or
+    /// not; `objlen` their streamed length) as the next cycle of `name` in `directory`.
+    #[allow(clippy::too_many_arguments)]
+    fn write_stored(
+        &self,
+        py: Python<'_>,
+        directory: &str,
+        class: &str,
+        name: &str,
+        title: &str,
+        stored: &[u8],
+        objlen: usize,
+    ) -> PyResult<()> {
+        py.detach(|| {
+            self.with(|s| {
+                let dir = directory_id(&mut s.file, directory)?;
+                let cycle = s.file.next_cycle(dir, name);
+                let key = s
+                    .file
+                    .write_stored_key(dir, class, name, title, cycle, stored, objlen)?;
+                s.file.list_key(dir, key);
+                Ok(())
+            })
+        })
+    }
+
     /// A new table `name` in directory `directory` ("" for the top) with `columns`
     /// (`[(name, title, type)]`, types as `column_type` reads them); returns its id.
     #[pyo3(signature = (directory, name, columns, format, title, compression, cluster_bytes, memory_budget, aliases))]
