@@ -191,3 +191,27 @@ def test_parts_of_one_packet_add_up_to_one_file():
     b = Parts("Events", "ttree", [Part("p1", 2, [["f", 10, 20]]), Part("p2", 0, [["f", 20, 30]])])
     total = a + b
     assert [(p.path, p.entries, p.inputs) for p in total.items] == [("p1", 5, [["f", 0, 10], ["f", 10, 20]]), ("p2", 0, [["f", 20, 30]])]
+
+
+@pytest.mark.parametrize("executor", ["in-process", "processes"])
+def test_workers_merge_the_packets_files_into_files_of_the_target_size(inputs, expected, tmp_path, executor):
+    one = cherenkov.process({"nano": inputs}, Skim(), executor="in-process", step_size=STEP, output_dir=tmp_path / "parts")["nano"]["skim"]
+    sizes = [os.path.getsize(f) for f in one.files]
+    target = 2 * max(sizes)  # two or three packet files per merged file
+    executor = LocalProcesses(2) if executor == "processes" else executor
+    for _ in range(2):  # a rerun makes the same files again, and leaves nothing else
+        out, report = cherenkov.process(
+            {"nano": inputs}, Skim(), executor=executor, step_size=STEP, output_dir=tmp_path, output_max_size=target, return_report=True
+        )
+        ds = out["nano"]["skim"]
+        assert report.merges >= 1 and 1 < len(ds.files) < len(one.files)
+        assert [uproot.open(f)["Events"].num_entries for f in ds.files] == ds.entries
+        assert_equal_events(uproot.concatenate(ds, library="ak"), expected)
+        assert_only_the_dataset(ds, tmp_path / "nano" / "skim")
+        assert [tuple(r) for rs in ds.inputs for r in rs] == [tuple(r) for rs in one.inputs for r in rs]
+    # a target above the whole output: one file
+    ds = cherenkov.process({"nano": inputs}, Skim(), executor="in-process", step_size=STEP, output_dir=tmp_path, output_max_size=1 << 30)
+    ds = ds["nano"]["skim"]
+    assert [Path(f).name for f in ds.files] == [f"merged-000000-{4 * FILES:06d}.root"]
+    assert_equal_events(uproot.concatenate(ds, library="ak"), expected)
+    assert_only_the_dataset(ds, tmp_path / "nano" / "skim")

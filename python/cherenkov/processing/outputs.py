@@ -15,7 +15,9 @@ leaves no file that looks complete; the driver removes such leftovers, and the f
 run that this run did not write, when the job ends.
 
 In the merged output an `Events` becomes `Parts` (the files written, in chunk order), which the
-driver turns into a `cherenkov.Dataset` saved as ``dataset.json`` beside its files.
+driver turns into a `cherenkov.Dataset` saved as ``dataset.json`` beside its files. With a
+`max_size`, consecutive files are first grouped into files of at most that size (`plan_merges`),
+each group merged by a worker (`MergeTask`: `cherenkov.merge`) into ``merged-<first>-<end>.root``.
 """
 
 from __future__ import annotations
