@@ -104,22 +104,30 @@ def run_coffea(python: str, urls, keep, min_muons: int, output: Path, workers: i
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_cherenkov(urls, keep, min_muons: int, output: Path, workers: int, step_size: int) -> dict:
+def run_cherenkov(urls, keep, min_muons: int, output: Path, workers: int, step_size: int, max_size: int | None) -> dict:
     import cherenkov
     from cherenkov.processing import LocalProcesses
 
     start = time.perf_counter()
-    out = cherenkov.process(
+    out, report = cherenkov.process(
         {"dataset": urls},
         CherenkovSkim(keep, min_muons),
         executor=LocalProcesses(workers),
         step_size=step_size,
         output_dir=output,
+        output_max_size=max_size,
         progress=False,
+        return_report=True,
     )
     seconds = time.perf_counter() - start
     ds = out["dataset"]["skim"]
-    return {"seconds": seconds, "events": out["dataset"]["events"], "selected": ds.num_entries, "dataset": ds}
+    return {
+        "seconds": seconds,
+        "events": out["dataset"]["events"],
+        "selected": ds.num_entries,
+        "dataset": ds,
+        "merge_seconds": report.merge_seconds,
+    }
 
 
 def read_back(reader: str, urls: list[str]) -> tuple[float, dict]:
@@ -143,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtt", type=float, default=137.0, help="round-trip time added by toxiproxy, ms")
     parser.add_argument("--step-size", type=int, default=20_000)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--max-size-mb", type=float, default=256, help="cherenkov merges its output into files this big (0: no merge)")
     parser.add_argument("--min-muons", type=int, default=2, help="the skim keeps events with at least this many muons")
     parser.add_argument("--coffea-python", default=sys.executable, help="an interpreter that can import coffea")
     args = parser.parse_args(argv)
@@ -170,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.rmtree(outputs[tool], ignore_errors=True)
                 outputs[tool].mkdir(mode=0o755)
                 if tool == "cherenkov":
-                    run = run_cherenkov(urls, keep, args.min_muons, outputs[tool], args.workers, args.step_size)
+                    max_size = int(args.max_size_mb * 1e6) or None
+                    run = run_cherenkov(urls, keep, args.min_muons, outputs[tool], args.workers, args.step_size, max_size)
                     written = [str(Path(f).relative_to(folder)) for f in run["dataset"].files]
                 else:
                     run = run_coffea(args.coffea_python, urls, keep, args.min_muons, outputs[tool], args.workers, args.step_size)
@@ -178,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                 for path in outputs[tool].rglob("*"):
                     path.chmod(0o755 if path.is_dir() else 0o644)
                 times.setdefault(f"skim: {tool}", []).append(run["seconds"])
-                print(f"  skim with {tool}: {run['seconds']:.2f} s, {run['selected']} of {run['events']} events in {len(written)} files")
+                merging = f" (merging {run['merge_seconds']:.2f} s)" if run.get("merge_seconds") else ""
+                events = f"{run['selected']} of {run['events']} events in {len(written)} files"
+                print(f"  skim with {tool}: {run['seconds']:.2f} s{merging}, {events}")
                 back = [lab.url("http", w) for w in written]
                 for reader in ("cherenkov", "uproot"):
                     seconds, arrays = read_back(reader, back)
