@@ -209,9 +209,21 @@ def test_workers_merge_the_packets_files_into_files_of_the_target_size(inputs, e
         assert_equal_events(uproot.concatenate(ds, library="ak"), expected)
         assert_only_the_dataset(ds, tmp_path / "nano" / "skim")
         assert [tuple(r) for rs in ds.inputs for r in rs] == [tuple(r) for rs in one.inputs for r in rs]
-    # a target above the whole output: one file
-    ds = cherenkov.process({"nano": inputs}, Skim(), executor="in-process", step_size=STEP, output_dir=tmp_path, output_max_size=1 << 30)
+    # a target above the whole output: one file; progress tells events written, then merges done
+    updates = []
+    ds = cherenkov.process(
+        {"nano": inputs},
+        Skim(),
+        executor="in-process",
+        step_size=STEP,
+        output_dir=tmp_path,
+        output_max_size=1 << 30,
+        callback=updates.append,
+    )
     ds = ds["nano"]["skim"]
+    written = [u.events_written for u in updates if "nano" in u.tasks]
+    assert written == sorted(written) and written[-1] == ds.num_entries
+    assert [u.tasks for u in updates if "merging" in u.tasks] == [{"merging": (1, 1)}]
     assert [Path(f).name for f in ds.files] == [f"merged-000000-{4 * FILES:06d}.root"]
     assert_equal_events(uproot.concatenate(ds, library="ak"), expected)
     assert_only_the_dataset(ds, tmp_path / "nano" / "skim")

@@ -152,6 +152,7 @@ class _Run:
         for info in files:
             totals[info.spec.dataset] += info.num_entries
         self.packetizer = Packetizer(files, target_seconds)
+        self.show, self.callback = progress, callback  # for the merges that may follow
         self.feedback = Progress(totals, progress, callback, lambda: {name: m.partial() for name, m in self.merges.items()})
         try:
             self.loop()
@@ -203,7 +204,7 @@ class _Run:
         self.report.entries += packet.num_entries
         self.report.packets += 1
         self.packetizer.completed(worker, packet, result.stats.wall_seconds)
-        self.feedback.advance(packet.dataset, packet.num_entries, result.stats.bytes)
+        self.feedback.advance(packet.dataset, packet.num_entries, result.stats.bytes, result.stats.events_written)
 
     def failed(self, worker: str, packet: Packet, error: BaseException) -> None:
         described = str(error) if isinstance(error, PacketError) else f"{type(error).__name__}: {error}"
@@ -235,6 +236,16 @@ class _Run:
         for name, result in out.items():
             out[name], planned = plan_merges(result, outputs, len(tasks))
             tasks += planned
+        feedback = Progress({"merging": len(tasks)}, self.show, self.callback)
+        try:
+            self.run_merges(tasks, feedback)
+        finally:
+            feedback.close()
+        self.report.merges = len(tasks)
+        self.report.merge_seconds = time.perf_counter() - start
+        return out
+
+    def run_merges(self, tasks: list[MergeTask], feedback: Progress) -> None:
         pending = list(tasks)
         running: dict[str, MergeTask] = {}
         while pending or running:
@@ -265,9 +276,8 @@ class _Run:
                 task.failed_on.add(worker)
                 self.report.retries += 1
                 pending.append(task)
-        self.report.merges = len(tasks)
-        self.report.merge_seconds = time.perf_counter() - start
-        return out
+            else:
+                feedback.advance("merging", 1, 0)
 
     def skip(self, packet: Packet) -> None:
         self.merges[packet.dataset].skip(packet.first_chunk, packet.first_chunk + len(packet.chunks))
