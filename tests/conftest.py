@@ -95,3 +95,13 @@ def wait_for(condition, seconds: float, what: str):
         if time.monotonic() > deadline:
             pytest.fail(f"{what} did not happen within {seconds} s")
         time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """A distributed.Client of a LocalCluster of 2 worker threads in this process (quick to start)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()

@@ -87,15 +87,6 @@ def assert_only_the_dataset(ds, folder: Path):
     assert sorted(os.listdir(folder)) == sorted([Path(f).name for f in ds.files] + ["dataset.json"])
 
 
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 @pytest.mark.parametrize("executor", ["in-process", "processes", "dask", "client"])
 def test_a_skim_equals_uproots_selection_on_every_executor(inputs, expected, tmp_path, executor, request):
     if executor == "dask":
