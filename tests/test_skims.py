@@ -229,3 +229,17 @@ def test_workers_merge_the_packets_files_into_files_of_the_target_size(inputs, e
     assert [Path(f).name for f in ds.files] == [f"merged-000000-{4 * FILES:06d}.root"]
     assert_equal_events(uproot.concatenate(ds, library="ak"), expected)
     assert_only_the_dataset(ds, tmp_path / "nano" / "skim")
+
+
+class SkimNothing(Skim):
+    def __call__(self, chunk):
+        out = super().__call__(chunk)
+        out["skim"].arrays = {name: array[:0] for name, array in out["skim"].arrays.items()}
+        return out
+
+
+def test_packets_that_select_nothing_write_no_files(inputs, tmp_path):
+    ds = cherenkov.process({"nano": inputs[:2]}, SkimNothing(), executor="in-process", step_size=STEP, output_dir=tmp_path)["nano"]["skim"]
+    assert (ds.files, ds.num_entries) == ([], 0)
+    assert os.listdir(tmp_path / "nano" / "skim") == ["dataset.json"]
+    assert cherenkov.Dataset.load(ds.manifest) == ds
