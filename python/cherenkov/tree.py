@@ -257,6 +257,8 @@ class Tree:
 
 
 def _convert(pairs, library: str):
+    if library == "layouts":  # the core's layout dicts as they are (for the merger's writing)
+        return {key: b["array"] for key, b in pairs}
     if library == "np":
         return {key: to_numpy(b) for key, b in pairs}
     if library == "ak":

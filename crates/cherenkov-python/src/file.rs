@@ -190,7 +190,7 @@ impl RootFile {
 
     /// Where each key and its object lie: (path, cycle, class name, seek, bytes), and the
     /// streamer infos as ("StreamerInfo", seek, bytes): for `cherenkov layout`.
-    fn key_locations(&self, py: Python<'_>) -> PyResult<Vec<(String, i16, String, u64, u32)>> {
+    fn key_locations(&self, py: Python<'_>) -> PyResult<Vec<KeyLocation>> {
         let keys = py
             .detach(|| runtime().block_on(self.inner.all_keys()))
             .map_err(to_py)?;
@@ -226,6 +226,9 @@ impl RootFile {
         Py::new(py, Tree::new(self.inner.clone(), meta))
     }
 }
+
+/// A key's path, cycle, class name, seek and bytes.
+type KeyLocation = (String, i16, String, u64, u32);
 
 /// The data servers (`host:port`) that a `root://` URL's server names for its file
 /// (`kXR_locate`): a redirector names its data servers, a data server itself.

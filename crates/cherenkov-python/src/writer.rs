@@ -1,6 +1,7 @@
 //! Writing ROOT files from Python: `WritableFile` holds a core `FileWriter` and the tables being
 //! written in it. Arrays arrive as nested dicts in awkward's layout vocabulary (the shape
-//! `convert.rs` hands out), their numpy buffers borrowed where they are (no copy); column types
+//! `convert.rs` hands out, numbers as `data` bytes or as read, `words` and `nbytes`), their numpy
+//! buffers borrowed where they are (no copy); column types
 //! as nested tuples. The GIL is released while entries are serialized, compressed and written.
 
 use crate::errors::to_py;
@@ -13,7 +14,7 @@ use cherenkov_core::format::writing::compression::Compression;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PySlice, PyTuple};
 use std::sync::{Arc, Mutex};
 
 /// A file being written, and its tables (a table's id is its index; `None` once finished).
@@ -382,7 +383,15 @@ fn array_from_py(d: &Bound<'_, PyDict>) -> PyResult<Array> {
             let name: String = get("dtype")?.extract()?;
             let dtype = dtype(&name).map_err(PyValueError::new_err)?;
             let inner_shape: Vec<usize> = get("inner_shape")?.extract()?;
-            Array::numpy(dtype, inner_shape, borrowed(&get("data")?)?)
+            let data = match d.get_item("data")? {
+                Some(data) => data,
+                // A layout as a read hands it out (`convert.rs`): 8-byte words and a length,
+                // written back as read (the merger) without a copy.
+                None => get("words")?
+                    .call_method1("view", ("uint8",))?
+                    .get_item(PySlice::new(d.py(), 0, get("nbytes")?.extract()?, 1))?,
+            };
+            Array::numpy(dtype, inner_shape, borrowed(&data)?)
         }
         "ListOffsetArray" => {
             let offsets = get("offsets")?;

@@ -20,10 +20,13 @@ import os
 import time
 from dataclasses import dataclass, field
 
+import awkward as ak
+
+from cherenkov.arrays import to_layout
 from cherenkov.dataset import file_specs, iterate
 from cherenkov.merging.objects import copy_objects
 from cherenkov.merging.schema import InputInfo, column_types, combine, default_column, describe
-from cherenkov.writing import recreate
+from cherenkov.writing import _layout, recreate
 
 MODES = ("auto", "copy", "rewrite")
 FORMATS = (None, "ttree", "rntuple")
@@ -204,12 +207,22 @@ def _write_table(out, table: str, plan: dict, group: list[InputInfo], progress, 
             runs[-1][1].append(info)
         else:
             runs.append((present, [info]))
+    specs = dict(tree._columns)
     for present, run in runs:
         files = [list(i.spec.replicas) for i in run]
-        for chunk in iterate(files, present, tree=table, step_size=STEP_ENTRIES, progress=progress, **open_options):
-            columns = {n: chunk[n] for n in present}
-            length = len(chunk)
-            for name in names:
-                if name not in columns:
-                    columns[name] = default_column(name, types[name], length, columns)
-            tree.extend(columns)
+        steps = iterate(
+            files, present, tree=table, library="layouts", report=True, step_size=STEP_ENTRIES, progress=progress, **open_options
+        )
+        for chunk, where in steps:
+            length = where.tree_entry_stop - where.tree_entry_start
+            tree._extend_layouts([_column(name, chunk, length, types, specs) for name in names])
+
+
+def _column(name: str, chunk: dict, length: int, types: dict, specs: dict) -> dict:
+    """Column `name` of a chunk read as layouts, as the writer takes it: as read (the writer
+    takes read layouts as they are), or defaults (lists as long as their counter, when the chunk
+    has it)."""
+    if name in chunk:
+        return chunk[name]
+    counters = {n: ak.Array(to_layout(chunk[n])) for n in (f"n{name}", f"n{name.split('_', 1)[0]}") if n in chunk}
+    return _layout(default_column(name, types[name], length, counters), specs[name], name)

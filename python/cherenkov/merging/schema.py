@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cherenkov.arrays import to_layout
 from cherenkov.dataset import TABLE_CLASSES
 from cherenkov.file import open as open_file
 from cherenkov.processing.dataset import FileSpec
-from cherenkov.writing import _type_of
+from cherenkov.writing import _from_ak_type
 
 SCHEMAS = ("strict", "union", "intersection")
 OPENED_AT_ONCE = 8
@@ -115,10 +116,10 @@ def column_types(table: str, names: list[str], inputs: list[InputInfo], open_opt
             continue
         with open_file(list(info.spec.replicas), **open_options) as f:
             t = f[table]
-            empty = t.arrays(wanted, entry_start=0, entry_stop=0, library="ak")
+            empty = t.arrays(wanted, entry_start=0, entry_stop=0, library="layouts")
             for name in wanted:
                 typename = info.tables[table].columns[name]
-                types[name] = typename if _is_vector(typename) else _type_of(empty[name])
+                types[name] = typename if _is_vector(typename) else _from_ak_type(to_layout(empty[name]).form.type, name)
         if len(types) == len(names):
             break
     return {n: types[n] for n in names}
