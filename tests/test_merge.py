@@ -337,3 +337,24 @@ def test_root_reads_the_merged_file_without_a_warning(inputs, tmp_path):
     assert np.allclose(got["h2"], sum(f["dir/h2"].values(flow=True) for f in ins).T.ravel())
     assert np.allclose(got["prof_entries"], sum(np.asarray(f["prof"].member("fBinEntries")) for f in ins))
     assert got["note"] == "written by seed 0"
+
+
+def test_remote_inputs_over_http(inputs, folder, tmp_path):
+    """Inputs read from nginx: trees through the engine, histograms and objects through
+    uproot on cherenkov's source."""
+    import shutil
+
+    from cherenkov_lab import NginxServer
+
+    if not shutil.which("nginx"):
+        pytest.skip("nginx is not installed: run `make setup`")
+    paths, _ = inputs
+    for p in paths:
+        shutil.copy(p, folder / p.name)
+        (folder / p.name).chmod(0o644)
+    with NginxServer(folder) as nginx:
+        urls = [nginx.url(p.name) for p in paths]
+        report = cherenkov.merge(urls, tmp_path / "merged.root", max_size=10**9, progress=False)
+    assert report.inputs == [urls] and sorted(report.histograms) == ["dir/h2", "h1", "prof"] and report.copied == ["note"]
+    assert_same([tmp_path / "merged.root"], paths, list(TYPES))
+    assert np.allclose(uproot.open(tmp_path / "merged.root")["h1"].values(), sum(uproot.open(p)["h1"].values() for p in paths))

@@ -150,9 +150,14 @@ def _names(tree) -> set[str]:
     return {b.name for b in tree.branches} | {b.path for b in tree.branches}
 
 
+# Files opened at once, at most: each opening thread only waits (the engine does the I/O), so a
+# dataset's files open in the time of one.
+_OPENED_AT_ONCE = 128
+
+
 def _open_all(files, open_options):
-    """The trees of all files, opened concurrently (the engine waits without the GIL)."""
-    with concurrent.futures.ThreadPoolExecutor(min(16, len(files))) as pool:
+    """The trees of all files, opened at once (the engine waits without the GIL)."""
+    with concurrent.futures.ThreadPoolExecutor(min(_OPENED_AT_ONCE, len(files))) as pool:
         return list(pool.map(lambda f: _tree(f[0], f[1], open_options), files))
 
 
@@ -354,15 +359,13 @@ class CherenkovRead(_ud.UprootReadMixin):
     def read(self, i: int, start: int, stop: int):
         _cap_threads_in_dask_worker()
         url, object_path = self.files[i]
-        try:
-            tree = _tree(url, object_path, self.open_options)
-            if isinstance(tree, cherenkov.RNTuple):
-                view = RNTupleView(tree, url, object_path, self.base_form)
-            else:
-                view = TreeView(tree, url, object_path)
-            return self._read_view(view, start, stop)
-        except cherenkov.SourceError as e:  # uproot's reports catch OSError
-            raise OSError(f"{url}: {e}") from e
+        # A SourceError is an OSError, which uproot's reports catch.
+        tree = _tree(url, object_path, self.open_options)
+        if isinstance(tree, cherenkov.RNTuple):
+            view = RNTupleView(tree, url, object_path, self.base_form)
+        else:
+            view = TreeView(tree, url, object_path)
+        return self._read_view(view, start, stop)
 
     def _read_view(self, view, start, stop):
         return _ud._read_tree(

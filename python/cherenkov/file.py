@@ -23,25 +23,36 @@ atexit.register(_core.cache_flush)
 OPEN_OPTIONS: tuple[str, ...] = tuple(name for name, _default, _doc in _core.OPEN_OPTIONS)
 
 
-def open(path: str | os.PathLike | list, **options) -> File:
+def open(path: str | os.PathLike | list, metadata: _core.FileMetadata | bytes | None = None, **options) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
     fastest, weighted by measured quality, and survive a failing replica (see `File.replicas()`).
-    Replicas are opened all at once: the first to open makes the file, the others join as they
-    open. One that is refused, missing or silent does not fail the open; one that holds another
-    file (another size, or other bytes in the file's head and tail, where ROOT keeps the file's
-    UUID and its index) is left out. Both are reported by `File.replicas()` (state ``"dropped"``)
-    and with a warning when known at open. A replica whose file changes on its server while being
-    read (new ETag or Last-Modified over HTTP) is dropped too; a single file that changes raises
-    `SourceError`. Authentication: see the README's "Authentication"; secrets never appear in
-    ``File.path``, messages, stats or traces.
+    Replicas are opened all at once and the file is the first listed one that opens, whatever order
+    they answer in (its values are read, never those of one that answered sooner); the others join
+    if they hold the same file. One that is refused, missing or silent does not fail the open; one
+    that holds another file (another size, or other bytes in the file's head and tail, where ROOT
+    keeps the file's UUID and its index) is left out. Both are reported by `File.replicas()` (state
+    ``"dropped"``) and with a warning when known at open. A replica whose file changes on its server
+    while being read (new ETag or Last-Modified over HTTP) is dropped too; a single file that
+    changes raises `SourceError`. Authentication: see the README's "Authentication"; secrets never
+    appear in ``File.path``, messages, stats or traces. Errors a caller may handle apart are also
+    Python's own: a missing file raises `SourceNotFoundError` (a ``FileNotFoundError``), refused
+    credentials `SourcePermissionError` (a ``PermissionError``), a silent or too slow server
+    `SourceTimeoutError` (a ``TimeoutError``); every `SourceError` is an ``OSError``.
+
+    `metadata`: what an earlier open of the same file learned (`File.metadata()`, or its bytes):
+    the file opens without reading its header, keys, trees or streamer infos again, only the
+    protocol's own opening remains. A file whose size or version on its server differs from what
+    `metadata` says raises `SourceError` ("changed ... since its metadata was learned").
 
     Options (None, or leaving one out, means its default):
 
     {options}
     """
     urls = [os.fspath(p) for p in path] if isinstance(path, (list, tuple)) else [os.fspath(path)]
-    return File(urls, **options)
+    if isinstance(metadata, (bytes, bytearray, memoryview)):
+        metadata = _core.FileMetadata.from_bytes(bytes(metadata))
+    return File(urls, metadata=metadata, **options)
 
 
 def _describe_options() -> str:
@@ -60,9 +71,16 @@ RNTUPLE_CLASS = "ROOT::RNTuple"
 class Directory:
     """A directory inside a file: ``keys()`` and ``dir["name"]``."""
 
-    def __init__(self, file: File, prefix: str):
-        self._file = file
+    def __init__(self, file: File | None, prefix: str):
+        # None: this directory is the file's top one, the file itself, which keeps no reference to
+        # itself: that cycle held every file dropped, and its connections, until Python's cycle
+        # collector happened to run (bench/soak.py counted hundreds of sockets).
+        self._of_file = file
         self._prefix = prefix
+
+    @property
+    def _file(self) -> File:
+        return self if self._of_file is None else self._of_file
 
     def keys(self, recursive: bool = True, cycle: bool = True) -> list[str]:
         out = []
@@ -99,15 +117,15 @@ class Directory:
 class File(Directory):
     """An open ROOT file."""
 
-    def __init__(self, urls: list[str], **options):
+    def __init__(self, urls: list[str], metadata: _core.FileMetadata | None = None, **options):
         self.path = " | ".join(_core.redact(url) for url in urls)
         self._opened = (time.perf_counter(), time.process_time())
-        self._core = _core.RootFile.open(urls, **options)
+        self._core = _core.RootFile.open(urls, metadata=metadata, **options)
         for replica in self._core.replicas() or ():
             if replica.state == "dropped":
                 warnings.warn(f"replica left out: {replica.last_error}", RuntimeWarning, stacklevel=3)
         self._keys = None
-        super().__init__(self, "")
+        super().__init__(None, "")
 
     def _all_keys(self):
         if self._keys is None:
@@ -152,6 +170,12 @@ class File(Directory):
         to slow down). Empty with ``adaptive_streams=False`` or for local files."""
         return self._core.stream_steps()
 
+    def metadata(self) -> _core.FileMetadata:
+        """What opening this file, and the trees and RNTuples found in it so far, read: for
+        `cherenkov.open(url, metadata=...)` elsewhere (it pickles; ``bytes(m)`` gives its
+        bytes), which then reads none of it again. About the size of the trees' metadata."""
+        return self._core.metadata()
+
     def begin_reading(self) -> None:
         """Say that reading of this file begins: its read-ahead steps decode after those of the
         files begun before it, and before those of files only read ahead (datasets call it)."""
@@ -171,8 +195,21 @@ class File(Directory):
     def format_version(self) -> int:
         return self._core.format_version
 
+    def read_ranges(self, ranges) -> list:
+        """The bytes of ``ranges`` (``[(start, stop), ...]``), for a reader that decodes ROOT itself
+        (uproot, through `cherenkov.uproot.Source`): one read-only ``uint8`` numpy array per
+        range, in at most one request. What the engine read already (the opening's head and tail,
+        a tree's metadata) is served from memory, and the baskets of the file's TTrees are learned
+        as lazy chunks learn them: a request brings what was read with the same branches before
+        (in this file, or in earlier files whose trees are laid out alike), the next windows are
+        read ahead, and a branch read alone for the first time brings its collection
+        (``speculate=False`` turns this off)."""
+        return self._core.read_ranges(ranges)
+
     def close(self) -> None:
-        """Files hold no resources beyond their source; present for `with` and uproot habits."""
+        """Drop what was read ahead for `read_ranges`; the file's source needs no closing
+        (present for `with` and uproot habits)."""
+        self._core.close_raw()
 
     def __enter__(self) -> File:
         return self

@@ -8,4 +8,4 @@ pub mod format;
 pub mod sink;
 pub mod source;
 
-pub use error::{Error, Result};
+pub use error::{Error, IoKind, Result};

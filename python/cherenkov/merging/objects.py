@@ -66,7 +66,8 @@ def copy_objects(out, inputs, paths: dict[str, str], report) -> None:
     if not paths:
         return
     uproot = _uproot()
-    files = [_open(spec.replicas) for spec in inputs]
+    summed = any(is_histogram(cls) for cls in paths.values())
+    files = [_open(spec.replicas) for spec in (inputs if summed else inputs[:1])]  # copies need the first only
     try:
         first = files[0]
         for path, cls in paths.items():

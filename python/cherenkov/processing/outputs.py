@@ -7,17 +7,21 @@
 >>> out = cherenkov.process({"ttbar": files}, skim, output_dir="skims")
 >>> out["ttbar"]["skim"]          # a cherenkov.Dataset: the files written, read back directly
 
-Each packet writes each of its outputs to one file of its own, named after the dataset, the output
-and the packet's chunk numbers (``skims/ttbar/skim/part-000004-000008.root``): a packet run again
-after a failure writes the same name again, so no event is ever written twice. A file is written
-under a temporary name and renamed when complete (the writer's rule), so a worker killed mid-write
-leaves no file that looks complete; the driver removes such leftovers, and the files of an earlier
-run that this run did not write, when the job ends.
+Each packet writes each of its outputs to one file of its own, named after the dataset, the output,
+the position of the packet's file among the dataset's and its chunks there
+(``skims/ttbar/skim/part-000002-000004-000008.root``: file 2, chunks 4 to 8): a packet run again
+after a failure, or copied to another worker near the end (a straggler), writes the same name again,
+so no event is ever written twice. A file is written under a temporary name of its writer and renamed
+when complete (the writer's rule; a rename is atomic), so a worker killed mid-write leaves no file
+that looks complete, and of two copies the last to finish replaces the other's file with the same
+events. Only the files of packets the driver merged are kept: it removes leftovers (temporary files,
+an earlier run's parts) when the job ends.
 
-In the merged output an `Events` becomes `Parts` (the files written, in chunk order), which the
-driver turns into a `cherenkov.Dataset` saved as ``dataset.json`` beside its files. With a
-`max_size`, consecutive files are first grouped into files of at most that size (`plan_merges`),
-each group merged by a worker (`MergeTask`: `cherenkov.merge`) into ``merged-<first>-<end>.root``.
+In the merged output an `Events` becomes `Parts` (the files written, in file and chunk order), which
+the driver turns into a `cherenkov.Dataset` saved as ``dataset.json`` beside its files. With a
+`max_size`, consecutive files are then grouped into files of at most that size (`plan_merges`), each
+group merged by a worker (`MergeTask`: `cherenkov.merge`) into
+``merged-<first file>-<first chunk>-<last file>-<end chunk>.root``.
 """
 
 from __future__ import annotations
@@ -32,8 +36,8 @@ from cherenkov.processing.manifest import Dataset
 
 FORMATS = ("ttree", "rntuple")
 MANIFEST = "dataset.json"
-_PART = re.compile(r"^(part|merged)-\d+-\d+\.root$")
-_TEMPORARY = re.compile(r"^\.(part|merged)-\d+-\d+\.root\.cherenkov-.*\.part$")  # the writer's temporary names
+_PART = re.compile(r"^(part|merged)(-\d+){3,4}\.root$")
+_TEMPORARY = re.compile(r"^\.(part|merged)(-\d+){3,4}\.root\.cherenkov-.*\.part$")  # the writer's temporary names
 
 
 class Events:
@@ -72,7 +76,8 @@ class Part:
     path: str
     entries: int
     inputs: list = field(default_factory=list)  # [url, entry_start, entry_stop]
-    chunks: tuple[int, int] = (0, 0)  # the dataset's chunks [first, end) it holds
+    first: tuple[int, int] = (0, 0)  # (file position in the dataset, chunk) of its first chunk
+    end: tuple[int, int] = (0, 0)  # and of the chunk after its last, in the same file
 
 
 @dataclass
@@ -90,7 +95,7 @@ class Parts:
         for part in other.items:
             last = items[-1] if items else None
             if last is not None and last.path == part.path:  # chunks of one packet: one file
-                items[-1] = Part(part.path, last.entries + part.entries, last.inputs + part.inputs, (last.chunks[0], part.chunks[1]))
+                items[-1] = Part(part.path, last.entries + part.entries, last.inputs + part.inputs, last.first, part.end)
             else:
                 items.append(part)
         return Parts(self.tree, self.format, items)
@@ -113,7 +118,7 @@ class PacketOutputs:
         self.options = options
         self.packet = packet
         self.files: dict[str, tuple] = {}  # output name -> (WritableFile, WritableTree)
-        self.next_chunk = packet.first_chunk  # the dataset's number of the chunk `take` gets next
+        self.next_chunk = packet.first_chunk  # the file's number of the chunk `take` gets next
 
     def take(self, result, chunk):
         """`result` (of the packet's next chunk) with every `Events` in it written and replaced by `Parts`."""
@@ -148,13 +153,14 @@ class PacketOutputs:
             before = tree.num_entries
             tree.extend(events.arrays)
             entries = tree.num_entries - before
-        number = self.next_chunk
-        part = Part(str(path), entries, [[self.packet.url, chunk.entry_start, chunk.entry_stop]], (number, number + 1))
+        position, number = self.packet.position, self.next_chunk
+        inputs = [[self.packet.url, chunk.entry_start, chunk.entry_stop]]
+        part = Part(str(path), entries, inputs, (position, number), (position, number + 1))
         return Parts(events.tree, self.options.format, [part])
 
     def _path(self, output: str) -> Path:
         p = self.packet
-        name = f"part-{p.first_chunk:06d}-{p.first_chunk + len(p.chunks):06d}.root"
+        name = f"part-{p.position:06d}-{p.first_chunk:06d}-{p.first_chunk + len(p.chunks):06d}.root"
         return folder(self.options, p.dataset, output) / name
 
     def close(self) -> int:
@@ -189,6 +195,9 @@ class MergeTask:
     attempts: int = 0
     failed_on: set = field(default_factory=set)
 
+    def __str__(self) -> str:
+        return f"{len(self.inputs)} files into {Path(self.target).name}"
+
     def run(self) -> None:
         cherenkov.merge(self.inputs, self.target, format=self.format, compression=self.compression, progress=False)
 
@@ -196,7 +205,8 @@ class MergeTask:
 def plan_merges(result, options: OutputOptions, first_id: int = 0) -> tuple[object, list[MergeTask]]:
     """`result` with each event output's files grouped, in order, into files of at most
     `options.max_size` bytes (a bigger file stays alone), and the merges that make those files.
-    A merged file is named after its chunks (``merged-<first>-<end>.root``): a rerun makes it again."""
+    A merged file is named after its first and end chunks (``merged-<file>-<chunk>-<file>-<chunk>.root``):
+    a rerun makes it again."""
     tasks: list[MergeTask] = []
 
     def walk(value):
@@ -209,10 +219,11 @@ def plan_merges(result, options: OutputOptions, first_id: int = 0) -> tuple[obje
             if len(group) == 1:
                 items.append(group[0])
                 continue
-            chunks = (group[0].chunks[0], group[-1].chunks[1])
-            target = str(Path(group[0].path).with_name(f"merged-{chunks[0]:06d}-{chunks[1]:06d}.root"))
+            first, end = group[0].first, group[-1].end
+            name = f"merged-{first[0]:06d}-{first[1]:06d}-{end[0]:06d}-{end[1]:06d}.root"
+            target = str(Path(group[0].path).with_name(name))
             inputs = [r for p in group for r in p.inputs]
-            items.append(Part(target, sum(p.entries for p in group), inputs, chunks))
+            items.append(Part(target, sum(p.entries for p in group), inputs, first, end))
             tasks.append(MergeTask(first_id + len(tasks), [p.path for p in group], target, value.format, options.compression))
         return Parts(value.tree, value.format, items)
 
