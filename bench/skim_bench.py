@@ -94,6 +94,13 @@ print(json.dumps({"seconds": time.perf_counter() - start, "events": out["events"
 """
 
 
+def has_coffea(python: str) -> bool:
+    try:
+        return subprocess.run([python, "-c", "import coffea.processor"], capture_output=True).returncode == 0
+    except OSError:  # no such interpreter (`--coffea-python none` skips coffea)
+        return False
+
+
 def run_coffea(python: str, urls, keep, min_muons: int, output: Path, workers: int, step_size: int) -> dict:
     args = {"urls": urls, "keep": keep, "min_muons": min_muons, "output": str(output), "workers": workers, "step_size": step_size}
     args = json.dumps(args)
@@ -159,10 +166,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(BENCH))
     import uproot
     from cherenkov_lab import Lab
-    from make_nanolike import ensure
-    from process_bench import dataset_folder, has_coffea
+    from process_bench import dataset_folder
 
-    folder = dataset_folder(ensure(entries=args.entries), args.files)
+    folder = dataset_folder(args.entries, args.files, 1, print)  # copies of one generated file
     names = sorted(p.name for p in folder.glob("*.root"))[: args.files]
     keep = kept(uproot.open(folder / names[0])[TREE].keys())
     coffea = has_coffea(args.coffea_python)
