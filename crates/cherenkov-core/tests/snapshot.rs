@@ -28,7 +28,7 @@ async fn reopen(source: &Arc<MemorySource>, known: &MetadataSnapshot) -> Arc<Roo
     let bytes = known.to_bytes();
     let known = MetadataSnapshot::from_bytes(&bytes).expect("the snapshot reads back");
     let opened = Opened::plain(source.clone());
-    let file = RootFile::open_as_known(opened, Default::default(), known)
+    let file = RootFile::open_as_known(opened, &Default::default(), known)
         .await
         .expect("open from the snapshot");
     Arc::new(file)
@@ -45,7 +45,7 @@ async fn a_tree_opened_from_its_snapshot_reads_no_metadata_and_the_same_values()
             return;
         };
         let file = Arc::new(
-            RootFile::open(Opened::plain(first.clone()), Default::default())
+            RootFile::open(Opened::plain(first.clone()), &Default::default())
                 .await
                 .unwrap(),
         );
@@ -107,7 +107,7 @@ async fn an_ntuple_opened_from_its_snapshot_reads_no_metadata_and_the_same_value
             return;
         };
         let file = Arc::new(
-            RootFile::open(Opened::plain(first.clone()), Default::default())
+            RootFile::open(Opened::plain(first.clone()), &Default::default())
                 .await
                 .unwrap(),
         );
@@ -139,7 +139,7 @@ async fn a_file_of_another_size_or_version_than_its_snapshot_is_refused_as_chang
         let Some(source) = memory(TREE_FILE) else {
             return;
         };
-        let file = RootFile::open(Opened::plain(source.clone()), Default::default())
+        let file = RootFile::open(Opened::plain(source.clone()), &Default::default())
             .await
             .unwrap();
         file.tree("Events").await.unwrap();
@@ -163,7 +163,7 @@ async fn a_file_of_another_size_or_version_than_its_snapshot_is_refused_as_chang
                 version: known_version.map(str::to_string),
                 ..snapshot.clone()
             };
-            let e = RootFile::open_as_known(opened, Default::default(), known)
+            let e = RootFile::open_as_known(opened, &Default::default(), known)
                 .await
                 .unwrap_err();
             assert!(is_file_changed(&e), "{e}");
@@ -177,7 +177,7 @@ async fn a_file_of_another_size_or_version_than_its_snapshot_is_refused_as_chang
             version: Some("etag a".into()),
             ..snapshot
         };
-        RootFile::open_as_known(versioned("etag a"), Default::default(), known)
+        RootFile::open_as_known(versioned("etag a"), &Default::default(), known)
             .await
             .unwrap();
     })

@@ -124,7 +124,9 @@ pub fn to_py(e: Error) -> PyErr {
     let msg = cherenkov_core::source::redact::redact(&e.to_string());
     match e {
         Error::Format { .. } => FormatError::new_err(msg),
-        Error::Io { ref cause, kind, .. } => Python::attach(|py| {
+        Error::Io {
+            ref cause, kind, ..
+        } => Python::attach(|py| {
             let at = match cherenkov_core::source::is_file_changed(&e) {
                 true => CLASSES.len() - 1,
                 false => KINDS.iter().position(|k| *k == kind).unwrap_or(0),
