@@ -235,12 +235,15 @@ def test_parts_of_one_packet_add_up_to_one_file():
     assert [(p.path, p.entries, p.inputs) for p in total.items] == [("p1", 5, [["f", 0, 10], ["f", 10, 20]]), ("p2", 0, [["f", 20, 30]])]
 
 
-@pytest.mark.parametrize("executor", ["in-process", "processes"])
-def test_workers_merge_the_packets_files_into_files_of_the_target_size(inputs, expected, tmp_path, executor):
+@pytest.mark.parametrize("executor", ["in-process", "processes", "client"])
+def test_workers_merge_the_packets_files_into_files_of_the_target_size(inputs, expected, tmp_path, executor, request):
     one = cherenkov.process({"nano": inputs}, Skim(), executor="in-process", step_size=STEP, output_dir=tmp_path / "parts")["nano"]["skim"]
     sizes = [os.path.getsize(f) for f in one.files]
     target = 2 * max(sizes)  # two or three packet files per merged file
-    executor = LocalProcesses(2) if executor == "processes" else executor
+    if executor == "processes":
+        executor = LocalProcesses(2)
+    elif executor == "client":
+        executor = request.getfixturevalue("client")  # the merges run as Dask tasks too
     for _ in range(2):  # a rerun makes the same files again, and leaves nothing else
         out, report = cherenkov.process(
             {"nano": inputs}, Skim(), executor=executor, step_size=STEP, output_dir=tmp_path, output_max_size=target, return_report=True
