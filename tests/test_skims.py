@@ -173,41 +173,43 @@ def test_a_worker_killed_mid_write_leaves_no_partial_or_duplicate_events(inputs,
 
 
 class StraggleOnce(Skim):
-    """Sleeps once per job (the first worker to get it) in the last chunk of the last file: that
-    packet straggles, and the idle worker gets a copy of it, which writes the same file."""
+    """The first run of the last chunk of the last file (its packet's last) waits until that packet's
+    file exists, written by a copy of the packet an idle worker got (bounded: 60 s), then writes it
+    again: a straggler ending after its copy, same name, same events."""
 
-    def __init__(self, flag: str, last_file: str):
-        self.flag, self.last_file = flag, last_file
+    def __init__(self, flag: str, last_file: str, folder: str):
+        self.flag, self.last_file, self.folder = flag, last_file, folder
 
     def __call__(self, chunk):
         if chunk.metadata["file"] == self.last_file and chunk.entry_stop == 2000:
             try:
                 os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-                time.sleep(SLEEP)
             except FileExistsError:
-                pass
+                pass  # the copy
+            else:
+                deadline = time.monotonic() + 60
+                while not list(Path(self.folder).glob(f"part-{FILES - 1:06d}-*-000004.root")) and time.monotonic() < deadline:
+                    time.sleep(0.05)
         return super().__call__(chunk)
 
 
-SLEEP = 4.0
-
-
 def test_a_straggler_and_its_copy_write_one_file(inputs, expected, tmp_path):
+    folder = tmp_path / "out" / "nano" / "skim"
     out, report = cherenkov.process(
         {"nano": inputs},
-        StraggleOnce(str(tmp_path / "slept"), inputs[-1]),
+        StraggleOnce(str(tmp_path / "slept"), inputs[-1], str(folder)),
         executor=LocalProcesses(2),
         step_size=STEP,
         output_dir=tmp_path / "out",
         return_report=True,
     )
     ds = out["nano"]["skim"]
-    assert report.copies == report.copies_won == 1, (report.copies, report.copies_won)
-    # the original ended after its copy (it slept): it wrote the same events under the same name
+    assert report.copies >= 1 and report.copies_won >= 1, (report.copies, report.copies_won)
+    # the original ended after its copy: it wrote the same events under the same name, not merged
     assert report.discarded.events_written > 0 and report.total.events_written == ds.num_entries + report.discarded.events_written
     assert ds.num_entries == len(expected["run"])
     assert_equal_events(uproot.concatenate(ds, library="ak"), expected)
-    assert_only_the_dataset(ds, tmp_path / "out" / "nano" / "skim")
+    assert_only_the_dataset(ds, folder)
 
 
 def test_rntuple_outputs(inputs, expected, tmp_path):
