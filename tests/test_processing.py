@@ -102,15 +102,6 @@ def sequential(dataset):
     return out
 
 
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 def assert_identical(a, b, path="result"):
     """Equal bit for bit, recursively."""
     assert type(a) is type(b), path
