@@ -204,9 +204,61 @@ def test_ttrees_merged_into_an_rntuple(inputs, tmp_path):
         assert ak.array_equal(got[n], want[n]), n
 
 
-def test_copy_mode_is_refused_clearly(inputs, tmp_path):
-    with pytest.raises(NotImplementedError, match="copy"):
-        cherenkov.merge(inputs[0], tmp_path / "x.root", mode="copy")
+def test_copy_mode_copies_compressed_baskets(inputs, tmp_path):
+    """Baskets copied as they are (same count, same compressed bytes), re-keyed into the output;
+    the inputs' many clusters kept, shifted by the entries before them."""
+    paths, _ = inputs
+    out = tmp_path / "copied.root"
+    report = cherenkov.merge(paths, out, mode="copy", progress=False)
+    assert (report.trees["Events"].mode, report.trees["Events"].reason) == ("copy", "asked for")
+    assert not report.trees["Events"].rewritten
+    assert_same([out], paths, list(TYPES))
+    tree = cherenkov.open(out)["Events"]
+    ins = [cherenkov.open(p)["Events"] for p in paths]
+    for b in tree.branches:
+        theirs = [next(x for x in t.branches if x.name == b.name) for t in ins]
+        assert b.num_baskets == sum(x.num_baskets for x in theirs) and b.num_baskets > 1, b.name
+        assert b.compressed_bytes == sum(x.compressed_bytes for x in theirs), b.name
+    starts = np.cumsum([0] + [t.num_entries for t in ins])
+    want = np.unique(np.concatenate([t.cluster_boundaries + s for t, s in zip(ins, starts)]))
+    assert len(want) > 20 and np.array_equal(tree.cluster_boundaries, want)
+
+
+def test_auto_mode_copies_large_clusters_and_rewrites_small_ones(inputs, tmp_path, monkeypatch):
+    import cherenkov.merging.copy as copy
+
+    paths, _ = inputs
+    report = cherenkov.merge(paths, tmp_path / "a.root", progress=False)
+    assert report.trees["Events"].mode == "rewrite" and "under 10 MB" in report.trees["Events"].reason
+    monkeypatch.setattr(copy, "COPY_MIN_CLUSTER_BYTES", 1_000)
+    report = cherenkov.merge(paths, tmp_path / "b.root", progress=False)
+    assert report.trees["Events"].mode == "copy" and "kept as they are" in report.trees["Events"].reason
+    assert_same([tmp_path / "b.root"], paths, list(TYPES))
+
+
+def test_copy_mode_rewrites_inputs_stored_otherwise(inputs, tmp_path):
+    """Inputs whose branches are stored otherwise than the output's are rewritten in their
+    place within the copied tree, and reported; the values still follow input order. Here the
+    output counts Muon_pt with nMuon_pt (uproot's name: nMuon is not in every input), which
+    cherenkov's inputs lack."""
+    paths, datas = inputs
+    other = tmp_path / "uproot.root"
+    with uproot.recreate(other) as f:
+        tree = f.mktree("Events", {"x": "float64", "i": "int32", "Muon_pt": "var * float32"})
+        tree.extend({n: datas[0][n][:50] for n in ("x", "i", "Muon_pt")})
+    mixed = [paths[0], other, paths[2]]
+    out = tmp_path / "m.root"
+    report = cherenkov.merge(mixed, out, mode="copy", schema="intersection", progress=False)
+    assert report.trees["Events"].mode == "copy"
+    rewritten = report.trees["Events"].rewritten
+    assert list(rewritten) == [str(paths[0]), str(paths[2])]
+    assert all("no top-level branch 'nMuon_pt'" in why for why in rewritten.values())
+    assert_same([out], mixed, ["x", "i", "Muon_pt"])
+
+
+def test_copy_mode_is_refused_clearly_where_it_cannot_apply(inputs, tmp_path):
+    with pytest.raises(ValueError, match="cannot be copied: converted to rntuple"):
+        cherenkov.merge(inputs[0], tmp_path / "x.root", mode="copy", format="rntuple")
 
 
 def test_cli_merge(inputs, tmp_path):
@@ -225,7 +277,8 @@ def test_cli_merge(inputs, tmp_path):
 
 
 @pytest.mark.skipif(not TESTDATA.is_dir(), reason=f"{TESTDATA} is absent (the NanoAOD schema comes from it)")
-def test_nanoaod_like_files(tmp_path):
+@pytest.mark.parametrize("mode", ["rewrite", "copy"])
+def test_nanoaod_like_files(tmp_path, mode):
     sys.path.insert(0, str(REPO / "bench"))
     try:
         import make_nanolike
@@ -239,9 +292,10 @@ def test_nanoaod_like_files(tmp_path):
     finally:
         make_nanolike.CHUNK_ENTRIES = chunk
     out = tmp_path / "merged.root"
-    report = cherenkov.merge(paths, out, progress=False)
+    report = cherenkov.merge(paths, out, mode=mode, progress=False)
     names = uproot.open(paths[0])["Events"].keys()
     assert report.trees["Events"].columns == len(names) > 900
+    assert report.trees["Events"].mode == mode and not report.trees["Events"].rewritten
     assert_same([out], paths, names)
 
 
@@ -308,6 +362,10 @@ print(json.dumps({
     "entries": t.GetEntries(),
     "i": [int(v) for v in ROOT.RDataFrame(t).Take["int"]("i")],
     "s": [str(v) for v in ROOT.RDataFrame(t).Take["std::string"]("s")],
+    "Muon_pt": [list(v) for v in ROOT.RDataFrame(t).Take["ROOT::RVec<float>"]("Muon_pt")],
+    "v": [list(v) for v in ROOT.RDataFrame(t).Take["std::vector<float>"]("v")],
+    "a": [list(v) for v in ROOT.RDataFrame(t).Take["ROOT::RVec<short>"]("a")],
+    "vs": [[str(x) for x in v] for v in ROOT.RDataFrame(t).Take["std::vector<std::string>"]("vs")],
     "h1": [h1.GetBinContent(k) for k in range(h1.GetNcells())],
     "h1_entries": h1.GetEntries(),
     "h2": [h2.GetBinContent(k) for k in range(h2.GetNcells())],
@@ -320,17 +378,20 @@ print(json.dumps({
 @pytest.mark.skipif(
     importlib.util.find_spec("ROOT") is None, reason="ROOT does not import here (pip install root: ROOT 6.40 is the oracle)"
 )
-def test_root_reads_the_merged_file_without_a_warning(inputs, tmp_path):
+@pytest.mark.parametrize("mode", ["rewrite", "copy"])
+def test_root_reads_the_merged_file_without_a_warning(inputs, tmp_path, mode):
     paths, _ = inputs
     out = tmp_path / "merged.root"
-    cherenkov.merge(paths, out, progress=False)
+    cherenkov.merge(paths, out, mode=mode, progress=False)
     run = subprocess.run([sys.executable, "-c", ROOT_CHECK, str(out)], capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]
     problems = [line for line in run.stderr.splitlines() if line.startswith(("Error", "Warning"))]
     assert not problems, problems
     got = json.loads(run.stdout)
-    want = concatenated(paths, ["i", "s"])
-    assert got["entries"] == 4208 and got["i"] == want["i"].tolist() and got["s"] == want["s"].tolist()
+    want = concatenated(paths, ["i", "s", "Muon_pt", "v", "a", "vs"])
+    assert got["entries"] == 4208
+    for name in ("i", "s", "Muon_pt", "v", "a", "vs"):
+        assert got[name] == want[name].tolist(), name
     ins = [uproot.open(p) for p in paths]
     assert np.allclose(got["h1"], sum(f["h1"].values(flow=True) for f in ins))
     assert got["h1_entries"] == sum(f["h1"].member("fEntries") for f in ins)

@@ -5,6 +5,8 @@
 //! as nested tuples. The GIL is released while entries are serialized, compressed and written.
 
 use crate::errors::to_py;
+use crate::tree::Tree;
+use cherenkov_core::engine::writer::copy::copy_trees;
 use cherenkov_core::engine::writer::file::{DirectoryId, FileWriter};
 use cherenkov_core::engine::writer::ntuple::{NtupleLayout, NtupleWriter};
 use cherenkov_core::engine::writer::tree::TreeWriter;
@@ -185,6 +187,44 @@ impl WritableFile {
             .map_err(write_error)
     }
 
+    /// Why the baskets of `tree` (of another file) cannot be copied into TTree `table`, or
+    /// None when they can (see `engine::writer::copy`).
+    fn copy_refusal(&self, table: usize, tree: PyRef<'_, Tree>) -> PyResult<Option<String>> {
+        self.with_tree(table, |writer, _| Ok(writer.copy_plan(&tree.meta).err()))
+    }
+
+    /// Append the entries of `trees` (of other files, in order) to TTree `table` by copying their
+    /// compressed baskets (each must be copyable: see `copy_refusal`); returns the bytes copied.
+    fn copy_trees(
+        &self,
+        py: Python<'_>,
+        table: usize,
+        trees: Vec<PyRef<'_, Tree>>,
+    ) -> PyResult<u64> {
+        let inputs: Vec<_> = trees
+            .iter()
+            .map(|t| (t.file.source.clone(), t.meta.clone()))
+            .collect();
+        self.with_tree(table, |writer, file| {
+            let plans = inputs
+                .iter()
+                .map(|(source, meta)| {
+                    let plan = writer.copy_plan(meta).map_err(|why| {
+                        cherenkov_core::Error::InvalidArgument(format!(
+                            "{}: tree '{}' cannot be copied: {why}",
+                            source.name(),
+                            meta.name
+                        ))
+                    })?;
+                    Ok((source.clone(), plan))
+                })
+                .collect::<cherenkov_core::Result<Vec<_>>>()?;
+            let bytes = plans.iter().map(|(_, p)| p.bytes()).sum();
+            py.detach(|| copy_trees(writer, file, plans))?;
+            Ok(bytes)
+        })
+    }
+
     /// Entries written to table `table` so far.
     fn entries(&self, table: usize) -> PyResult<u64> {
         let guard = self.state.lock().unwrap();
@@ -241,6 +281,24 @@ impl WritableFile {
                 tables: Vec::new(),
             })),
         }
+    }
+
+    /// `f` with table `table`'s TTree writer and the file.
+    fn with_tree<T>(
+        &self,
+        table: usize,
+        f: impl FnOnce(&mut TreeWriter, &mut FileWriter) -> cherenkov_core::Result<T>,
+    ) -> PyResult<T> {
+        let mut guard = self.state.lock().unwrap();
+        let state = guard.as_mut().ok_or_else(|| closed(&self.name))?;
+        let State { file, tables } = state;
+        let writer = tables
+            .get_mut(table)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| PyValueError::new_err(format!("table {table} is finished")))?
+            .as_tree()
+            .ok_or_else(|| PyValueError::new_err(format!("table {table} is not a TTree")))?;
+        f(writer, file).map_err(write_error)
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> cherenkov_core::Result<T>) -> PyResult<T> {

@@ -5,10 +5,12 @@
 >>> print(report.table())
 
 Inputs are given as every dataset function takes them (paths, URLs, globs, replicas,
-``{file: tree}``) and read with the engine's read-ahead (`cherenkov.iterate`: the next files
-opened and their first clusters fetched while one is read). Trees are concatenated in input order
-and written by cherenkov's writer with its layout policy (*rewrite*: clusters of ROOT's AutoFlush
-size, one basket per branch per cluster, metadata at the end); histograms are summed and other
+``{file: tree}``). Trees are concatenated in input order, each in one of two modes, chosen per
+tree and reported (the rule is in `cherenkov.merging.copy`): *copy* (compressed baskets copied
+without decompression, re-keyed, the next inputs opened and their baskets read while one is
+written: hadd's fast mode) or *rewrite* (inputs read with the engine's read-ahead by
+`cherenkov.iterate` and written by cherenkov's writer with its layout policy: clusters of ROOT's
+AutoFlush size, one basket per branch per cluster, metadata at the end); histograms are summed and other
 objects copied from the first input (see `cherenkov.merging.objects`). Each output is written
 under a temporary name and appears under its own when complete: an interrupted merge leaves no
 output that looks complete, and a rerun starts it again.
@@ -24,6 +26,7 @@ import awkward as ak
 
 from cherenkov.arrays import to_layout
 from cherenkov.dataset import file_specs, iterate
+from cherenkov.merging.copy import choose, copy_table
 from cherenkov.merging.objects import copy_objects
 from cherenkov.merging.schema import InputInfo, column_types, combine, default_column, describe
 from cherenkov.writing import _layout, recreate
@@ -46,6 +49,7 @@ class TableReport:
     filled: dict[str, list[str]] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
     lacking: list[str] = field(default_factory=list)
+    rewritten: dict[str, str] = field(default_factory=dict)  # copy mode: input -> why rewritten
 
 
 @dataclass
@@ -79,6 +83,8 @@ class MergeReport:
                 lines.append(f"    left out (not in every input): {', '.join(t.dropped)}")
             if t.lacking:
                 lines.append(f"    inputs without it: {', '.join(t.lacking)}")
+            for path, why in t.rewritten.items():
+                lines.append(f"    rewritten, not copied: {path}: {why}")
         if self.histograms:
             lines.append(f"  summed: {', '.join(self.histograms)}")
         if self.copied:
@@ -102,8 +108,8 @@ def merge(
 ) -> MergeReport:
     """Merge `inputs` into `output` (see the module's help). `max_size` (bytes of input per
     output) splits the inputs, in order, into outputs named ``stem_0.root``, ``stem_1.root``, ...;
-    `mode` ``"rewrite"`` re-clusters (``"auto"`` picks it; ``"copy"``, baskets copied as they are,
-    is not in this build); `schema` ``"strict"`` (the inputs' branches must agree), ``"union"``
+    `mode` ``"copy"`` copies compressed baskets, ``"rewrite"`` re-clusters, ``"auto"`` picks per
+    tree (`cherenkov.merging.copy.choose`); `schema` ``"strict"`` (the inputs' branches must agree), ``"union"``
     (missing branches filled with defaults) or ``"intersection"`` (common branches only);
     `format` ``"ttree"`` or ``"rntuple"`` (default: each tree's own); `compression` the writer's
     (default: the first input's); `progress` True shows bars when stderr is a terminal, False
@@ -111,8 +117,6 @@ def merge(
     `cherenkov.open`."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: one of {', '.join(MODES)}")
-    if mode == "copy":
-        raise NotImplementedError("mode='copy' (baskets copied without decompression) is not in this build: use 'rewrite' or 'auto'")
     if format not in FORMATS:
         raise ValueError(f"format={format!r}: 'ttree' or 'rntuple'")
     started = time.perf_counter()
@@ -130,24 +134,34 @@ def merge(
     report = MergeReport(bytes_read=sum(i.size for i in infos))
     progress = None if progress is True else progress
     plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
+    chosen = {t: choose(t, plan, infos, mode) for t, plan in plans.items()}
+    rewritten: dict[str, dict[str, str]] = {t: {} for t in tables}
     for n, group in enumerate(groups):
         path = output_name(os.fspath(output), n, len(groups))
         with recreate(path, compression=setting) as out:
             copy_objects(out, [i.spec for i in group], objects, report)
             for table, plan in plans.items():
-                _write_table(out, table, plan, group, progress, open_options)
+                tree = out.mktree(table, plan["types"], format=plan["format"])
+
+                def rewrite(run, table=table, plan=plan, tree=tree):
+                    _write_table(tree, table, plan, run, progress, open_options)
+
+                if chosen[table][0] == "copy":
+                    rewritten[table].update(copy_table(tree, table, group, rewrite, open_options))
+                else:
+                    rewrite(group)
         report.outputs.append(path)
         report.inputs.append([i.spec.replicas[0] for i in group])
         report.bytes_written += os.path.getsize(path)
     for table, plan in plans.items():
         report.trees[table] = TableReport(
-            "rewrite",
-            "copy mode is not in this build" if mode == "auto" else "asked for",
+            *chosen[table],
             sum(i.tables[table].entries for i in infos if table in i.tables),
             len(plan["names"]),
             plan["missing"],
             plan["dropped"],
             [i.spec.replicas[0] for i in infos if table not in i.tables],
+            rewritten[table],
         )
     report.seconds = time.perf_counter() - started
     return report
@@ -193,11 +207,10 @@ def _plan(table: str, infos: list[InputInfo], schema: str, format: str | None, o
     }
 
 
-def _write_table(out, table: str, plan: dict, group: list[InputInfo], progress, open_options: dict) -> None:
-    """Concatenate `table` of the group's inputs into `out`, runs of inputs with the same
+def _write_table(tree, table: str, plan: dict, group: list[InputInfo], progress, open_options: dict) -> None:
+    """Append `table` of the group's inputs to the writer's `tree`, runs of inputs with the same
     columns read by one `iterate` (its read-ahead crosses their files)."""
     names, types = plan["names"], plan["types"]
-    tree = out.mktree(table, types, format=plan["format"])
     runs: list[tuple[list[str], list[InputInfo]]] = []
     for info in group:
         if table not in info.tables:

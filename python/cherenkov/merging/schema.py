@@ -26,6 +26,8 @@ class TableSchema:
     kind: str  # "TTree" or "RNTuple"
     entries: int
     columns: dict[str, str]
+    compressed: int = 0  # bytes of its baskets (TTrees)
+    clusters: int = 0
 
 
 @dataclass
@@ -58,8 +60,12 @@ def _describe(spec: FileSpec, open_options: dict) -> InputInfo:
 
 def _table_schema(table) -> TableSchema:
     kind = "RNTuple" if type(table).__name__ == "RNTuple" else "TTree"
-    columns = {b.name: b.typename for b in table.branches if b.readable and b.parent is None}
-    return TableSchema(kind, table.num_entries, columns)
+    branches = table.branches
+    columns = {b.name: b.typename for b in branches if b.readable and getattr(b, "parent", None) is None}
+    if kind == "RNTuple":
+        return TableSchema(kind, table.num_entries, columns)
+    compressed = sum(b.compressed_bytes for b in branches)
+    return TableSchema(kind, table.num_entries, columns, compressed, len(table.cluster_boundaries) - 1)
 
 
 def combine(table: str, inputs: list[InputInfo], schema: str) -> tuple[list[str], dict[str, list[str]]]:

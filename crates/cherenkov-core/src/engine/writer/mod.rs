@@ -5,6 +5,7 @@
 //! `format::array`, finished into the file.
 
 mod branches;
+pub mod copy;
 pub mod file;
 mod fill;
 pub mod layout;
@@ -79,6 +80,11 @@ pub trait TableWriter: Send {
     /// Append entries: one array per column, in `columns()` order, all of one length (check them
     /// with `check_arrays`).
     fn extend(&mut self, file: &mut FileWriter, arrays: Vec<Array>) -> Result<()>;
+
+    /// The TTree writer behind this table, if it is one (for copy mode, `copy::copy_trees`).
+    fn as_tree(&mut self) -> Option<&mut tree::TreeWriter> {
+        None
+    }
 
     /// Write what is buffered and the table's metadata: the table is then complete in `file`.
     fn finish(self: Box<Self>, file: &mut FileWriter) -> Result<()>;

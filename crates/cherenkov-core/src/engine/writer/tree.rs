@@ -35,13 +35,13 @@ const COLLECTION_CLASS_VERSION: i16 = 6;
 
 /// What is on disk of one branch.
 #[derive(Default)]
-struct Written {
-    baskets: Vec<BasketRecord>,
-    tot_bytes: i64,
-    zip_bytes: i64,
-    basket_size: usize,
+pub(super) struct Written {
+    pub baskets: Vec<BasketRecord>,
+    pub tot_bytes: i64,
+    pub zip_bytes: i64,
+    pub basket_size: usize,
     /// A counter's largest count.
-    maximum: i64,
+    pub maximum: i64,
 }
 
 /// A basket compressed (or stored as it is, when compression does not shrink it).
@@ -58,23 +58,23 @@ struct Pending {
 }
 
 pub struct TreeWriter {
-    name: String,
-    dir: DirectoryId,
+    pub(super) name: String,
+    pub(super) dir: DirectoryId,
     columns: Vec<Column>,
     options: TableOptions,
     aliases: Vec<(String, String)>,
-    branches: Vec<Branch>,
+    pub(super) branches: Vec<Branch>,
     /// Bytes of one number of each branch (1 for strings).
-    sizes: Vec<usize>,
-    keylens: Vec<u32>,
-    written: Vec<Written>,
+    pub(super) sizes: Vec<usize>,
+    pub(super) keylens: Vec<u32>,
+    pub(super) written: Vec<Written>,
     filling: Vec<BasketBuffer>,
-    filling_entries: u64,
+    pub(super) filling_entries: u64,
     filling_bytes: u64,
     pending: Option<Pending>,
-    entries: u64,
+    pub(super) entries: u64,
     /// Entries of each cluster written or compressing.
-    clusters: Vec<u64>,
+    pub(super) clusters: Vec<u64>,
     policy: ClusterPolicy,
 }
 
@@ -220,7 +220,7 @@ impl TreeWriter {
 
     /// Close the cluster being filled: wait for the one compressing and write it, then compress
     /// this one in the background.
-    fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
+    pub(super) fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
         let entries = self.filling_entries;
         let buffers = std::mem::replace(
             &mut self.filling,
@@ -279,7 +279,7 @@ impl TreeWriter {
     }
 
     /// Wait for the cluster compressing, and write its baskets side by side.
-    fn write_pending(&mut self, file: &mut FileWriter) -> Result<()> {
+    pub(super) fn write_pending(&mut self, file: &mut FileWriter) -> Result<()> {
         let Some(pending) = self.pending.take() else {
             return Ok(());
         };
@@ -516,6 +516,10 @@ impl TableWriter for TreeWriter {
             }
         }
         Ok(())
+    }
+
+    fn as_tree(&mut self) -> Option<&mut TreeWriter> {
+        Some(self)
     }
 
     fn finish(mut self: Box<Self>, file: &mut FileWriter) -> Result<()> {

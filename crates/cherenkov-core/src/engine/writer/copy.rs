@@ -1,0 +1,284 @@
+//! Copy mode (hadd's fast mode): an input tree whose branches are stored as this writer stores
+//! them has its compressed baskets copied without decompression. Each basket gets a new key (its
+//! seek, directory and cycle) before the TBasket fields and payload it had; the key keeps its
+//! length, so the entry offsets inside the payload (counted from the key's start) stay right.
+//! The tree's basket tables (fBasketSeek, fBasketEntry, fBasketBytes) and its cluster ranges are
+//! the inputs', shifted by the entries written before them. Baskets are read in batches in file
+//! order, the next batch on its way while one is written, so memory holds two batches.
+
+use super::branches::{Branch, Storage};
+use super::file::FileWriter;
+use super::tree::TreeWriter;
+use crate::engine::runtime;
+use crate::error::{Error, Result};
+use crate::format::basket::{decode_basket, BasketHeader};
+use crate::format::cursor::Cursor;
+use crate::format::directory::Key;
+use crate::format::tree::TreeMeta;
+use crate::format::writing::basket::write_basket_header_raw;
+use crate::format::writing::tree::{cpp_type, leaf_type, BasketRecord};
+use crate::source::{ByteRange, SharedSource};
+use bytes::Bytes;
+
+/// Bytes of baskets read at once (two batches are held: one written, the next on its way).
+const BATCH_BYTES: u64 = 32 << 20;
+
+/// One input basket and where its entries go.
+struct Piece {
+    /// The output branch it belongs to.
+    branch: usize,
+    /// Its first entry in the input.
+    entry_start: u64,
+    range: ByteRange,
+}
+
+/// How one input tree's baskets are copied: see `TreeWriter::copy_plan`.
+pub struct CopyPlan {
+    entries: u64,
+    /// Entries of each of the input's clusters.
+    clusters: Vec<u64>,
+    /// Its baskets in batches of about `BATCH_BYTES`, in file order.
+    batches: Vec<Vec<Piece>>,
+}
+
+impl CopyPlan {
+    /// Compressed bytes the copy reads.
+    pub fn bytes(&self) -> u64 {
+        self.batches.iter().flatten().map(|p| p.range.len).sum()
+    }
+}
+
+impl TreeWriter {
+    /// How the baskets of `input` (a tree of another file) are copied into this tree, or why
+    /// they cannot be: every branch of this tree must be in `input`, stored as this writer
+    /// stores it (same leaf or collection class, same counter, entry offsets alike), with all
+    /// its baskets on disk.
+    pub fn copy_plan(&self, input: &TreeMeta) -> std::result::Result<CopyPlan, String> {
+        let mut pieces = Vec::new();
+        for (i, out) in self.branches.iter().enumerate() {
+            let counter = out.counter.map(|c| self.branches[c].name.as_str());
+            let j = input
+                .branches
+                .iter()
+                .position(|b| b.name == out.name && b.parent.is_none())
+                .ok_or_else(|| format!("it has no top-level branch '{}'", out.name))?;
+            compatible(out, counter, input, j)
+                .map_err(|why| format!("branch '{}': {why}", out.name))?;
+            for b in &input.branches[j].baskets {
+                pieces.push(Piece {
+                    branch: i,
+                    entry_start: b.entry_start,
+                    range: ByteRange::new(b.seek, b.bytes as u64),
+                });
+            }
+        }
+        pieces.sort_by_key(|p| p.range.offset);
+        let mut batches: Vec<Vec<Piece>> = Vec::new();
+        let mut size = BATCH_BYTES;
+        for p in pieces {
+            if size + p.range.len > BATCH_BYTES {
+                batches.push(Vec::new());
+                size = 0;
+            }
+            size += p.range.len;
+            batches.last_mut().expect("pushed").push(p);
+        }
+        let bounds = input.cluster_boundaries();
+        Ok(CopyPlan {
+            entries: input.entries,
+            clusters: bounds.windows(2).map(|w| w[1] - w[0]).collect(),
+            batches,
+        })
+    }
+
+    /// Write one batch of copied baskets (`raw`, as read for `pieces`), their entries starting
+    /// at `first_entry` of this tree.
+    fn write_copied(
+        &mut self,
+        file: &mut FileWriter,
+        pieces: &[Piece],
+        raw: Vec<Bytes>,
+        first_entry: u64,
+    ) -> Result<()> {
+        let seek_pdir = file.directory_seek(self.dir);
+        for (piece, raw) in pieces.iter().zip(raw) {
+            let i = piece.branch;
+            let origin = format!(
+                "tree '{}', basket of branch '{}' at offset {}",
+                self.name, self.branches[i].name, piece.range.offset
+            );
+            let bad = |why: String| Error::InvalidArgument(format!("{origin}: {why}"));
+            let mut cur = Cursor::new(&raw, &origin, piece.range.offset);
+            let key = Key::parse(&mut cur)?;
+            let header_end = cur.pos();
+            BasketHeader::parse(&mut cur)?;
+            let keylen = key.keylen as usize;
+            if key.nbytes as usize != raw.len() || keylen < cur.pos() || keylen > raw.len() {
+                return Err(bad(format!(
+                    "a key of {} bytes (fNbytes {}, fKeylen {keylen})",
+                    raw.len(),
+                    key.nbytes
+                )));
+            }
+            let seek = file.allocate(raw.len() as u64);
+            let big = key.version > 1000;
+            if !big && seek > i32::MAX as u64 {
+                return Err(bad("its key has 32-bit seeks and the output is past 2 GB: merge with mode='rewrite'".into()));
+            }
+            let w = &mut self.written[i];
+            let new = Key {
+                seek_key: seek,
+                seek_pdir,
+                cycle: w.baskets.len() as i16,
+                class_name: "TBasket".into(),
+                name: self.branches[i].name.clone(),
+                title: self.name.clone(),
+                ..key.clone()
+            };
+            let header = write_basket_header_raw(&new, &raw[header_end..keylen]);
+            if header.len() != keylen {
+                return Err(bad(format!(
+                    "its key header takes {keylen} bytes, {} once re-keyed (the entry offsets count from the key's start)",
+                    header.len()
+                )));
+            }
+            file.write_at(seek, &header)?;
+            file.write_at(seek + keylen as u64, &raw[keylen..])?;
+            if self.branches[i].is_counter {
+                let basket = decode_basket(&raw, &origin)?;
+                let size = self.sizes[i];
+                let max = basket
+                    .content
+                    .chunks_exact(size)
+                    .map(|c| c.iter().fold(0i64, |n, &b| n << 8 | b as i64))
+                    .max();
+                w.maximum = w.maximum.max(max.unwrap_or(0));
+            }
+            w.baskets.push(BasketRecord {
+                seek,
+                bytes: raw.len() as u32,
+                entry_start: first_entry + piece.entry_start,
+            });
+            w.tot_bytes += (keylen + key.objlen as usize) as i64;
+            w.zip_bytes += raw.len() as i64;
+            w.basket_size = w.basket_size.max(key.objlen as usize);
+        }
+        Ok(())
+    }
+}
+
+/// Append the entries of the input trees (each read from its source, as its plan says) to
+/// `writer` by copying their baskets, in order; the next batch is read while one is written.
+pub fn copy_trees(
+    writer: &mut TreeWriter,
+    file: &mut FileWriter,
+    inputs: Vec<(SharedSource, CopyPlan)>,
+) -> Result<()> {
+    if writer.filling_entries > 0 {
+        writer.close_cluster(file)?;
+    }
+    writer.write_pending(file)?;
+    let read = |source: &SharedSource, pieces: &[Piece]| {
+        let source = source.clone();
+        let ranges: Vec<ByteRange> = pieces.iter().map(|p| p.range).collect();
+        runtime().spawn(async move { source.read_ranges(&ranges).await })
+    };
+    let steps: Vec<(usize, usize)> = inputs
+        .iter()
+        .enumerate()
+        .flat_map(|(k, (_, plan))| (0..plan.batches.len()).map(move |b| (k, b)))
+        .collect();
+    let mut next = steps
+        .first()
+        .map(|&(k, b)| read(&inputs[k].0, &inputs[k].1.batches[b]));
+    let mut first_entry = writer.entries;
+    let mut done = 0;
+    for (s, &(k, b)) in steps.iter().enumerate() {
+        let reading = next.take().expect("one read per step");
+        if let Some(&(k2, b2)) = steps.get(s + 1) {
+            next = Some(read(&inputs[k2].0, &inputs[k2].1.batches[b2]));
+        }
+        // Inputs with no baskets (no entries) are passed over by the steps.
+        finish_inputs(writer, &inputs[done..k], &mut first_entry);
+        done = done.max(k);
+        let raw = runtime()
+            .block_on(reading)
+            .map_err(|e| Error::Cancelled(format!("reading baskets to copy: {e}")))??;
+        writer.write_copied(file, &inputs[k].1.batches[b], raw, first_entry)?;
+    }
+    finish_inputs(writer, &inputs[done..], &mut first_entry);
+    for w in &mut writer.written {
+        w.baskets.sort_by_key(|b| b.entry_start);
+    }
+    Ok(())
+}
+
+/// Count the entries and clusters of inputs whose baskets are all written.
+fn finish_inputs(writer: &mut TreeWriter, inputs: &[(SharedSource, CopyPlan)], first: &mut u64) {
+    for (_, plan) in inputs {
+        writer.entries += plan.entries;
+        writer.clusters.extend(&plan.clusters);
+        *first += plan.entries;
+    }
+}
+
+/// Whether input branch `j` stores its entries as the writer stores `out` (counted by
+/// `counter`): then its baskets can be read as the output's.
+fn compatible(
+    out: &Branch,
+    counter: Option<&str>,
+    input: &TreeMeta,
+    j: usize,
+) -> std::result::Result<(), String> {
+    let b = &input.branches[j];
+    if !b.children.is_empty() {
+        return Err("it has sub-branches".into());
+    }
+    if !b.embedded.is_empty() {
+        return Err("its last basket is kept inside the TTree's metadata".into());
+    }
+    if (b.entry_offset_len > 0) != out.varies() {
+        return Err(format!("fEntryOffsetLen is {}", b.entry_offset_len));
+    }
+    match &out.storage {
+        Storage::Numbers { dtype, dims } | Storage::Counted { dtype, dims } => {
+            let [leaf] = b.leaves[..] else {
+                return Err(format!("it has {} leaves", b.leaves.len()));
+            };
+            let leaf = &input.leaves[leaf];
+            let (class, letter) = leaf_type(*dtype).expect("checked by plan");
+            if b.class != "TBranch" || leaf.class != class {
+                return Err(format!(
+                    "a {} of {}, not a TBranch of {class}",
+                    b.class, leaf.class
+                ));
+            }
+            if leaf.is_unsigned != letter.is_ascii_lowercase() {
+                return Err("another signedness".into());
+            }
+            if leaf.len != dims.iter().product::<usize>() as i32 {
+                return Err(format!("{} numbers per item", leaf.len));
+            }
+            let theirs = leaf.count.map(|c| input.leaves[c].name.as_str());
+            if theirs != counter {
+                return Err(format!("its counter is {theirs:?}"));
+            }
+        }
+        other => {
+            let ours = match other {
+                Storage::Vector(d) => format!("vector<{}>", cpp_type(*d).expect("checked")),
+                Storage::VectorVector(d) => {
+                    format!("vector<vector<{}>>", cpp_type(*d).expect("checked"))
+                }
+                Storage::VectorString => "vector<string>".into(),
+                _ => "string".into(),
+            };
+            let theirs = b.element.as_ref().map(|e| e.class_name.as_str());
+            let normal = |s: &str| s.replace("std::", "").replace(' ', "");
+            if b.class != "TBranchElement" || theirs.map(normal) != Some(normal(&ours)) {
+                return Err(format!("a {} of {theirs:?}, not of {ours}", b.class));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+"""Copy mode: a tree's compressed baskets copied into the output without decompression (see
+`cherenkov_core::engine::writer::copy`), and the rule that picks copy or rewrite per tree.
+
+The rule: a remote reader fetches a cluster of the selected branches per request, so what a
+layout costs is its cluster size. Inputs whose clusters average at least `COPY_MIN_CLUSTER_BYTES`
+compressed (a third of ROOT's AutoFlush target of 30 MB) are copied as they are; smaller ones
+are rewritten into clusters of the writer's target size. An input whose branches are not stored
+as the writer stores them (another leaf class, baskets kept in the TTree's metadata, ...) is
+rewritten within a copied tree, and reported.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from cherenkov.file import open as open_file
+from cherenkov.merging.schema import OPENED_AT_ONCE, InputInfo
+
+COPY_MIN_CLUSTER_BYTES = 10_000_000
+# Trees handed to one copy call: their basket reads follow each other without a pause.
+COPIED_AT_ONCE = 8
+
+
+def choose(table: str, plan: dict, infos: list[InputInfo], mode: str) -> tuple[str, str]:
+    """``(mode, reason)`` for `table`: copy or rewrite, and why. Raises when ``mode="copy"`` is
+    asked for a tree that cannot be copied."""
+    having = [i.tables[table] for i in infos if table in i.tables]
+    kind = having[0].kind
+    refusal = None
+    if kind == "RNTuple":
+        refusal = "an RNTuple's pages are rewritten (page copy is not in this build)"
+    elif plan["format"] != "ttree":
+        refusal = f"converted to {plan['format']}"
+    elif plan["missing"]:
+        refusal = "branches missing from some inputs are filled with defaults"
+    if mode == "copy":
+        if refusal:
+            raise ValueError(f"mode='copy': tree {table!r} cannot be copied: {refusal}")
+        return "copy", "asked for"
+    if refusal or mode == "rewrite":
+        return "rewrite", refusal or "asked for"
+    clusters = sum(t.clusters for t in having)
+    mean = sum(t.compressed for t in having) / max(clusters, 1)
+    size = f"clusters average {mean / 1e6:.2f} MB compressed"
+    if mean >= COPY_MIN_CLUSTER_BYTES:
+        return "copy", f"{size}, at least {COPY_MIN_CLUSTER_BYTES / 1e6:.0f} MB: kept as they are"
+    return "rewrite", f"{size}, under {COPY_MIN_CLUSTER_BYTES / 1e6:.0f} MB: re-clustered"
+
+
+def copy_table(tree, table: str, group: list[InputInfo], rewrite, open_options: dict) -> dict[str, str]:
+    """Append `table` of the group's inputs to the writer's `tree` by copying baskets, opening
+    the next inputs while one batch is copied; an input that cannot be copied is rewritten with
+    `rewrite([info])` in its place. Returns {input: why it was rewritten}."""
+    core, table_id = tree.file._core, tree._table
+    rewritten: dict[str, str] = {}
+    having = [i for i in group if table in i.tables]
+
+    def opened(info: InputInfo):
+        return info, open_file(list(info.spec.replicas), **open_options)
+
+    batch: list = []
+
+    def flush() -> None:
+        if batch:
+            core.copy_trees(table_id, [t._core for _, t in batch])
+            for f, _ in batch:
+                f.close()
+            batch.clear()
+
+    with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
+        pending = [pool.submit(opened, i) for i in having[:OPENED_AT_ONCE]]
+        for n in range(len(having)):
+            info, f = pending.pop(0).result()
+            if n + OPENED_AT_ONCE < len(having):
+                pending.append(pool.submit(opened, having[n + OPENED_AT_ONCE]))
+            t = f[table]
+            why = core.copy_refusal(table_id, t._core)
+            if why is None:
+                batch.append((f, t))
+                if len(batch) == COPIED_AT_ONCE:
+                    flush()
+                continue
+            flush()
+            f.close()
+            rewritten[info.spec.replicas[0]] = why
+            rewrite([info])
+        flush()
+    return rewritten
