@@ -400,9 +400,10 @@ def test_root_reads_the_merged_file_without_a_warning(inputs, tmp_path, mode):
     assert got["note"] == "written by seed 0"
 
 
-def test_remote_inputs_over_http(inputs, folder, tmp_path):
-    """Inputs read from nginx: trees through the engine, histograms and objects through
-    uproot on cherenkov's source."""
+@pytest.mark.parametrize("mode", ["rewrite", "copy"])
+def test_remote_inputs_over_http(inputs, folder, tmp_path, mode):
+    """Inputs read from nginx: trees through the engine (copy mode: their baskets through the
+    file's source), histograms and objects through uproot on cherenkov's source."""
     import shutil
 
     from cherenkov_lab import NginxServer
@@ -415,7 +416,8 @@ def test_remote_inputs_over_http(inputs, folder, tmp_path):
         (folder / p.name).chmod(0o644)
     with NginxServer(folder) as nginx:
         urls = [nginx.url(p.name) for p in paths]
-        report = cherenkov.merge(urls, tmp_path / "merged.root", max_size=10**9, progress=False)
+        report = cherenkov.merge(urls, tmp_path / "merged.root", max_size=10**9, mode=mode, progress=False)
+    assert report.trees["Events"].mode == mode and not report.trees["Events"].rewritten
     assert report.inputs == [urls] and sorted(report.histograms) == ["dir/h2", "h1", "prof"] and report.copied == ["note"]
     assert_same([tmp_path / "merged.root"], paths, list(TYPES))
     assert np.allclose(uproot.open(tmp_path / "merged.root")["h1"].values(), sum(uproot.open(p)["h1"].values() for p in paths))

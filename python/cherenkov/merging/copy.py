@@ -62,7 +62,7 @@ def copy_table(tree, table: str, group: list[InputInfo], rewrite, open_options: 
 
     def flush() -> None:
         if batch:
-            core.copy_trees(table_id, [t._core for _, t in batch])
+            core.copy_trees(table_id, [t for _, t in batch])
             for f, _ in batch:
                 f.close()
             batch.clear()
@@ -73,8 +73,8 @@ def copy_table(tree, table: str, group: list[InputInfo], rewrite, open_options: 
             info, f = pending.pop(0).result()
             if n + OPENED_AT_ONCE < len(having):
                 pending.append(pool.submit(opened, having[n + OPENED_AT_ONCE]))
-            t = f[table]
-            why = core.copy_refusal(table_id, t._core)
+            t = f._core.tree(table)
+            why = core.copy_refusal(table_id, t)
             if why is None:
                 batch.append((f, t))
                 if len(batch) == COPIED_AT_ONCE:

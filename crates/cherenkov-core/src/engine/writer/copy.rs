@@ -15,7 +15,6 @@ use crate::format::basket::{decode_basket, BasketHeader};
 use crate::format::cursor::Cursor;
 use crate::format::directory::Key;
 use crate::format::tree::TreeMeta;
-use crate::format::writing::basket::write_basket_header_raw;
 use crate::format::writing::tree::{cpp_type, leaf_type, BasketRecord};
 use crate::source::{ByteRange, SharedSource};
 use bytes::Bytes;
@@ -32,19 +31,30 @@ struct Piece {
     range: ByteRange,
 }
 
+/// Baskets read together: the ranges that cover them (neighbours read as one range).
+#[derive(Default)]
+struct Batch {
+    pieces: Vec<Piece>,
+    ranges: Vec<ByteRange>,
+}
+
 /// How one input tree's baskets are copied: see `TreeWriter::copy_plan`.
 pub struct CopyPlan {
     entries: u64,
     /// Entries of each of the input's clusters.
     clusters: Vec<u64>,
     /// Its baskets in batches of about `BATCH_BYTES`, in file order.
-    batches: Vec<Vec<Piece>>,
+    batches: Vec<Batch>,
 }
 
 impl CopyPlan {
-    /// Compressed bytes the copy reads.
+    /// Compressed bytes the copy writes.
     pub fn bytes(&self) -> u64 {
-        self.batches.iter().flatten().map(|p| p.range.len).sum()
+        self.batches
+            .iter()
+            .flat_map(|b| &b.pieces)
+            .map(|p| p.range.len)
+            .sum()
     }
 }
 
@@ -73,15 +83,20 @@ impl TreeWriter {
             }
         }
         pieces.sort_by_key(|p| p.range.offset);
-        let mut batches: Vec<Vec<Piece>> = Vec::new();
+        let mut batches: Vec<Batch> = Vec::new();
         let mut size = BATCH_BYTES;
         for p in pieces {
             if size + p.range.len > BATCH_BYTES {
-                batches.push(Vec::new());
+                batches.push(Batch::default());
                 size = 0;
             }
             size += p.range.len;
-            batches.last_mut().expect("pushed").push(p);
+            let batch = batches.last_mut().expect("pushed");
+            match batch.ranges.last_mut() {
+                Some(r) if r.end() == p.range.offset => r.len += p.range.len,
+                _ => batch.ranges.push(p.range),
+            }
+            batch.pieces.push(p);
         }
         let bounds = input.cluster_boundaries();
         Ok(CopyPlan {
@@ -91,78 +106,121 @@ impl TreeWriter {
         })
     }
 
-    /// Write one batch of copied baskets (`raw`, as read for `pieces`), their entries starting
-    /// at `first_entry` of this tree.
+    /// Write one batch of copied baskets (`read`, as read for `batch.ranges`) side by side,
+    /// their entries starting at `first_entry` of this tree.
     fn write_copied(
         &mut self,
         file: &mut FileWriter,
-        pieces: &[Piece],
-        raw: Vec<Bytes>,
+        batch: &Batch,
+        read: Vec<Bytes>,
         first_entry: u64,
     ) -> Result<()> {
         let seek_pdir = file.directory_seek(self.dir);
-        for (piece, raw) in pieces.iter().zip(raw) {
-            let i = piece.branch;
-            let origin = format!(
+        let total: u64 = batch.pieces.iter().map(|p| p.range.len).sum();
+        let start = file.allocate(total);
+        let mut out = Vec::with_capacity(total as usize);
+        let mut spans = batch.ranges.iter().zip(read);
+        let mut span = spans.next();
+        for piece in &batch.pieces {
+            while let Some((r, _)) = &span {
+                if r.end() >= piece.range.end() {
+                    break;
+                }
+                span = spans.next();
+            }
+            let Some((r, bytes)) = &span else {
+                return Err(Error::InvalidArgument(format!(
+                    "tree '{}': a basket at offset {} outside the ranges read",
+                    self.name, piece.range.offset
+                )));
+            };
+            let at = (piece.range.offset - r.offset) as usize;
+            let raw = bytes
+                .get(at..at + piece.range.len as usize)
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "tree '{}': the file ends inside the basket at offset {}",
+                        self.name, piece.range.offset
+                    ))
+                })?;
+            let seek = start + out.len() as u64;
+            self.rekey(piece, raw, seek, seek_pdir, first_entry, &mut out)?;
+        }
+        file.write_at(start, &out)
+    }
+
+    /// Append basket `raw` (of `piece`) to `out` with a new key for `seek`, and record it.
+    fn rekey(
+        &mut self,
+        piece: &Piece,
+        raw: &[u8],
+        seek: u64,
+        seek_pdir: u64,
+        first_entry: u64,
+        out: &mut Vec<u8>,
+    ) -> Result<()> {
+        let i = piece.branch;
+        let origin = || {
+            format!(
                 "tree '{}', basket of branch '{}' at offset {}",
                 self.name, self.branches[i].name, piece.range.offset
-            );
-            let bad = |why: String| Error::InvalidArgument(format!("{origin}: {why}"));
-            let mut cur = Cursor::new(&raw, &origin, piece.range.offset);
-            let key = Key::parse(&mut cur)?;
-            let header_end = cur.pos();
-            BasketHeader::parse(&mut cur)?;
-            let keylen = key.keylen as usize;
-            if key.nbytes as usize != raw.len() || keylen < cur.pos() || keylen > raw.len() {
-                return Err(bad(format!(
-                    "a key of {} bytes (fNbytes {}, fKeylen {keylen})",
-                    raw.len(),
-                    key.nbytes
-                )));
-            }
-            let seek = file.allocate(raw.len() as u64);
-            let big = key.version > 1000;
-            if !big && seek > i32::MAX as u64 {
-                return Err(bad("its key has 32-bit seeks and the output is past 2 GB: merge with mode='rewrite'".into()));
-            }
-            let w = &mut self.written[i];
-            let new = Key {
-                seek_key: seek,
-                seek_pdir,
-                cycle: w.baskets.len() as i16,
-                class_name: "TBasket".into(),
-                name: self.branches[i].name.clone(),
-                title: self.name.clone(),
-                ..key.clone()
-            };
-            let header = write_basket_header_raw(&new, &raw[header_end..keylen]);
-            if header.len() != keylen {
-                return Err(bad(format!(
-                    "its key header takes {keylen} bytes, {} once re-keyed (the entry offsets count from the key's start)",
-                    header.len()
-                )));
-            }
-            file.write_at(seek, &header)?;
-            file.write_at(seek + keylen as u64, &raw[keylen..])?;
-            if self.branches[i].is_counter {
-                let basket = decode_basket(&raw, &origin)?;
-                let size = self.sizes[i];
-                let max = basket
-                    .content
-                    .chunks_exact(size)
-                    .map(|c| c.iter().fold(0i64, |n, &b| n << 8 | b as i64))
-                    .max();
-                w.maximum = w.maximum.max(max.unwrap_or(0));
-            }
-            w.baskets.push(BasketRecord {
-                seek,
-                bytes: raw.len() as u32,
-                entry_start: first_entry + piece.entry_start,
-            });
-            w.tot_bytes += (keylen + key.objlen as usize) as i64;
-            w.zip_bytes += raw.len() as i64;
-            w.basket_size = w.basket_size.max(key.objlen as usize);
+            )
+        };
+        let mut cur = Cursor::new(raw, "a basket to copy", piece.range.offset);
+        let key = Key::parse(&mut cur).map_err(|e| e.in_file(&origin()))?;
+        let header_end = cur.pos();
+        BasketHeader::parse(&mut cur).map_err(|e| e.in_file(&origin()))?;
+        let keylen = key.keylen as usize;
+        let bad = |why: String| Error::InvalidArgument(format!("{}: {why}", origin()));
+        if key.nbytes as usize != raw.len() || keylen < cur.pos() || keylen > raw.len() {
+            return Err(bad(format!(
+                "a key of {} bytes (fNbytes {}, fKeylen {keylen})",
+                raw.len(),
+                key.nbytes
+            )));
         }
+        if key.version <= 1000 && seek > i32::MAX as u64 {
+            return Err(bad(
+                "its key has 32-bit seeks and the output is past 2 GB: merge with mode='rewrite'"
+                    .into(),
+            ));
+        }
+        let w = &mut self.written[i];
+        let new = Key {
+            seek_key: seek,
+            seek_pdir,
+            cycle: w.baskets.len() as i16,
+            class_name: "TBasket".into(),
+            name: self.branches[i].name.clone(),
+            title: self.name.clone(),
+            ..key.clone()
+        };
+        let before = out.len();
+        new.write(out);
+        let header_len = out.len() - before;
+        if header_len != header_end {
+            return Err(bad(format!(
+                "its key header takes {header_end} bytes, {header_len} once re-keyed (the entry offsets count from the key's start)"
+            )));
+        }
+        out.extend_from_slice(&raw[header_end..]);
+        if self.branches[i].is_counter {
+            let basket = decode_basket(raw, &origin())?;
+            let max = basket
+                .content
+                .chunks_exact(self.sizes[i])
+                .map(|c| c.iter().fold(0i64, |n, &b| n << 8 | b as i64))
+                .max();
+            w.maximum = w.maximum.max(max.unwrap_or(0));
+        }
+        w.baskets.push(BasketRecord {
+            seek,
+            bytes: raw.len() as u32,
+            entry_start: first_entry + piece.entry_start,
+        });
+        w.tot_bytes += (keylen + key.objlen as usize) as i64;
+        w.zip_bytes += raw.len() as i64;
+        w.basket_size = w.basket_size.max(key.objlen as usize);
         Ok(())
     }
 }
@@ -178,9 +236,9 @@ pub fn copy_trees(
         writer.close_cluster(file)?;
     }
     writer.write_pending(file)?;
-    let read = |source: &SharedSource, pieces: &[Piece]| {
+    let read = |source: &SharedSource, batch: &Batch| {
         let source = source.clone();
-        let ranges: Vec<ByteRange> = pieces.iter().map(|p| p.range).collect();
+        let ranges = batch.ranges.clone();
         runtime().spawn(async move { source.read_ranges(&ranges).await })
     };
     let steps: Vec<(usize, usize)> = inputs

@@ -42,15 +42,6 @@ pub fn write_basket_header(key: &Key, fields: &BasketFields) -> Vec<u8> {
     out
 }
 
-/// A copied basket's header: `key`, then the TBasket fields as another file stored them
-/// (`fields`, the bytes from its key header's end to its fKeylen).
-pub fn write_basket_header_raw(key: &Key, fields: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(key.keylen as usize);
-    key.write(&mut out);
-    out.extend_from_slice(fields);
-    out
-}
-
 /// The entry offset table appended to `out` after the entry data: a count of `entries + 1`, each
 /// entry's start counted from the key's start (`starts` are from the data's), and a last 0.
 pub fn write_entry_offsets(out: &mut Vec<u8>, starts: &[u32], keylen: u32) {
