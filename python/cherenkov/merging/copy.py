@@ -56,7 +56,8 @@ def copy_table(tree, table: str, group: list[InputInfo], rewrite, open_options: 
     having = [i for i in group if table in i.tables]
 
     def opened(info: InputInfo):
-        return info, open_file(list(info.spec.replicas), **open_options)
+        f = open_file(list(info.spec.replicas), **open_options)
+        return info, f, f._core.tree(table)  # its metadata parsed here, off the copying thread
 
     batch: list = []
 
@@ -70,10 +71,9 @@ def copy_table(tree, table: str, group: list[InputInfo], rewrite, open_options: 
     with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
         pending = [pool.submit(opened, i) for i in having[:OPENED_AT_ONCE]]
         for n in range(len(having)):
-            info, f = pending.pop(0).result()
+            info, f, t = pending.pop(0).result()
             if n + OPENED_AT_ONCE < len(having):
                 pending.append(pool.submit(opened, having[n + OPENED_AT_ONCE]))
-            t = f._core.tree(table)
             why = core.copy_refusal(table_id, t)
             if why is None:
                 batch.append((f, t))

@@ -18,6 +18,7 @@ use crate::format::tree::TreeMeta;
 use crate::format::writing::tree::{cpp_type, leaf_type, BasketRecord};
 use crate::source::{ByteRange, SharedSource};
 use bytes::Bytes;
+use std::collections::HashMap;
 
 /// Bytes of baskets read at once (two batches are held: one written, the next on its way).
 const BATCH_BYTES: u64 = 32 << 20;
@@ -64,13 +65,17 @@ impl TreeWriter {
     /// stores it (same leaf or collection class, same counter, entry offsets alike), with all
     /// its baskets on disk.
     pub fn copy_plan(&self, input: &TreeMeta) -> std::result::Result<CopyPlan, String> {
+        let mut top: HashMap<&str, usize> = HashMap::new();
+        for (j, b) in input.branches.iter().enumerate() {
+            if b.parent.is_none() {
+                top.entry(b.name.as_str()).or_insert(j);
+            }
+        }
         let mut pieces = Vec::new();
         for (i, out) in self.branches.iter().enumerate() {
             let counter = out.counter.map(|c| self.branches[c].name.as_str());
-            let j = input
-                .branches
-                .iter()
-                .position(|b| b.name == out.name && b.parent.is_none())
+            let j = *top
+                .get(out.name.as_str())
                 .ok_or_else(|| format!("it has no top-level branch '{}'", out.name))?;
             compatible(out, counter, input, j)
                 .map_err(|why| format!("branch '{}': {why}", out.name))?;
