@@ -98,6 +98,7 @@ def process(
     run = _Run(job, executor, retries, skip_bad_files, MetadataStore(cache_dir(options)))
     start = time.perf_counter()
     executor.start(job)  # workers boot while the files are learned
+    run.report.reused_workers = getattr(executor, "reused", 0)
     try:
         merges = run.process(specs, target_seconds, progress, callback)
         out = {name: m.result for name, m in merges.items()}
@@ -212,8 +213,8 @@ class _Run:
         learning = True
         while True:
             self.hand_out()
-            if not learning and not any(self.running.values()) and self.packetizer.exhausted():
-                break
+            if not learning and self.packetizer.exhausted() and not self.needed_running():
+                break  # copies still running whose twin answered are not waited for
             try:
                 event = self.events.get(timeout=POLL_SECONDS)
             except queue.Empty:
@@ -231,6 +232,10 @@ class _Run:
                 except queue.Empty:
                     event = None
         self.finish(time.monotonic())
+
+    def needed_running(self) -> bool:
+        """Is a packet running whose result is still needed?"""
+        return any(p.id not in self.merged for held in self.running.values() for p, _ in held)
 
     def finished(self, worker: str, packet: Packet, future) -> None:
         held = self.running[worker]
