@@ -18,7 +18,7 @@ import hist
 import numpy as np
 import psutil
 import pytest
-from cherenkov.processing import Dask, LocalProcesses, ProcessingError, close_workers, executors
+from cherenkov.processing import Dask, LocalProcesses, ProcessingError, close_workers, driver, executors
 from cherenkov.processing.dataset import normalize
 from cherenkov.processing.merge import BlockFolder, TreeMerge, merge
 from cherenkov.processing.metadata import FileMeta
@@ -619,6 +619,17 @@ def test_handing_out_does_not_scan_every_file_for_every_packet():
         return len(looked_at) / packets
 
     assert per_packet(2000) < 1.5 * per_packet(250)
+
+
+def test_a_job_whose_handing_out_is_stuck_fails_with_what_is_left(dataset, monkeypatch):
+    # A bug that leaves every worker idle while work is left ends in an error that says what
+    # waits, not in a job that waits for ever.
+    monkeypatch.setattr(driver, "STALL_SECONDS", 0.5)
+    monkeypatch.setattr(Packetizer, "next_packet", lambda self, worker, workers: None)
+    t0 = time.monotonic()
+    with pytest.raises(ProcessingError, match=r"internal error: 1 workers idle .* 6 files with chunks not handed out"):
+        cherenkov.process(dataset, Analysis(), executor="in-process", step_size=STEP)
+    assert time.monotonic() - t0 < 30
 
 
 def test_a_failed_packet_waits_for_another_worker():

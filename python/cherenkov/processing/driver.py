@@ -25,6 +25,8 @@ from cherenkov.progress import Progress, ProgressUpdate
 
 #: How often the driver looks again at workers and running packets when nothing else happens.
 POLL_SECONDS = 0.25
+#: How long every worker may sit idle while work is left before the job fails as stuck.
+STALL_SECONDS = 60.0
 
 
 def process(
@@ -211,10 +213,20 @@ class _Run:
 
     def loop(self, start: float) -> None:
         learning = True
+        stalled_since = None
         while True:
             self.hand_out()
             if not learning and self.packetizer.exhausted() and not self.needed_running():
                 break  # copies still running whose twin answered are not waited for
+            # Workers present, none holding a packet, work left: the handing out is stuck (a bug);
+            # an error that says where beats a job that waits for ever.
+            stuck = not learning and not any(self.running.values()) and bool(self.executor.workers())
+            stalled_since = (stalled_since or time.monotonic()) if stuck else None
+            if stuck and time.monotonic() - stalled_since > STALL_SECONDS:
+                raise ProcessingError(
+                    f"internal error: {len(self.executor.workers())} workers idle for {STALL_SECONDS:g} s while work is left: "
+                    f"{self.packetizer.describe()}"
+                )
             try:
                 event = self.events.get(timeout=POLL_SECONDS)
             except queue.Empty:
