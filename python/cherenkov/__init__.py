@@ -21,6 +21,7 @@ from cherenkov._core import (
     ReplicaReport,
     SourceCounters,
     SourceError,
+    StagedFile,
     UnsupportedBranch,
     __version__,
 )
@@ -29,6 +30,7 @@ from cherenkov.dataset import Report, chunks, concatenate, iterate
 from cherenkov.file import Directory, File, open
 from cherenkov.ntuple import RNTuple
 from cherenkov.processing import process
+from cherenkov.stage import stage
 from cherenkov.stats import Stats
 from cherenkov.tree import LazyChunk, Tree
 
@@ -39,6 +41,8 @@ __all__ = [
     "chunks",
     "Report",
     "process",
+    "stage",
+    "StagedFile",
     "File",
     "Directory",
     "Tree",

@@ -3,7 +3,7 @@
 //! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
 //! `options.rs` (open's keywords, read once for every
 //! caller), `table.rs` (Table: what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
-//! `cache.rs` (the disk cache's housekeeping), `xrdcl.rs` (servers asking for gsi or krb5, read
+//! `cache.rs` (the disk cache's housekeeping), `stage.rs` (copying datasets to a local directory), `xrdcl.rs` (servers asking for gsi or krb5, read
 //! through XrdCl), with `convert.rs` for arrays and `errors.rs` for
 //! exceptions.
 
@@ -16,6 +16,7 @@ mod lazy;
 mod ntuple;
 mod options;
 mod raw;
+mod stage;
 mod table;
 mod tree;
 mod xrdcl;
@@ -32,12 +33,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache::cache_prune, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_flush, m)?)?;
     m.add_function(wrap_pyfunction!(file::redact, m)?)?;
+    m.add_function(wrap_pyfunction!(stage::stage, m)?)?;
     m.add("OPEN_OPTIONS", options::described())?;
     m.add_class::<file::RootFile>()?;
     m.add_class::<table::Table>()?;
     m.add_class::<tree::Tree>()?;
     m.add_class::<raw::ByteBuffer>()?;
     m.add_class::<raw::RawSource>()?;
+    m.add_class::<stage::StageJob>()?;
+    m.add_class::<stage::StagedFile>()?;
     m.add_class::<ntuple::Ntuple>()?;
     m.add_class::<ntuple::FieldInfo>()?;
     m.add_class::<iterate::StepIterator>()?;
