@@ -36,7 +36,8 @@ bench: setup
 
 # A wheel for users (abi3, manylinux_2_28): `pip install target/wheels/cherenkov-*.whl`, no Rust needed.
 wheel: setup
-	. scripts/env.sh && $(VENV)/bin/maturin build --release --compatibility manylinux_2_28 --out target/wheels
+	$(VENV)/bin/pip install -q "ziglang>=0.13"
+	. scripts/env.sh && $(VENV)/bin/maturin build --release --strip --zig --compatibility manylinux_2_28 --out target/wheels
 
 # The wheel installed in a fresh venv reads a file over HTTP from the lab's nginx.
 wheel-check: wheel

@@ -1,5 +1,6 @@
 #!/bin/sh
-# Seed corpus for the fuzz targets, cut out of the shared and committed test files (header bytes,
+# Seed corpus for the fuzz targets, cut out of the shared and committed test files (the committed
+# ones include TTrees cherenkov's writer wrote) (header bytes,
 # keys lists, streamer infos, TTree objects, baskets, compression blocks; RNTuple anchors,
 # envelopes and pages) into fuzz/corpus/<target>/.
 set -eu

@@ -39,6 +39,7 @@ def folder():
     for name, compression in compressions.items():
         write_generated(where, name, compression)
     write_as_rntuple(NANO, where / "nanolike-rntuple.root")  # four cluster groups, 7 MB
+    write_with_cherenkov(NANO, where / "cherenkov-nanolike.root")
     for path in where.iterdir():
         path.chmod(stat.S_IRUSR | stat.S_IWUSR | stat.S_IRGRP | stat.S_IROTH)
     yield where
@@ -78,6 +79,16 @@ def test_the_nanoaod_like_rntuple_reads_the_same_step_by_step(lab, folder, proto
             assert_same_array(step[name], whole[name][500 * i : 500 * (i + 1)], (protocol, name, i))
 
 
+def write_with_cherenkov(tree_path: Path, path: Path) -> None:
+    """The `Events` TTree as an RNTuple written by cherenkov, in clusters of 1.5 MB."""
+    events = cherenkov.open(tree_path)["Events"]
+    names = [b.name for b in events.branches if b.readable and b.parent is None]
+    data = events.arrays(names)
+    with cherenkov.recreate(path) as f:
+        ntuple = f.mktree("Events", {n: data[n].type.content for n in names}, format="rntuple", cluster_bytes=1_500_000)
+        ntuple.extend({n: data[n] for n in names})
+
+
 # Requests an RNTuple costs beyond its file's opening, until its fields and clusters are known.
 OPENING = {
     # ROOT: the header in the opening's head, the anchor, footer and the one page list in its tail.
@@ -85,6 +96,8 @@ OPENING = {
     # uproot: the header just before the anchor's key (read with it), then the page lists, which
     # it writes between the clusters (all in one read).
     "nanolike-rntuple.root": 2,
+    # cherenkov: page list, header, footer and anchor at the end, in the opening's tail read.
+    "cherenkov-nanolike.root": 0,
 }
 
 

@@ -5,6 +5,8 @@
 >>> tree = f["Events"]                      # a TTree, or an RNTuple (same methods)
 >>> arrays = tree.arrays(["Muon_pt", "Muon_eta"], library="ak")
 >>> for arrays in cherenkov.iterate(["a.root:Events", "b.root:Events"], ["Muon_pt"]): ...
+>>> with cherenkov.recreate("skim.root") as out:   # writing: see cherenkov.writing
+...     out["Events"] = arrays
 """
 
 from cherenkov._core import (
@@ -33,6 +35,18 @@ from cherenkov.processing import process
 from cherenkov.stage import stage
 from cherenkov.stats import Stats
 from cherenkov.tree import LazyChunk, Tree
+from cherenkov.writing import (
+    LZ4,
+    LZMA,
+    ZLIB,
+    ZSTD,
+    Compression,
+    WritableDirectory,
+    WritableFile,
+    WritableTree,
+    recreate,
+    update,
+)
 
 __all__ = [
     "open",
@@ -41,6 +55,16 @@ __all__ = [
     "chunks",
     "Report",
     "process",
+    "recreate",
+    "update",
+    "WritableFile",
+    "WritableDirectory",
+    "WritableTree",
+    "Compression",
+    "ZLIB",
+    "LZMA",
+    "LZ4",
+    "ZSTD",
     "stage",
     "StagedFile",
     "File",

@@ -80,6 +80,23 @@ impl Error {
             what: what.into(),
         }
     }
+    /// The same error with its message rewritten by `f` when it is an I/O error (its file and
+    /// cause kept); other errors as they are.
+    pub fn map_io_message(self, f: impl FnOnce(&str) -> String) -> Self {
+        match self {
+            Error::Io {
+                file,
+                message,
+                cause,
+            } => Error::Io {
+                message: f(&message),
+                file,
+                cause,
+            },
+            other => other,
+        }
+    }
+
     /// Fill in the file name of an error raised where only bytes were known.
     pub fn in_file(mut self, name: &str) -> Self {
         match &mut self {

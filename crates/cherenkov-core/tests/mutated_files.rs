@@ -4,8 +4,8 @@
 //! and seeks written into the header, the top directory, key headers, compression headers and
 //! basket headers, and in RNTuples the anchor, the envelopes' preambles and every count-like word
 //! of uncompressed header, footer and page list envelopes) are opened, listed and read
-//! completely, TTrees and RNTuples alike (the RNTuple seeds include the ROOT-written ones of
-//! tests/data). Each outcome must be Ok with
+//! completely, TTrees and RNTuples alike (the seeds include the ROOT-written RNTuples of
+//! tests/data and the TTrees cherenkov's writer wrote there). Each outcome must be Ok with
 //! consistent arrays, or an error naming the file and what was expected.
 //!
 //! Guards: every case runs under `catch_unwind` (a panic names the case); a watchdog thread aborts
@@ -361,15 +361,19 @@ fn field_offsets(path: &Path, bytes: &[u8]) -> Vec<usize> {
     fields
 }
 
-/// The ROOT-written RNTuples committed with the tests (types uproot's writer cannot write).
-fn committed_rntuples() -> Vec<PathBuf> {
+/// The files committed with the tests: ROOT-written RNTuples (types uproot's writer cannot
+/// write) and TTrees written by cherenkov's writer (tests/data/make_written_ttree.py).
+fn committed_seeds() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data");
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     entries
         .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().contains("rntuple"))
+        .filter(|p| {
+            let name = p.to_string_lossy();
+            name.contains("rntuple") || name.contains("written")
+        })
         .collect()
 }
 
@@ -377,7 +381,7 @@ fn seeds(dir: &Path) -> Vec<Seed> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .chain(committed_rntuples())
+        .chain(committed_seeds())
         .filter(|p| p.extension().is_some_and(|e| e == "root"))
         .filter(|p| {
             p.metadata().unwrap().len() <= MAX_SEED_BYTES

@@ -126,7 +126,7 @@ pub fn array_to_py<'py>(
             d.set_item("dtype", dtype.name())?;
             d.set_item("inner_shape", PyTuple::new(py, inner_shape)?)?;
             d.set_item("nbytes", data.len)?;
-            d.set_item("words", data.words.into_pyarray(py))?;
+            d.set_item("words", data.into_words().into_pyarray(py))?;
         }
         Layout::ListOffset {
             offsets,

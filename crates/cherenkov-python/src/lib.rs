@@ -3,7 +3,8 @@
 //! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
 //! `options.rs` (open's keywords, read once for every
 //! caller), `table.rs` (Table: what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
-//! `cache.rs` (the disk cache's housekeeping), `stage.rs` (copying datasets to a local directory), `xrdcl.rs` (servers asking for gsi or krb5, read
+//! `cache.rs` (the disk cache's housekeeping), `writer.rs` (files written: `WritableFile`),
+//! `stage.rs` (copying datasets to a local directory), `xrdcl.rs` (servers asking for gsi or krb5, read
 //! through XrdCl), with `convert.rs` for arrays and `errors.rs` for
 //! exceptions.
 
@@ -19,6 +20,7 @@ mod raw;
 mod stage;
 mod table;
 mod tree;
+mod writer;
 mod xrdcl;
 
 use errors::{CherenkovError, FormatError, NotFoundError, SourceError, UnsupportedBranch};
@@ -43,6 +45,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<stage::StageJob>()?;
     m.add_class::<stage::StagedFile>()?;
     m.add_class::<ntuple::Ntuple>()?;
+    m.add_class::<writer::WritableFile>()?;
     m.add_class::<ntuple::FieldInfo>()?;
     m.add_class::<iterate::StepIterator>()?;
     m.add_class::<lazy::AccessProfile>()?;

@@ -1,5 +1,5 @@
-//! The read engine: opens files through a byte source, fetches the baskets a read needs, and
-//! decompresses and interprets them in parallel.
+//! The engine: opens files through a byte source, fetches the baskets a read needs, and
+//! decompresses and interprets them in parallel; and writes files (`writer/`) through a sink.
 
 pub mod cpu_turns;
 pub mod file;
@@ -13,6 +13,7 @@ pub mod speculation;
 pub mod stats;
 pub mod table;
 pub mod tree;
+pub mod writer;
 
 use std::sync::OnceLock;
 

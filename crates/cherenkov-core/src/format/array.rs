@@ -70,18 +70,37 @@ impl DType {
     }
 }
 
-/// Bytes in 8-byte words, so numpy can view them as any element type without copying.
-#[derive(Clone, Debug, Default, PartialEq)]
+/// Bytes in 8-byte words, so numpy can view them as any element type without copying; or bytes
+/// another owner keeps alive (a numpy array handed to a writer), read where they are.
+#[derive(Clone, Default)]
 pub struct AlignedBytes {
-    pub words: Vec<u64>,
     pub len: usize,
+    storage: Storage,
+}
+
+#[derive(Clone)]
+enum Storage {
+    Words(Vec<u64>),
+    Shared(std::sync::Arc<dyn SharedBytes>),
+}
+
+impl Default for Storage {
+    fn default() -> Self {
+        Storage::Words(Vec::new())
+    }
+}
+
+/// Memory an array may borrow instead of copying: its owner keeps it alive and unchanged for as
+/// long as the array holds it.
+pub trait SharedBytes: Send + Sync {
+    fn bytes(&self) -> &[u8];
 }
 
 impl AlignedBytes {
     pub fn zeroed(len: usize) -> Self {
         Self {
-            words: vec![0u64; len.div_ceil(8)],
             len,
+            storage: Storage::Words(vec![0u64; len.div_ceil(8)]),
         }
     }
     pub fn from_slice(bytes: &[u8]) -> Self {
@@ -89,13 +108,59 @@ impl AlignedBytes {
         out.as_bytes_mut().copy_from_slice(bytes);
         out
     }
-    pub fn as_bytes(&self) -> &[u8] {
-        // SAFETY: u64 storage viewed as bytes; `len` never exceeds the storage.
-        unsafe { std::slice::from_raw_parts(self.words.as_ptr() as *const u8, self.len) }
+    /// Bytes kept by `owner`, not copied.
+    pub fn shared(owner: std::sync::Arc<dyn SharedBytes>) -> Self {
+        Self {
+            len: owner.bytes().len(),
+            storage: Storage::Shared(owner),
+        }
     }
+    pub fn as_bytes(&self) -> &[u8] {
+        match &self.storage {
+            // SAFETY: u64 storage viewed as bytes; `len` never exceeds the storage.
+            Storage::Words(w) => unsafe {
+                std::slice::from_raw_parts(w.as_ptr() as *const u8, self.len)
+            },
+            Storage::Shared(s) => &s.bytes()[..self.len],
+        }
+    }
+    /// The bytes to change (shared ones are copied first).
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        if let Storage::Shared(s) = &self.storage {
+            let mut words = vec![0u64; self.len.div_ceil(8)];
+            // SAFETY: as below, on a fresh buffer of at least `len` bytes.
+            unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, self.len) }
+                .copy_from_slice(&s.bytes()[..self.len]);
+            self.storage = Storage::Words(words);
+        }
+        let Storage::Words(w) = &mut self.storage else {
+            unreachable!("made words above")
+        };
         // SAFETY: as above, exclusive borrow.
-        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr() as *mut u8, self.len) }
+        unsafe { std::slice::from_raw_parts_mut(w.as_mut_ptr() as *mut u8, self.len) }
+    }
+    /// The 8-byte words holding the bytes (shared ones are copied).
+    pub fn into_words(mut self) -> Vec<u64> {
+        self.as_bytes_mut();
+        match self.storage {
+            Storage::Words(w) => w,
+            Storage::Shared(_) => unreachable!("made words by as_bytes_mut"),
+        }
+    }
+}
+
+impl PartialEq for AlignedBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl std::fmt::Debug for AlignedBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AlignedBytes")
+            .field("len", &self.len)
+            .field("shared", &matches!(self.storage, Storage::Shared(_)))
+            .finish()
     }
 }
 

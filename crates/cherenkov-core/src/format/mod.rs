@@ -1,5 +1,6 @@
-//! The ROOT file format: pure functions from bytes to structures. Nothing here does I/O; callers
-//! fetch the byte ranges these functions ask for.
+//! The ROOT file format: pure functions from bytes to structures and back (`writing/`). Nothing
+//! here does I/O; callers fetch the byte ranges these functions ask for, or place the bytes they
+//! return.
 
 pub mod array;
 pub mod basket;
@@ -15,3 +16,4 @@ pub mod rntuple;
 pub mod streamers;
 pub mod tree;
 mod tree_members;
+pub mod writing;

@@ -5,12 +5,12 @@ use super::cursor::Cursor;
 use crate::error::Result;
 use std::collections::HashMap;
 
-const BYTE_COUNT_MASK: u32 = 0x4000_0000;
+pub(crate) const BYTE_COUNT_MASK: u32 = 0x4000_0000;
 const BYTE_COUNT_VERSION_MASK: u16 = 0x4000;
-const NEW_CLASS_TAG: u32 = 0xFFFF_FFFF;
-const CLASS_MASK: u32 = 0x8000_0000;
+pub(crate) const NEW_CLASS_TAG: u32 = 0xFFFF_FFFF;
+pub(crate) const CLASS_MASK: u32 = 0x8000_0000;
 /// Reference tags count from the key start plus this offset (TBufferFile's kMapOffset).
-const MAP_OFFSET: u64 = 2;
+pub(crate) const MAP_OFFSET: u64 = 2;
 /// TObject's fBits flag for objects referenced by a TRef: a 2-byte process id follows fBits.
 pub const IS_REFERENCED: u32 = 1 << 4;
 /// Objects nest this deep at most (real files: a few levels per level of class splitting). Each

@@ -16,17 +16,39 @@ pub struct StreamerElement {
     pub type_code: i32,
     pub type_name: String,
     pub title: String,
+    /// Bytes of the member in memory (fSize) and of its fixed array (fArrayLength).
+    pub size: i32,
+    pub array_length: i32,
     /// Fixed array dimensions (fMaxIndex up to fArrayDim); empty for scalars.
     pub array_dims: Vec<usize>,
-    /// TStreamerSTL's fSTLtype and fCtype (0 for other classes).
-    pub stl_type: i32,
-    pub content_type: i32,
+    /// fMaxIndex as stored: a base class keeps its checksum in the second slot.
+    pub max_index: [i32; 5],
+    /// What the element's class adds after the TStreamerElement part.
+    pub tail: ElementTail,
+}
+
+/// The members a TStreamerElement subclass streams after its base.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum ElementTail {
+    #[default]
+    None,
+    /// TStreamerBase: the base class's version.
+    Base { version: i32 },
+    /// TStreamerBasicPointer and TStreamerLoop: the member counting the array.
+    Counted {
+        count_version: i32,
+        count_name: String,
+        count_class: String,
+    },
+    /// TStreamerSTL (and TStreamerSTLstring): the container kind and its content's type.
+    Stl { stl_type: i32, content_type: i32 },
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct StreamerInfo {
     pub class_name: String,
     pub class_version: i32,
+    pub checksum: u32,
     pub elements: Vec<StreamerElement>,
 }
 
@@ -81,7 +103,7 @@ impl Parser {
             "TStreamerInfo" => {
                 let v = read_version(cur, class)?;
                 let (class_name, _) = read_tnamed(cur)?;
-                cur.u32("TStreamerInfo fCheckSum")?;
+                let checksum = cur.u32("TStreamerInfo fCheckSum")?;
                 let class_version = cur.i32("TStreamerInfo fClassVersion")?;
                 let elements = match ptrs.read(cur, &mut |ptrs, cur, class, end| {
                     self.read_body(ptrs, cur, class, end)
@@ -97,6 +119,7 @@ impl Parser {
                 self.infos.push(StreamerInfo {
                     class_name,
                     class_version,
+                    checksum,
                     elements,
                 });
                 Ok(Item::Info(self.infos.len() - 1))
@@ -129,8 +152,8 @@ impl Parser {
                 let base = read_version(cur, "TStreamerElement")?;
                 let (name, title) = read_tnamed(cur)?;
                 let type_code = cur.i32("TStreamerElement fType")?;
-                cur.i32("TStreamerElement fSize")?;
-                cur.i32("TStreamerElement fArrayLength")?;
+                let size = cur.i32("TStreamerElement fSize")?;
+                let array_length = cur.i32("TStreamerElement fArrayLength")?;
                 let dims_at = cur.pos();
                 let ndims = cur.i32("TStreamerElement fArrayDim")?;
                 let max_index = if base.version == 1 {
@@ -150,12 +173,14 @@ impl Parser {
                         ))
                     }
                 };
+                let mut stored_index = [0i32; 5];
+                for (slot, v) in stored_index.iter_mut().zip(&max_index) {
+                    *slot = *v;
+                }
                 let type_name = cur.string("TStreamerElement fTypeName")?;
                 base.skip_to_end(cur, "TStreamerElement")?;
-                let (mut stl_type, mut content_type) = (0, 0);
+                let tail = read_tail(cur, class, outer.version)?;
                 if class.starts_with("TStreamerSTL") {
-                    stl_type = cur.i32("TStreamerSTL fSTLtype")?;
-                    content_type = cur.i32("TStreamerSTL fCtype")?;
                     stl.skip_to_end(cur, "TStreamerSTL")?;
                 }
                 outer.skip_to_end(cur, class)?;
@@ -165,9 +190,11 @@ impl Parser {
                     type_code,
                     type_name,
                     title,
+                    size,
+                    array_length,
                     array_dims,
-                    stl_type,
-                    content_type,
+                    max_index: stored_index,
+                    tail,
                 }))
             }
             _ => match end {
@@ -179,6 +206,26 @@ impl Parser {
             },
         }
     }
+}
+
+/// The members a TStreamerElement subclass adds, read where its version has them (TStreamerBase
+/// before version 3 kept no base version).
+fn read_tail(cur: &mut Cursor, class: &str, version: i16) -> Result<ElementTail> {
+    Ok(match class {
+        "TStreamerBase" if version > 2 => ElementTail::Base {
+            version: cur.i32("TStreamerBase fBaseVersion")?,
+        },
+        "TStreamerBasicPointer" | "TStreamerLoop" => ElementTail::Counted {
+            count_version: cur.i32(&format!("{class} fCountVersion"))?,
+            count_name: cur.string(&format!("{class} fCountName"))?,
+            count_class: cur.string(&format!("{class} fCountClass"))?,
+        },
+        c if c.starts_with("TStreamerSTL") => ElementTail::Stl {
+            stl_type: cur.i32("TStreamerSTL fSTLtype")?,
+            content_type: cur.i32("TStreamerSTL fCtype")?,
+        },
+        _ => ElementTail::None,
+    })
 }
 
 /// The element a TBranchElement stands for: member `id` of `class_name` (matching the version

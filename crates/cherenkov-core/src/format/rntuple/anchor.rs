@@ -12,6 +12,8 @@ const MIN_ANCHOR_LEN: usize = 78;
 const UNCHECKED_PREFIX: usize = 6;
 /// The only epoch of the released format.
 const EPOCH: u16 = 1;
+/// The anchor's class version since the first release (`ClassDef(RNTuple, 2)`).
+pub const CLASS_VERSION: u16 = 2;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Anchor {
@@ -80,31 +82,9 @@ impl Anchor {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::super::writing::anchor::anchor_object;
     use super::*;
-
-    /// An anchor as ROOT writes it.
-    pub fn anchor_bytes(a: &Anchor) -> Vec<u8> {
-        let mut out = (0x4000_0000u32 | 70).to_be_bytes().to_vec();
-        out.extend_from_slice(&2u16.to_be_bytes());
-        for v in a.version {
-            out.extend_from_slice(&v.to_be_bytes());
-        }
-        for v in [
-            a.seek_header,
-            a.nbytes_header,
-            a.len_header,
-            a.seek_footer,
-            a.nbytes_footer,
-            a.len_footer,
-            a.max_key_size,
-        ] {
-            out.extend_from_slice(&v.to_be_bytes());
-        }
-        let sum = xxh3(&out[UNCHECKED_PREFIX..]);
-        out.extend_from_slice(&sum.to_be_bytes());
-        out
-    }
 
     fn sample() -> Anchor {
         Anchor {
@@ -121,8 +101,10 @@ pub(crate) mod tests {
 
     #[test]
     fn round_trips_and_checks_its_checksum() {
-        let bytes = anchor_bytes(&sample());
+        let bytes = anchor_object(&sample());
         assert_eq!(bytes.len(), MIN_ANCHOR_LEN);
+        // ROOT's byte count covers the version and the fields, not the checksum.
+        assert_eq!(bytes[..6], [0x40, 0, 0, 66, 0, 2]);
         assert_eq!(Anchor::parse(&bytes, "t").unwrap(), sample());
         for i in UNCHECKED_PREFIX..bytes.len() {
             let mut bad = bytes.clone();
@@ -136,7 +118,7 @@ pub(crate) mod tests {
     fn other_epochs_are_refused() {
         let mut a = sample();
         a.version = [0, 2, 0, 0];
-        let e = Anchor::parse(&anchor_bytes(&a), "t").unwrap_err();
+        let e = Anchor::parse(&anchor_object(&a), "t").unwrap_err();
         assert!(e.to_string().contains("0.2.0.0"), "{e}");
     }
 }

@@ -23,6 +23,13 @@ macro_rules! column_types {
                     other => ColumnType::Unknown(other),
                 }
             }
+
+            pub fn code(self) -> u16 {
+                match self {
+                    $(ColumnType::$name => $code,)*
+                    ColumnType::Unknown(code) => code,
+                }
+            }
         }
     };
 }
@@ -84,7 +91,7 @@ pub const SWITCH_MEMORY_LEN: usize = 16;
 
 /// How elements are laid out in a page.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Encoding {
+pub(super) enum Encoding {
     Plain,
     Split,
     SplitZigzag,
@@ -147,7 +154,7 @@ impl ColumnType {
         self.element() == Some(Element::Index)
     }
 
-    fn encoding(self) -> Encoding {
+    pub(super) fn encoding(self) -> Encoding {
         use ColumnType::*;
         match self {
             SplitUInt16 | SplitUInt32 | SplitUInt64 | SplitReal16 | SplitReal32 | SplitReal64 => {

@@ -355,11 +355,11 @@ fn is_numbered(name: &str, prefix: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::format::rntuple::schema::ColumnRecord;
 
-    fn field(
+    pub fn field(
         parent: usize,
         role: Role,
         name: &str,

@@ -232,31 +232,25 @@ pub fn check_header_checksum(c: &mut Cursor, header_checksum: u64) -> Result<()>
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
+    use super::super::writing::{self, frames::Out};
     use super::*;
 
-    /// Test builders: frames and envelopes as ROOT's serializer writes them.
-    pub fn record(payload: &[u8]) -> Vec<u8> {
-        let mut out = ((payload.len() + 8) as i64).to_le_bytes().to_vec();
-        out.extend_from_slice(payload);
-        out
+    /// Test builders on the writer's frames.
+    fn record(payload: &[u8]) -> Vec<u8> {
+        let mut o = Out::default();
+        o.record(|o| o.bytes.extend_from_slice(payload));
+        o.bytes
     }
 
-    pub fn list(items: &[Vec<u8>]) -> Vec<u8> {
-        let body: Vec<u8> = items.concat();
-        let mut out = (-((body.len() + 12) as i64)).to_le_bytes().to_vec();
-        out.extend_from_slice(&(items.len() as u32).to_le_bytes());
-        out.extend_from_slice(&body);
-        out
+    fn list(items: &[Vec<u8>]) -> Vec<u8> {
+        let mut o = Out::default();
+        o.list(items.len(), |o| o.bytes.extend(items.concat()));
+        o.bytes
     }
 
-    pub fn envelope(kind: EnvelopeKind, payload: &[u8]) -> Vec<u8> {
-        let length = (payload.len() + 16) as u64;
-        let mut out = ((length << 16) | kind as u64).to_le_bytes().to_vec();
-        out.extend_from_slice(payload);
-        let sum = xxh3(&out);
-        out.extend_from_slice(&sum.to_le_bytes());
-        out
+    fn envelope(kind: EnvelopeKind, payload: &[u8]) -> Vec<u8> {
+        writing::frames::envelope(kind, |o| o.bytes.extend_from_slice(payload)).0
     }
 
     #[test]

@@ -29,32 +29,3 @@ impl Header {
         })
     }
 }
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::super::envelope::tests::envelope;
-    use super::super::schema::tests::{column, field, schema, string_bytes};
-    use super::*;
-
-    pub fn header_bytes(fields: &[Vec<u8>], columns: &[Vec<u8>]) -> Vec<u8> {
-        let mut p = 0u64.to_le_bytes().to_vec();
-        for s in ["ntuple", "", "test"] {
-            p.extend(string_bytes(s));
-        }
-        p.extend(schema(fields, columns));
-        envelope(EnvelopeKind::Header, &p)
-    }
-
-    #[test]
-    fn header_parses_name_and_schema() {
-        let h = header_bytes(
-            &[field(0, 0, "x", "std::int32_t", 0)],
-            &[column(0x13, 32, 0)],
-        );
-        let header = Header::parse(&h, "t").unwrap();
-        assert_eq!(header.name, "ntuple");
-        assert_eq!(header.writer, "test");
-        assert_eq!(header.schema.fields.len(), 1);
-        assert_eq!(header.schema.columns[0].field, 0);
-    }
-}

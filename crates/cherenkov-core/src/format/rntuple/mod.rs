@@ -18,3 +18,4 @@ pub mod header;
 pub mod page;
 pub mod page_list;
 pub mod schema;
+pub mod writing;

@@ -8,12 +8,12 @@ use crate::error::Result;
 use crate::format::cursor::Cursor;
 
 /// Field flags.
-const REPETITIVE: u16 = 0x01;
-const PROJECTED: u16 = 0x02;
+pub(super) const REPETITIVE: u16 = 0x01;
+pub(super) const PROJECTED: u16 = 0x02;
 const TYPE_CHECKSUM: u16 = 0x04;
 /// Column flags.
-const DEFERRED: u16 = 0x01;
-const WITH_RANGE: u16 = 0x02;
+pub(super) const DEFERRED: u16 = 0x01;
+pub(super) const WITH_RANGE: u16 = 0x02;
 /// The smallest record frame: its size.
 const MIN_RECORD: usize = 8;
 
@@ -37,6 +37,17 @@ impl Role {
             3 => Role::Variant,
             4 => Role::Streamer,
             other => Role::Unknown(other),
+        }
+    }
+
+    pub fn code(self) -> u16 {
+        match self {
+            Role::Leaf => 0,
+            Role::Collection => 1,
+            Role::Record => 2,
+            Role::Variant => 3,
+            Role::Streamer => 4,
+            Role::Unknown(code) => code,
         }
     }
 }
@@ -212,52 +223,27 @@ fn column_record(c: &mut Cursor) -> Result<ColumnRecord> {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::super::envelope::tests::{list, record};
+mod tests {
+    use super::super::descriptor::tests::field;
+    use super::super::writing::frames::Out;
+    use super::super::writing::schema::tests::column;
+    use super::super::writing::schema::{column_record, field_record, write_schema};
     use super::*;
-
-    pub fn string_bytes(s: &str) -> Vec<u8> {
-        let mut out = (s.len() as u32).to_le_bytes().to_vec();
-        out.extend_from_slice(s.as_bytes());
-        out
-    }
-
-    /// A field record frame (flags from the optional values given).
-    pub fn field(parent: u32, role: u16, name: &str, type_name: &str, repetition: u64) -> Vec<u8> {
-        let flags: u16 = if repetition > 0 { REPETITIVE } else { 0 };
-        let mut p = [0u32.to_le_bytes(), 0u32.to_le_bytes(), parent.to_le_bytes()].concat();
-        p.extend_from_slice(&role.to_le_bytes());
-        p.extend_from_slice(&flags.to_le_bytes());
-        for s in [name, type_name, "", ""] {
-            p.extend(string_bytes(s));
-        }
-        if repetition > 0 {
-            p.extend_from_slice(&repetition.to_le_bytes());
-        }
-        record(&p)
-    }
-
-    pub fn column(kind: u16, bits: u16, field: u32) -> Vec<u8> {
-        let mut p = kind.to_le_bytes().to_vec();
-        p.extend_from_slice(&bits.to_le_bytes());
-        p.extend_from_slice(&field.to_le_bytes());
-        p.extend_from_slice(&[0, 0, 0, 0]);
-        record(&p)
-    }
-
-    pub fn schema(fields: &[Vec<u8>], columns: &[Vec<u8>]) -> Vec<u8> {
-        [list(fields), list(columns), list(&[]), list(&[])].concat()
-    }
 
     #[test]
     fn records_with_unknown_trailing_fields_parse() {
-        let mut f = field(0, 0, "pt", "float", 0);
+        let mut o = Out::default();
         // A later minor version appends a field: the frame grows, this reader skips it.
-        f.extend_from_slice(&[1, 2, 3, 4]);
-        let size = f.len() as i64;
-        f[..8].copy_from_slice(&size.to_le_bytes());
-        let data = schema(&[f], &[column(0x18, 32, 0)]);
-        let s = Schema::parse(&mut Cursor::new(&data, "t", 0)).unwrap();
+        o.list(1, |o| {
+            o.record(|o| {
+                field_record(o, &field(0, Role::Leaf, "pt", "float", 0));
+                o.bytes.extend_from_slice(&[1, 2, 3, 4]);
+            })
+        });
+        o.records(&[column(ColumnType::SplitReal32, 0)], column_record);
+        o.list(0, |_| {});
+        o.list(0, |_| {});
+        let s = Schema::parse(&mut Cursor::new(&o.bytes, "t", 0)).unwrap();
         assert_eq!(s.fields[0].name, "pt");
         assert_eq!(s.fields[0].type_name, "float");
         assert_eq!(s.columns[0].kind, ColumnType::SplitReal32);
@@ -265,9 +251,17 @@ pub(crate) mod tests {
 
     #[test]
     fn column_widths_outside_the_spec_are_errors() {
-        let data = schema(&[field(0, 0, "x", "float", 0)], &[column(0x18, 16, 0)]);
-        assert!(Schema::parse(&mut Cursor::new(&data, "t", 0)).is_err());
-        let data = schema(&[field(0, 0, "x", "float", 0)], &[column(0x1C, 9, 0)]);
-        assert!(Schema::parse(&mut Cursor::new(&data, "t", 0)).is_err());
+        for (kind, bits) in [(ColumnType::SplitReal32, 16), (ColumnType::Real32Trunc, 9)] {
+            let mut c = column(kind, 0);
+            c.bits = bits;
+            let schema = Schema {
+                fields: vec![field(0, Role::Leaf, "x", "float", 0)],
+                columns: vec![c],
+                aliases: vec![],
+            };
+            let mut o = Out::default();
+            write_schema(&mut o, &schema);
+            assert!(Schema::parse(&mut Cursor::new(&o.bytes, "t", 0)).is_err());
+        }
     }
 }

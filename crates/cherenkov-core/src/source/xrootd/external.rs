@@ -94,18 +94,7 @@ async fn through(
 
 /// `error` with `more` said after its message.
 fn adding(error: Error, more: &str) -> Error {
-    match error {
-        Error::Io {
-            file,
-            message,
-            cause,
-        } => Error::Io {
-            file,
-            message: format!("{message}; {more}"),
-            cause,
-        },
-        other => other,
-    }
+    error.map_io_message(|message| format!("{message}; {more}"))
 }
 
 #[cfg(test)]
