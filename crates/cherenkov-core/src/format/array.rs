@@ -223,9 +223,9 @@ impl UnwrittenBytes {
     /// Every byte of `bytes()` was written.
     pub unsafe fn assume_written(self) -> AlignedBytes {
         AlignedBytes {
-            // SAFETY: the bytes were written (the caller's promise), the padding by `new`.
-            words: unsafe { self.words.assume_written() },
             len: self.len,
+            // SAFETY: the bytes were written (the caller's promise), the padding by `new`.
+            storage: Storage::Words(unsafe { self.words.assume_written() }),
         }
     }
 }
