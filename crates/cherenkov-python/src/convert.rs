@@ -29,8 +29,11 @@ pub trait ItemToPy: Sized {
 /// The buffers are held while the map lives, so that no address is reused meanwhile.
 #[derive(Default)]
 pub struct Shared<'py> {
-    offsets: HashMap<*const Vec<i64>, (Arc<Vec<i64>>, Bound<'py, PyAny>)>,
+    offsets: HashMap<*const Vec<i64>, SharedOffsets<'py>>,
 }
+
+/// Offsets several lists hold, and the numpy array made of them.
+type SharedOffsets<'py> = (Arc<Vec<i64>>, Bound<'py, PyAny>);
 
 impl ItemToPy for BranchArray {
     fn to_py_sharing<'py>(

@@ -81,13 +81,17 @@ pub fn check_declared(compressed: &[u8], uncompressed_len: usize, origin: &str) 
     blocks(compressed, uncompressed_len, origin).map(|_| ())
 }
 
+/// One compression block: its algorithm, where it starts in the payload, its bytes, and the
+/// bytes it declares decompressed.
+type Block<'a> = (Algorithm, usize, &'a [u8], usize);
+
 /// A payload's compression blocks (algorithm, where the block starts, its bytes, the bytes it
 /// declares decompressed), checked to declare exactly `uncompressed_len` bytes in all.
 fn blocks<'a>(
     compressed: &'a [u8],
     uncompressed_len: usize,
     origin: &str,
-) -> Result<Vec<(Algorithm, usize, &'a [u8], usize)>> {
+) -> Result<Vec<Block<'a>>> {
     let err = |pos: usize, expected: String| {
         Error::format(format!("{origin} compressed byte {pos}"), expected)
     };
@@ -136,11 +140,7 @@ fn blocks<'a>(
     Ok(out)
 }
 
-fn decompress_blocks(
-    blocks: &[(Algorithm, usize, &[u8], usize)],
-    dest: &mut [u8],
-    origin: &str,
-) -> Result<()> {
+fn decompress_blocks(blocks: &[Block], dest: &mut [u8], origin: &str) -> Result<()> {
     let mut at = 0usize;
     for &(algorithm, pos, block, block_out) in blocks {
         decompress_block(algorithm, block, &mut dest[at..at + block_out])

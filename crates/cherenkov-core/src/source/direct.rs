@@ -154,7 +154,7 @@ fn read_span(file: &File, size: u64, span: ByteRange) -> std::io::Result<Bytes> 
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
-        if filled % ALIGN as usize != 0 {
+        if !filled.is_multiple_of(ALIGN as usize) {
             break; // the end of the file
         }
     }

@@ -354,10 +354,13 @@ struct UnitMap {
     units: Mutex<HashMap<(usize, usize), WithUsesLeft>>,
     /// Offsets built so far, by index column and the clusters' entries: the fields of one
     /// collection share them.
-    offsets: Mutex<HashMap<(Vec<usize>, Vec<u64>), Arc<Offsets>>>,
+    offsets: Mutex<HashMap<OffsetsKey, Arc<Offsets>>>,
 }
 
 type WithUsesLeft = (Arc<Decoded>, usize);
+
+/// An index column's candidates and the clusters' entries: what one collection's offsets are built from.
+type OffsetsKey = (Vec<usize>, Vec<u64>);
 
 impl UnitMap {
     fn new<'a>(

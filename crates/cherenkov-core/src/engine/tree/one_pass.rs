@@ -227,7 +227,7 @@ pub async fn decode_and_assemble(
                     z.saturating_sub(*a) as usize
                 }
                 (Shape::Jagged { item_bytes, .. }, None) => {
-                    if layout.border % item_bytes != 0 {
+                    if !layout.border.is_multiple_of(item_bytes) {
                         return Err(bad(format!(
                             "a basket of whole {item_bytes}-byte items, found {} bytes",
                             layout.border
