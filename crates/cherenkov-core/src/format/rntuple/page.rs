@@ -53,32 +53,22 @@ pub fn packed_page_into<'a>(
     buffer: &mut Vec<u8>,
     origin: &str,
 ) -> Result<Packed<'a>> {
-    let bad = |what: String| Error::format(origin.to_string(), what);
-    if stored.len() as u64 != stored_len(page) {
-        return Err(bad(format!(
-            "a page of {} bytes, found {}",
-            stored_len(page),
-            stored.len()
-        )));
-    }
-    let body = &stored[..page.locator.size as usize];
+    let (body, packed) = check_page(coding, page, stored, origin)?;
     if page.checksum {
         let checksum = &stored[body.len()..];
         let expected = u64::from_le_bytes(checksum.try_into().unwrap());
         let computed = xxh3(body);
         if expected != computed {
-            return Err(bad(format!(
-                "the page's XXH3-64 checksum {expected:#018x}, computed {computed:#018x}"
-            )));
+            return Err(Error::format(
+                origin.to_string(),
+                format!("the page's XXH3-64 checksum {expected:#018x}, computed {computed:#018x}"),
+            ));
         }
     }
-    let packed = coding.packed_len(page.elements as u64);
-    let packed = usize::try_from(packed).map_err(|_| bad("a page that fits memory".into()))?;
     if body.len() == packed {
         return Ok(Packed::Stored(body));
     }
-    // The buffer grows only to what the blocks present declare.
-    check_declared(body, packed, origin)?;
+    // The buffer grows only to what the blocks present declare (checked by `check_page`).
     if buffer.len() < packed {
         buffer.resize(packed, 0);
     }
