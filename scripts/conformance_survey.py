@@ -1,7 +1,9 @@
 """Survey: every TTree branch of some ROOT files (or of the files in some directories), read by uproot and by
 cherenkov (``library="ak"``), classified as equal, wrong value, wrong type, same type in another
 form, refused (``UnsupportedBranch``, with its reason) or failed (any other error). Branches uproot
-cannot read are counted apart and not judged.
+cannot read are counted apart and not judged: ``beyond-uproot`` when cherenkov reads them (in files
+uproot opens, or in files it cannot open, such as ROOT 3 to 5.21 archives with "CS" compression),
+else ``uproot-fails``; the files uproot reads nothing of and cherenkov reads are counted at the end.
 
     .venv/bin/python scripts/conformance_survey.py FILE_OR_DIR ...   # e.g. scikit-hep-testdata's files
 
@@ -57,8 +59,8 @@ def survey_file(path: str) -> list[dict]:
     try:
         theirs_file = uproot.open(path)
         trees = [k for k, c in theirs_file.classnames(cycle=False).items() if c in TREE_CLASSES]
-    except Exception as e:  # not a ROOT file uproot opens: nothing to judge
-        return [{"file": path, "outcome": "uproot-cannot-open", "detail": f"{type(e).__name__}: {e}"[:200]}]
+    except Exception as e:  # not a ROOT file uproot opens: nothing to judge, but what does cherenkov read?
+        return _beyond_uproot(path, f"{type(e).__name__}: {e}"[:200])
     try:
         ours_file = cherenkov.open(path)
     except Exception as e:
@@ -89,7 +91,7 @@ def survey_file(path: str) -> list[dict]:
             try:
                 theirs = theirs_tree[name].array(library="ak")
             except Exception as e:
-                rec.update(outcome="uproot-fails", detail=f"{type(e).__name__}: {e}"[:200])
+                rec.update(_ours_alone(ours_tree, name, f"{type(e).__name__}: {e}"[:200]))
                 continue
             if tree_error is not None:
                 rec.update(outcome="error", detail=tree_error)
@@ -114,6 +116,40 @@ def survey_file(path: str) -> list[dict]:
             except Exception as e:
                 rec.update(outcome="compare-error", detail=f"{type(e).__name__}: {e}"[:200])
     return out
+
+
+def _ours_alone(ours_tree, name: str, uproot_error: str) -> dict:
+    """A branch uproot cannot read: ``beyond-uproot`` when cherenkov reads it, else ``uproot-fails``."""
+    if ours_tree is not None:
+        try:
+            ours_tree.arrays([name], library="ak")
+            return {"outcome": "beyond-uproot", "detail": uproot_error}
+        except Exception:
+            pass
+    return {"outcome": "uproot-fails", "detail": uproot_error}
+
+
+def _beyond_uproot(path: str, uproot_error: str) -> list[dict]:
+    """A file uproot cannot open: one record per branch cherenkov lists (``beyond-uproot`` or
+    ``uproot-fails``), or one ``uproot-cannot-open`` record when cherenkov finds no tree either."""
+    import cherenkov
+
+    out = []
+    try:
+        ours_file = cherenkov.open(path)
+        trees = [k for k, c in ours_file.classnames().items() if c in TREE_CLASSES]
+    except Exception:
+        trees = []
+    for tree_key in trees:
+        try:
+            ours_tree = ours_file[tree_key]
+            names = [b.name for b in ours_tree.branches]
+        except Exception:
+            out.append({"file": path, "tree": tree_key, "outcome": "uproot-fails", "detail": uproot_error})
+            continue
+        for name in dict.fromkeys(names):
+            out.append({"file": path, "tree": tree_key, "branch": name, **_ours_alone(ours_tree, name, uproot_error)})
+    return out or [{"file": path, "outcome": "uproot-cannot-open", "detail": uproot_error}]
 
 
 def main() -> None:
@@ -150,12 +186,21 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(records, indent=0))
     counts = collections.Counter(r["outcome"] for r in records)
-    judged = sum(n for k, n in counts.items() if k not in ("uproot-fails", "uproot-cannot-open"))
+    unjudged = ("uproot-fails", "uproot-cannot-open", "beyond-uproot")
+    judged = sum(n for k, n in counts.items() if k not in unjudged)
     print(f"{len(files)} files, {judged} branches uproot reads")
     for outcome, n in counts.most_common():
-        share = f" ({100 * n / judged:.1f} %)" if judged and outcome not in ("uproot-fails", "uproot-cannot-open") else ""
+        share = f" ({100 * n / judged:.1f} %)" if judged and outcome not in unjudged else ""
         print(f"  {outcome:18} {n}{share}")
-    for outcome in ("wrong-value", "wrong-type", "other-form", "error", "compare-error", "refused", "file-timeout", "file-crashed"):
+    by_file = collections.defaultdict(collections.Counter)
+    for r in records:
+        by_file[r["file"]][r["outcome"]] += 1
+    refused = [f for f, c in by_file.items() if not set(c) - set(unjudged)]
+    read = [f for f in refused if by_file[f]["beyond-uproot"]]
+    whole = [f for f in read if set(by_file[f]) == {"beyond-uproot"}]
+    print(f"files uproot reads no branch of: {len(refused)}; cherenkov reads branches of {len(read)}, all of them in {len(whole)}")
+    shown = ("wrong-value", "wrong-type", "other-form", "error", "compare-error", "refused", "file-timeout", "file-crashed")
+    for outcome in (*shown, "beyond-uproot"):
         reasons = collections.Counter(r.get("detail", "") for r in records if r["outcome"] == outcome)
         if reasons:
             print(f"\n{outcome}: top reasons")
@@ -164,7 +209,7 @@ def main() -> None:
     if args.list:
         print()
         for r in records:
-            if r["outcome"] not in ("equal", "uproot-fails", "uproot-cannot-open"):
+            if r["outcome"] not in ("equal", *unjudged):
                 print(f"{r['outcome']:12} {Path(r['file']).name}:{r.get('tree')}:{r.get('branch')}  {r.get('detail', '')[:150]}")
 
 

@@ -2,7 +2,9 @@
 
 import os
 import shutil
+import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,6 +37,15 @@ def folder():
     os.chmod(path, 0o755)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def silent_port():
+    """A port that accepts connections (the kernel's backlog) and never answers."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        yield s.getsockname()[1]
 
 
 def plain(x):
@@ -95,3 +106,26 @@ def wait_for(condition, seconds: float, what: str):
         if time.monotonic() > deadline:
             pytest.fail(f"{what} did not happen within {seconds} s")
         time.sleep(0.05)
+
+
+def bounded(work, seconds: float, what: str = "the read"):
+    """Run `work()` in a thread; its result, or its exception raised here. Still running after
+    `seconds` fails the test: that is a hang."""
+    outcome = {}
+
+    def run():
+        try:
+            outcome["value"] = work()
+        except BaseException as e:  # handed to the test's thread
+            outcome["error"] = e
+
+    t0 = time.perf_counter()
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        pytest.fail(f"{what} was still running after {seconds} s: a hang")
+    print(f"{what}: {time.perf_counter() - t0:.2f} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]

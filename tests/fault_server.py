@@ -1,6 +1,10 @@
 """A small HTTP file server for the faults real servers cannot be made to show on demand: a file
-replaced between two requests (same size, new ETag), an answer dripping at a few bytes a second,
-a refused request (404) for one name.
+replaced between two requests (same size, new ETag), answers dripping at a few bytes a second
+(every one, or only the next few), a refused request (404) for one name. And `DripRelay`, a TCP
+relay in front of a real server (xrootd) whose connections open at a given moment drip what the
+server sends from then on, while connections made later go at full speed: toxiproxy's toxics act
+on every connection of a proxy alike, old and new, so they cannot drip one answer and let its
+retry through.
 
 It answers GET with `Range:` as nginx does (206 with Content-Range for one range,
 multipart/byteranges for several, ETag and Last-Modified on every answer) from files held in
@@ -10,12 +14,14 @@ memory, in a thread of the test's process. Tests change its behaviour between re
 ...     url = server.url("f.root")
 ...     server.replace("f.root", other_data)    # a new version: new ETag and Last-Modified
 ...     server.drip_rate = 1                     # every answer from now on: 1 byte a second
+...     server.drip_next(1, rate=1)              # only the next answer: 1 byte a second
 
 Run as a script to serve a folder by hand: `python tests/fault_server.py DIR [--drip BYTES_PER_S]`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import hashlib
 import re
@@ -59,6 +65,8 @@ class FaultServer:
         self._versions = {name: _Version(data, 0) for name, data in files.items()}
         self._generation = 0
         self.drip_rate: float | None = None  # bytes per second of every answer's body, when set
+        self._drips: list[float] = []  # rates of the next answers that drip, one each
+        self.dripped = 0  # answers that dripped
         self.missing: set[str] = set()  # names answered with 404
         self.requests = 0
         self._stop = threading.Event()
@@ -72,6 +80,18 @@ class FaultServer:
         with self._lock:
             self._generation += 1
             self._versions[name] = _Version(data, self._generation)
+
+    def drip_next(self, count: int = 1, rate: float = 1) -> None:
+        """The next `count` answers drip their body at `rate` bytes a second; later ones do not."""
+        with self._lock:
+            self._drips.extend([rate] * count)
+
+    def _rate_of_this_answer(self) -> float | None:
+        with self._lock:
+            if self._drips:
+                self.dripped += 1
+                return self._drips.pop(0)
+        return self.drip_rate
 
     def version(self, name: str) -> _Version | None:
         with self._lock:
@@ -118,7 +138,7 @@ class FaultServer:
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                rate = server.drip_rate
+                rate = server._rate_of_this_answer() if status in (200, 206) else None
                 if not rate:
                     self.wfile.write(body)
                     return
@@ -143,6 +163,93 @@ class FaultServer:
         self._stop.set()
         self._httpd.shutdown()
         self._httpd.server_close()
+        self._thread.join(timeout=10)
+
+
+class DripRelay:
+    """A TCP relay on 127.0.0.1 to `upstream_port`: `drip(rate)` makes the connections open at
+    that moment send on what the server sends them at `rate` bytes a second from then on (their
+    answers drip: the server is alive, the transfer crawls); connections made later are not
+    touched. `dripped` counts the bytes that went through at the drip's pace. The relay runs in a
+    thread of its own (asyncio) and stops with its context."""
+
+    CHUNK = 64 << 10
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        self.dripped = 0
+        self._open: set[asyncio.Event] = set()  # per live connection: set when it drips
+        self._rates: dict[asyncio.Event, float] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="drip-relay", daemon=True)
+
+    def __enter__(self) -> DripRelay:
+        self._thread.start()
+
+        async def start():
+            self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+            return self._server.sockets[0].getsockname()[1]
+
+        self.port = asyncio.run_coroutine_threadsafe(start(), self._loop).result(timeout=10)
+        return self
+
+    def drip(self, rate: float = 1) -> int:
+        """Make every connection open now drip at `rate` bytes a second; returns how many."""
+
+        async def mark() -> int:
+            for dripping in self._open:
+                self._rates[dripping] = rate
+                dripping.set()
+            return len(self._open)
+
+        return asyncio.run_coroutine_threadsafe(mark(), self._loop).result(timeout=10)
+
+    async def _connection(self, client_r, client_w) -> None:
+        try:
+            server_r, server_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            client_w.close()
+            return
+        dripping = asyncio.Event()
+        self._open.add(dripping)
+        up = asyncio.ensure_future(self._pipe(client_r, server_w, None))
+        down = asyncio.ensure_future(self._pipe(server_r, client_w, dripping))
+        self._tasks.update((up, down))
+        await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
+        self._tasks.difference_update((up, down))
+        self._open.discard(dripping)
+        self._rates.pop(dripping, None)
+        for task in (up, down):
+            task.cancel()
+        for w in (client_w, server_w):
+            w.close()
+
+    async def _pipe(self, reader, writer, dripping: asyncio.Event | None) -> None:
+        try:
+            while chunk := await reader.read(self.CHUNK):
+                if dripping is None or not dripping.is_set():
+                    writer.write(chunk)
+                    await writer.drain()
+                    continue
+                for k in range(len(chunk)):
+                    writer.write(chunk[k : k + 1])
+                    await writer.drain()
+                    self.dripped += 1
+                    await asyncio.sleep(1 / self._rates.get(dripping, 1))
+        except (OSError, asyncio.CancelledError):
+            pass
+
+    def __exit__(self, *exc) -> None:
+        async def stop():
+            self._server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await asyncio.sleep(0)  # the connections' own tasks see their pipes end and close
+
+        asyncio.run_coroutine_threadsafe(stop(), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
 
 

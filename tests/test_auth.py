@@ -77,13 +77,13 @@ def test_a_password_in_the_url_is_sent_with_every_request_and_never_shown(server
 def test_refusals_are_clear_errors_without_secrets(server, monkeypatch, tmp_path):
     for name in ("BEARER_TOKEN", "BEARER_TOKEN_FILE", "XDG_RUNTIME_DIR"):
         monkeypatch.delenv(name, raising=False)
-    with pytest.raises(cherenkov.SourceError, match="refused the token given with token=") as wrong:
+    with pytest.raises(PermissionError, match="refused the token given with token=") as wrong:
         cherenkov.open(server["url"], token=TOKEN + "x", ca=server["ca"])
     assert_no_secret(str(wrong.value))
     with pytest.raises(cherenkov.SourceError, match="UnknownIssuer"):
         cherenkov.open(server["url"], token=TOKEN)
     wrong_password = server["url"].replace("https://", "https://alice:wrong-pw@") + f"?authz={AUTHZ}"
-    with pytest.raises(cherenkov.SourceError, match="refused the user and password of 'alice'") as refused:
+    with pytest.raises(PermissionError, match="refused the user and password of 'alice'") as refused:
         cherenkov.open(wrong_password, ca=server["ca"])
     assert_no_secret(str(refused.value))
     assert "wrong-pw" not in str(refused.value)

@@ -374,9 +374,3 @@ def test_numpy_reads_and_lazy_chunks_write_back(tmp_path, every_type):
     assert all(same(numpy[n], expected[n]) for n in names)
     lazy = read["lazy"]
     assert lazy.num_entries == 200 and same(lazy.arrays(["j_float64"])["j_float64"], expected["j_float64"])
-
-
-def test_rntuple_is_the_rntuple_writer_s(tmp_path):
-    with pytest.raises(NotImplementedError, match="RNTuple writer"):
-        with cherenkov.recreate(tmp_path / "n.root") as f:
-            f.mktree("Events", {"x": "float32"}, format="rntuple")

@@ -88,11 +88,11 @@ def test_refused_and_missing_tokens_are_one_clear_error(ztn_server, pki, no_ambi
         "not a token": "not-a-jwt",
     }
     for what, token in cases.items():
-        with pytest.raises(cherenkov.SourceError, match=r"refused the token given with token= \(ztn\)") as refused:
+        with pytest.raises(PermissionError, match=r"refused the token given with token= \(ztn\)") as refused:
             cherenkov.open(ztn_server["url"], token=token, ca=ca)
         message = str(refused.value)
         assert token not in message and "ztn" in message, (what, message)
-    with pytest.raises(cherenkov.SourceError, match=r"asks for a token \(ztn.*none was found \(looked in token=") as missing:
+    with pytest.raises(PermissionError, match=r"asks for a token \(ztn.*none was found \(looked in token=") as missing:
         cherenkov.open(ztn_server["url"], ca=ca)
     assert "ztn" in str(missing.value)
 
@@ -160,8 +160,8 @@ def test_wrong_expired_loose_and_missing_keytabs_are_each_one_clear_error(sss_se
         tmp_path / "missing.keytab": r"cannot use the sss keytab .*missing\.keytab",
     }
     for keytab, expected in cases.items():
-        with pytest.raises(cherenkov.SourceError, match=expected) as refused:
+        with pytest.raises(PermissionError, match=expected) as refused:
             cherenkov.open(url, sss_keytab=keytab, timeout=10)
         assert key not in str(refused.value) and "127.0.0.1" in str(refused.value)
-    with pytest.raises(cherenkov.SourceError, match=r"asks for authentication with sss and no sss keytab was found \(looked in"):
+    with pytest.raises(PermissionError, match=r"asks for authentication with sss and no sss keytab was found \(looked in"):
         cherenkov.open(url, timeout=10)

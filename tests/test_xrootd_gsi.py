@@ -5,7 +5,8 @@ certificate and grid proxies made by the test (openssl, `xrdgsiproxy`); for krb5
 KDC, a user with tickets and the server's key (`cherenkov_lab.kerberos`). Every branch of a test
 file reads equal to a local read, `stats()` says XrdCl read it, and a missing or expired proxy, no
 Kerberos tickets, a missing XrdCl and a protocol neither client can use each give their own clear
-error, listing what the server offered.
+error, listing what the server offered; a refused proxy, a missing file and a silent server are
+Python's PermissionError, FileNotFoundError and TimeoutError, from XrdCl's status codes.
 
 Each case runs in a Python process of its own: XrdCl reads the grid environment (`X509_*`) once
 per process and keeps authenticated connections, so cases in one process would not be independent.
@@ -100,7 +101,8 @@ import cherenkov
 try:
     cherenkov.open(sys.argv[1])
 except cherenkov.SourceError as e:
-    print(e)
+    kinds = [k.__name__ for k in (FileNotFoundError, PermissionError, TimeoutError) if isinstance(e, k)]
+    print(*kinds, e)
 else:
     print("opened")
 """
@@ -117,10 +119,49 @@ def test_a_missing_or_expired_proxy_is_a_clear_error(gsi_server, pki):
     missing = open_error(url, gsi_client_environment(pki, proxy="no-such-proxy.pem"))
     expired = open_error(url, gsi_client_environment(pki, proxy="expired.pem"))
     for message in (missing, expired):
+        assert message.startswith("PermissionError "), message
         assert "asks for authentication with gsi, none of which cherenkov speaks" in message, message
         assert "through XrdCl: [FATAL] Auth failed" in message, message
     assert f"no grid proxy at {pki / 'no-such-proxy.pem'} (X509_USER_PROXY)" in missing, missing
     assert f"the grid proxy {pki / 'expired.pem'} (X509_USER_PROXY) expired on 2020-01-02" in expired, expired
+
+
+def test_a_missing_file_through_xrdcl_is_a_file_not_found_error(gsi_server, pki):
+    message = open_error(gsi_server.url("no-such-file.root"), gsi_client_environment(pki))
+    assert message.startswith("FileNotFoundError "), message
+    assert gsi_server.url("no-such-file.root") in message and "through XrdCl" in message, message
+    assert "[3011] Unable to open /no-such-file.root" in message, message
+
+
+SILENT = """
+import json, sys, urllib.request
+import cherenkov
+url, toxiproxy, proxy = sys.argv[1:]
+toxics = f"http://127.0.0.1:{toxiproxy}/proxies/{proxy}/toxics"
+cherenkov.open(url)  # the server is known to ask for gsi: XrdCl opens the file from now on
+toxic = {"name": "silence", "type": "timeout", "stream": "downstream", "attributes": {"timeout": 0}}
+urllib.request.urlopen(urllib.request.Request(toxics, json.dumps(toxic).encode()), timeout=10).read()
+try:
+    cherenkov.open(url, timeout=2)
+except TimeoutError as e:
+    print("TimeoutError", isinstance(e, cherenkov.SourceError), e)
+# The link back, so that XrdCl's connection closes at exit instead of waiting out its own timeouts.
+urllib.request.urlopen(urllib.request.Request(toxics + "/silence", method="DELETE"), timeout=10).read()
+"""
+
+
+def test_a_silent_server_through_xrdcl_is_a_timeout_error(gsi_server, pki):
+    from cherenkov_lab.servers import Toxiproxy
+
+    with Toxiproxy() as toxiproxy:
+        port = toxiproxy.proxy("gsi", gsi_server.port)
+        url = gsi_server.url(FILE, port=port)
+        # XrdCl checks its timeouts every XRD_TIMEOUTRESOLUTION seconds (15 by default).
+        environment = {**gsi_client_environment(pki), "XRD_TIMEOUTRESOLUTION": "1"}
+        done = run(SILENT, environment, url, str(toxiproxy.port), "gsi")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith(f"TimeoutError True {url}"), done.stdout
+    assert "through XrdCl" in done.stdout, done.stdout
 
 
 def test_without_xrdcl_the_error_says_what_is_missing(gsi_server, pki, tmp_path):

@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let key_len = u16::from_be_bytes(*key_len) as usize;
-    let Ok(tree) = parse_tree(object, key_len, "fuzz") else {
+    let Ok(tree) = parse_tree(object, key_len, "TTree", "fuzz", &[]) else {
         return;
     };
     let bounds = tree.cluster_boundaries();
@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
         let _ = tree.branch_path(b);
         let _ = branch.basket_boundaries();
         let _ = (branch.compressed_bytes(), branch.uncompressed_bytes());
-        if let Ok(interp) = interpret(&tree, b, &[]) {
+        if let Ok(interp) = interpret(&tree, b, &[], Default::default()) {
             let _ = (interp.typename(), interp.fixed_entry_bytes());
         }
     }

@@ -354,15 +354,13 @@ class CherenkovRead(_ud.UprootReadMixin):
     def read(self, i: int, start: int, stop: int):
         _cap_threads_in_dask_worker()
         url, object_path = self.files[i]
-        try:
-            tree = _tree(url, object_path, self.open_options)
-            if isinstance(tree, cherenkov.RNTuple):
-                view = RNTupleView(tree, url, object_path, self.base_form)
-            else:
-                view = TreeView(tree, url, object_path)
-            return self._read_view(view, start, stop)
-        except cherenkov.SourceError as e:  # uproot's reports catch OSError
-            raise OSError(f"{url}: {e}") from e
+        # A SourceError is an OSError, which uproot's reports catch.
+        tree = _tree(url, object_path, self.open_options)
+        if isinstance(tree, cherenkov.RNTuple):
+            view = RNTupleView(tree, url, object_path, self.base_form)
+        else:
+            view = TreeView(tree, url, object_path)
+        return self._read_view(view, start, stop)
 
     def _read_view(self, view, start, stop):
         return _ud._read_tree(

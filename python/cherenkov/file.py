@@ -27,14 +27,18 @@ def open(path: str | os.PathLike | list, **options) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
     fastest, weighted by measured quality, and survive a failing replica (see `File.replicas()`).
-    Replicas are opened all at once: the first to open makes the file, the others join as they
-    open. One that is refused, missing or silent does not fail the open; one that holds another
-    file (another size, or other bytes in the file's head and tail, where ROOT keeps the file's
-    UUID and its index) is left out. Both are reported by `File.replicas()` (state ``"dropped"``)
-    and with a warning when known at open. A replica whose file changes on its server while being
-    read (new ETag or Last-Modified over HTTP) is dropped too; a single file that changes raises
-    `SourceError`. Authentication: see the README's "Authentication"; secrets never appear in
-    ``File.path``, messages, stats or traces.
+    Replicas are opened all at once and the file is the first listed one that opens, whatever order
+    they answer in (its values are read, never those of one that answered sooner); the others join
+    if they hold the same file. One that is refused, missing or silent does not fail the open; one
+    that holds another file (another size, or other bytes in the file's head and tail, where ROOT
+    keeps the file's UUID and its index) is left out. Both are reported by `File.replicas()` (state
+    ``"dropped"``) and with a warning when known at open. A replica whose file changes on its server
+    while being read (new ETag or Last-Modified over HTTP) is dropped too; a single file that
+    changes raises `SourceError`. Authentication: see the README's "Authentication"; secrets never
+    appear in ``File.path``, messages, stats or traces. Errors a caller may handle apart are also
+    Python's own: a missing file raises `SourceNotFoundError` (a ``FileNotFoundError``), refused
+    credentials `SourcePermissionError` (a ``PermissionError``), a silent or too slow server
+    `SourceTimeoutError` (a ``TimeoutError``); every `SourceError` is an ``OSError``.
 
     Options (None, or leaving one out, means its default):
 
@@ -60,9 +64,16 @@ RNTUPLE_CLASS = "ROOT::RNTuple"
 class Directory:
     """A directory inside a file: ``keys()`` and ``dir["name"]``."""
 
-    def __init__(self, file: File, prefix: str):
-        self._file = file
+    def __init__(self, file: File | None, prefix: str):
+        # None: this directory is the file's top one, the file itself, which keeps no reference to
+        # itself: that cycle held every file dropped, and its connections, until Python's cycle
+        # collector happened to run (bench/soak.py counted hundreds of sockets).
+        self._of_file = file
         self._prefix = prefix
+
+    @property
+    def _file(self) -> File:
+        return self if self._of_file is None else self._of_file
 
     def keys(self, recursive: bool = True, cycle: bool = True) -> list[str]:
         out = []
@@ -107,7 +118,7 @@ class File(Directory):
             if replica.state == "dropped":
                 warnings.warn(f"replica left out: {replica.last_error}", RuntimeWarning, stacklevel=3)
         self._keys = None
-        super().__init__(self, "")
+        super().__init__(None, "")
 
     def _all_keys(self):
         if self._keys is None:

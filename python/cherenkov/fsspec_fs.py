@@ -62,10 +62,8 @@ class CherenkovFileSystem(AbstractFileSystem):
             f = self._files.get(url)
         if f is None:
             replicas = [r for r in self._replicas.get(url, []) if r != url]
-            try:
-                f = _core.RawSource.open([url, *replicas], **self._open_options)
-            except _core.SourceError as e:
-                raise FileNotFoundError(f"{url}: {e}") from e
+            # A missing file raises FileNotFoundError (a SourceNotFoundError), as fsspec expects.
+            f = _core.RawSource.open([url, *replicas], **self._open_options)
             with self._lock:
                 f = self._files.setdefault(url, f)
         return f

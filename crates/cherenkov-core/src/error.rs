@@ -24,6 +24,8 @@ pub enum Error {
     Io {
         file: String,
         message: String,
+        /// What callers may handle apart (a missing file skipped, a refusal, a timeout).
+        kind: IoKind,
         #[source]
         cause: Option<Cause>,
     },
@@ -47,6 +49,47 @@ pub enum Error {
     Cancelled(String),
 }
 
+/// The kinds of I/O failure a caller may want to handle apart from the others, as Python's
+/// `FileNotFoundError`, `PermissionError` and `TimeoutError` tell them apart. Set where the
+/// failure is known (a 404, `kXR_NotFound`, an `ENOENT`; a 401/403, `kXR_NotAuthorized`, a
+/// refused login; a request that outlived its time), never guessed from a message.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum IoKind {
+    #[default]
+    Other,
+    /// No such file on the server or disk.
+    NotFound,
+    /// The credentials were refused, or none were given where some are needed.
+    Forbidden,
+    /// The server stayed silent, or too slow, for longer than the options allow.
+    TimedOut,
+}
+
+impl IoKind {
+    /// The kind an operating-system error is.
+    pub fn of_os(error: &std::io::Error) -> IoKind {
+        match error.kind() {
+            std::io::ErrorKind::NotFound => IoKind::NotFound,
+            std::io::ErrorKind::PermissionDenied => IoKind::Forbidden,
+            std::io::ErrorKind::TimedOut => IoKind::TimedOut,
+            _ => IoKind::Other,
+        }
+    }
+
+    /// The kind shared by all of `kinds` (the failures of every replica of a file), else
+    /// `Other`: a file missing on one server and refused on another is neither.
+    pub fn common(kinds: impl IntoIterator<Item = IoKind>) -> IoKind {
+        let mut kinds = kinds.into_iter();
+        let Some(first) = kinds.next() else {
+            return IoKind::Other;
+        };
+        match kinds.all(|k| k == first) {
+            true => first,
+            false => IoKind::Other,
+        }
+    }
+}
+
 impl Error {
     pub fn format(location: impl Into<String>, expected: impl Into<String>) -> Self {
         Error::Format {
@@ -56,22 +99,47 @@ impl Error {
         }
     }
     pub fn io(file: &str, message: impl Into<String>) -> Self {
+        Error::io_of(IoKind::Other, file, message)
+    }
+    /// An I/O error of a kind callers may handle apart (see [`IoKind`]).
+    pub fn io_of(kind: IoKind, file: &str, message: impl Into<String>) -> Self {
         Error::Io {
             file: file.to_string(),
             message: message.into(),
+            kind,
             cause: None,
         }
     }
-    /// An I/O error caused by `cause`, whose text ends the message.
+    /// An I/O error caused by `cause`, whose text ends the message; an operating-system error's
+    /// kind (`ENOENT`, `EACCES`, `ETIMEDOUT`) is the error's.
     pub fn io_caused(
         file: &str,
         message: impl Into<String>,
         cause: impl std::error::Error + Send + Sync + 'static,
     ) -> Self {
+        let cause: Cause = Arc::new(cause);
+        let kind = cause
+            .downcast_ref::<std::io::Error>()
+            .map_or(IoKind::Other, IoKind::of_os);
         Error::Io {
             file: file.to_string(),
             message: format!("{}: {cause}", message.into()),
-            cause: Some(Arc::new(cause)),
+            kind,
+            cause: Some(cause),
+        }
+    }
+    /// This error, an I/O error of `kind` if it is an I/O error.
+    pub fn of_kind(mut self, new: IoKind) -> Self {
+        if let Error::Io { kind, .. } = &mut self {
+            *kind = new;
+        }
+        self
+    }
+    /// The kind of an I/O error (`Other` for every other error).
+    pub fn io_kind(&self) -> IoKind {
+        match self {
+            Error::Io { kind, .. } => *kind,
+            _ => IoKind::Other,
         }
     }
     pub fn not_found(file: &str, what: impl Into<String>) -> Self {
@@ -87,10 +155,12 @@ impl Error {
             Error::Io {
                 file,
                 message,
+                kind,
                 cause,
             } => Error::Io {
                 message: f(&message),
                 file,
+                kind,
                 cause,
             },
             other => other,
@@ -132,5 +202,20 @@ mod tests {
             panic!("{e:?}")
         };
         assert!(cause.downcast_ref::<std::io::Error>().is_some());
+        assert_eq!(e.io_kind(), IoKind::NotFound);
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        assert_eq!(
+            Error::io_caused("f", "cannot open", denied).io_kind(),
+            IoKind::Forbidden
+        );
+        assert_eq!(Error::io("f", "a 404, said").io_kind(), IoKind::Other);
+    }
+
+    #[test]
+    fn replicas_failing_alike_fail_as_one_kind() {
+        use IoKind::*;
+        assert_eq!(IoKind::common([NotFound, NotFound]), NotFound);
+        assert_eq!(IoKind::common([NotFound, Forbidden]), Other);
+        assert_eq!(IoKind::common([]), Other);
     }
 }

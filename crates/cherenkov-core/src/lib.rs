@@ -10,4 +10,4 @@ pub mod sink;
 pub mod source;
 pub mod stage;
 
-pub use error::{Error, Result};
+pub use error::{Error, IoKind, Result};

@@ -30,7 +30,7 @@ async fn open() -> Option<(Arc<MemorySource>, Arc<TreeTable>, Arc<TreeMeta>)> {
 /// The tree of the test file read through `source`.
 async fn tree_of(source: SharedSource) -> (Arc<TreeTable>, Arc<TreeMeta>) {
     let file = Arc::new(
-        RootFile::open(Opened::plain(source), Default::default())
+        RootFile::open(Opened::plain(source), &Default::default())
             .await
             .expect("open"),
     );

@@ -51,15 +51,21 @@ fn testdata() -> Option<(PathBuf, Vec<u8>)> {
     Some((dir, bytes))
 }
 
-/// `FILE` through the redirector, once its replica set has `count` replicas: the redirector may
-/// answer the first time before every data server has told it, and is asked again a second later.
+/// `FILE` through the redirector, once its replica set has `count` replicas in use: the redirector
+/// may answer the first time before every data server has told it, and is asked again a second
+/// later; a replica found joins once its head and tail agree with the file's (on a loaded machine,
+/// after some reads).
 async fn open_replicas(fed: &Federation, count: usize) -> SharedSource {
     let file = source::open(&fed.url(FILE), &quick())
         .await
         .expect("open")
         .source;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while file.report().replicas.expect("a replica set").len() < count {
+    let in_use = |file: &SharedSource| {
+        let reports = file.report().replicas.expect("a replica set");
+        reports.iter().filter(|r| r.state == "in use").count()
+    };
+    while in_use(&file) < count {
         assert!(
             std::time::Instant::now() < deadline,
             "{:#?}",

@@ -9,6 +9,7 @@ use cherenkov_core::engine::file::ROOT_OPENING;
 use cherenkov_core::source::http::{HttpOptions, HttpSource};
 use cherenkov_core::source::RequestPolicy;
 use cherenkov_core::source::{ByteRange, ByteSource, SourceCounters};
+use cherenkov_core::IoKind;
 use std::time::{Duration, Instant};
 use support::nginx::Nginx;
 use support::toxiproxy::Toxiproxy;
@@ -420,10 +421,11 @@ async fn missing_files_and_redirects() {
         return;
     };
     bounded(async {
-        let err = HttpSource::open(&server.url("absent.bin"), quick_options())
+        let missing = HttpSource::open(&server.url("absent.bin"), quick_options())
             .await
-            .unwrap_err()
-            .to_string();
+            .unwrap_err();
+        assert_eq!(missing.io_kind(), IoKind::NotFound, "{missing}");
+        let err = missing.to_string();
         assert!(
             err.contains(&server.url("absent.bin")) && err.contains("404"),
             "{err}"
@@ -667,8 +669,10 @@ async fn a_silent_server_is_a_timeout_error() {
         );
         let ranges = [ByteRange::new(0, 100), ByteRange::new(500_000, 100)];
         let start = Instant::now();
-        let err = source.read_ranges(&ranges).await.unwrap_err().to_string();
+        let silent = source.read_ranges(&ranges).await.unwrap_err();
         let waited = start.elapsed();
+        assert_eq!(silent.io_kind(), IoKind::TimedOut, "{silent}");
+        let err = silent.to_string();
         println!("silent server: {err} after {waited:?}");
         assert!(err.contains(&setup.url) && err.contains("0..100"), "{err}");
         assert!(

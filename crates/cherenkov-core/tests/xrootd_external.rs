@@ -7,9 +7,12 @@
 mod support;
 
 use cherenkov_core::source::memory::MemorySource;
-use cherenkov_core::source::xrootd::external::{set_external_opener, ExternalOpener};
+use cherenkov_core::source::xrootd::external::{
+    set_external_opener, ExternalFailure, ExternalOpener,
+};
 use cherenkov_core::source::RequestOverrides;
 use cherenkov_core::source::{self, ByteRange, SharedSource, SourceOptions};
+use cherenkov_core::IoKind;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::pki::Pki;
@@ -28,7 +31,10 @@ fn opener() -> ExternalOpener {
         let url = url.to_string();
         Box::pin(async move {
             if url.contains("refused") {
-                return Err("[FATAL] Auth failed: No protocols left to try".to_string());
+                return Err(ExternalFailure {
+                    kind: IoKind::Forbidden,
+                    message: "[FATAL] Auth failed: No protocols left to try".to_string(),
+                });
             }
             let name = format!("{url} (through the test opener)");
             Ok(Arc::new(MemorySource::new(&name, vec![7u8; 100])) as SharedSource)
@@ -72,7 +78,9 @@ async fn servers_asking_only_for_gsi_are_opened_by_the_registered_opener() {
     bounded(async {
         // The core alone: the error lists what the server offered and what would read it.
         let url = server.url("/file.bin");
-        let e = source::open(&url, &options).await.unwrap_err().to_string();
+        let refusal = source::open(&url, &options).await.unwrap_err();
+        assert_eq!(refusal.io_kind(), IoKind::Forbidden, "{refusal}");
+        let e = refusal.to_string();
         assert!(
             e.contains("asks for authentication with gsi, none of which cherenkov speaks")
                 && e.contains("XrdCl, which is not available here"),
@@ -92,16 +100,15 @@ async fn servers_asking_only_for_gsi_are_opened_by_the_registered_opener() {
 
         // Refused by the opener too: both say why.
         let refused = server.url("/refused.bin?authz=not-to-be-shown");
-        let e = source::open(&refused, &options)
-            .await
-            .unwrap_err()
-            .to_string();
+        let refusal = source::open(&refused, &options).await.unwrap_err();
+        let e = refusal.to_string();
         assert!(
             e.contains("asks for authentication with gsi")
                 && e.contains("through XrdCl: [FATAL] Auth failed")
                 && !e.contains("not-to-be-shown"),
             "{e}"
         );
+        assert_eq!(refusal.io_kind(), IoKind::Forbidden, "{e}");
     })
     .await;
 }

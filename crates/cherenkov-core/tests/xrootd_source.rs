@@ -11,7 +11,7 @@ use bytes::Bytes;
 use cherenkov_core::source::xrootd::{XrootdOptions, XrootdSource};
 use cherenkov_core::source::RequestPolicy;
 use cherenkov_core::source::{ByteRange, ByteSource};
-use cherenkov_core::Error;
+use cherenkov_core::{Error, IoKind};
 use std::time::{Duration, Instant};
 use support::toxiproxy::Toxiproxy;
 use support::xrootd::XrootdServer;
@@ -108,6 +108,7 @@ async fn open_errors_are_clear() {
         let e = XrootdSource::open(&url, test_options()).await.unwrap_err();
         let message = io_message(&e, &url);
         assert!(message.contains("kXR_NotFound"), "{message}");
+        assert_eq!(e.io_kind(), IoKind::NotFound);
         println!("missing file: {e}");
 
         let e = XrootdSource::open("http://127.0.0.1/a", test_options())
@@ -798,6 +799,52 @@ async fn answers_cut_short_are_never_returned() {
     .await;
 }
 
+/// The server drips its answers at a byte a second (toxiproxy's slicer): the connection's rate
+/// stays under `min_rate` for the timeout, so each attempt is abandoned after it, whatever the
+/// request's size (a 2 MB read was allowed `timeout + 2 MB / min_rate`, a minute, before), and the
+/// read fails as a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dripping_server_is_abandoned_after_the_timeout_whatever_the_size() {
+    let Some(f) = faulty_server(3_000_000, 19) else {
+        return;
+    };
+    bounded(async {
+        let options = XrootdOptions {
+            policy: RequestPolicy::with_timeout(Duration::from_secs(1)).with_retries(1),
+            adaptive: false,
+            ..XrootdOptions::default()
+        };
+        let source = XrootdSource::open(&f.url, options).await.expect("open");
+        f.proxy.add_toxic(
+            "xrd",
+            "drip",
+            "slicer",
+            "downstream",
+            r#"{"average_size":1,"size_variation":0,"delay":1000000}"#,
+        );
+        let start = Instant::now();
+        let e = source
+            .read_ranges(&[ByteRange::new(0, 2_000_000)])
+            .await
+            .unwrap_err();
+        let elapsed = start.elapsed();
+        println!("dripping server: {e} after {elapsed:?}");
+        assert_eq!(e.io_kind(), IoKind::TimedOut, "{e}");
+        let message = io_message(&e, &f.url);
+        assert!(message.contains("came too slowly"), "{message}");
+        // Two attempts of about 1 s each, a pause, and a reconnection (through the drip).
+        assert!(elapsed < Duration::from_secs(20), "{elapsed:?}");
+        f.proxy.remove_toxic("xrd", "drip");
+        let got = source.read_ranges(&[ByteRange::new(0, 2_000_000)]).await;
+        assert_same(
+            &f.data,
+            &[ByteRange::new(0, 2_000_000)],
+            &got.expect("read"),
+        );
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_stops_answering_times_out() {
     let Some(f) = faulty_server(1_000_000, 17) else {
@@ -827,6 +874,7 @@ async fn a_server_that_stops_answering_times_out() {
         println!("silent server: {e} after {elapsed:?}");
         assert!(message.contains("range 123..579"), "{message}");
         assert!(message.contains("no answer"), "{message}");
+        assert_eq!(e.io_kind(), IoKind::TimedOut, "{e}");
         // Two attempts of at most 1 s each, a pause, and a reconnection of at most 1 s.
         assert!(
             elapsed < Duration::from_secs(10),

@@ -23,7 +23,7 @@ mod tree;
 mod writer;
 mod xrdcl;
 
-use errors::{CherenkovError, FormatError, NotFoundError, SourceError, UnsupportedBranch};
+use errors::{CherenkovError, FormatError, NotFoundError, UnsupportedBranch};
 use pyo3::prelude::*;
 
 #[pymodule]
@@ -61,9 +61,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("CherenkovError", py.get_type::<CherenkovError>())?;
     m.add("FormatError", py.get_type::<FormatError>())?;
-    m.add("SourceError", py.get_type::<SourceError>())?;
     m.add("UnsupportedBranch", py.get_type::<UnsupportedBranch>())?;
     m.add("NotFoundError", py.get_type::<NotFoundError>())?;
+    errors::add_source_errors(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -89,7 +89,7 @@ impl Tree {
             .enumerate()
             .map(|(i, b)| {
                 let (typename, kind, unsupported) =
-                    match interpret(meta, i, self.file.streamers_read()) {
+                    match interpret(meta, i, self.file.streamers_read(), self.file.member_dims) {
                         Ok(interp) => (interp.typename(), interp.kind().to_string(), None),
                         Err(u) => (u.typename, "unsupported".to_string(), Some(u.reason)),
                     };

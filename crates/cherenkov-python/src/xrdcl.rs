@@ -13,13 +13,15 @@
 use bytes::{Bytes, BytesMut};
 use cherenkov_core::source::external_credentials;
 use cherenkov_core::source::redact::redact;
-use cherenkov_core::source::xrootd::external::{set_external_opener, ExternalOpener};
-use cherenkov_core::source::xrootd::XrootdOptions;
+use cherenkov_core::source::xrootd::external::{
+    set_external_opener, ExternalFailure, ExternalOpener,
+};
+use cherenkov_core::source::xrootd::{error_kind, XrootdOptions};
 use cherenkov_core::source::{
     describe_ranges, split_for_limits, ByteRange, ByteSource, SharedSource, SourceLimits,
     SourceReport, Tally,
 };
-use cherenkov_core::{Error, Result};
+use cherenkov_core::{Error, IoKind, Result};
 use futures_util::future::join_all;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -50,9 +52,12 @@ pub fn register() {
 
 /// XrdCl's refusal, with the reason when it is a missing or expired credential (XrdCl says only
 /// "Auth failed").
-fn with_reason(said: String, offered: &[String]) -> String {
-    match external_credentials::problem(offered).filter(|_| said.contains("Auth failed")) {
-        Some(problem) => format!("{said} ({problem})"),
+fn with_reason(said: ExternalFailure, offered: &[String]) -> ExternalFailure {
+    match external_credentials::problem(offered).filter(|_| said.kind == IoKind::Forbidden) {
+        Some(problem) => ExternalFailure {
+            message: format!("{} ({problem})", said.message),
+            ..said
+        },
         None => said,
     }
 }
@@ -82,7 +87,11 @@ impl XrdclSource {
     /// Open `url` through XrdCl, and ask its server for its vector-read limits at the same time
     /// (XrdCl sends both on its one connection: no round trip more). `offered` is what the
     /// server asked cherenkov for, said in the source's name.
-    async fn open(url: String, options: &XrootdOptions, offered: &str) -> Result<Self, String> {
+    async fn open(
+        url: String,
+        options: &XrootdOptions,
+        offered: &str,
+    ) -> Result<Self, ExternalFailure> {
         let timeout = options.policy.timeout.as_secs().clamp(1, u16::MAX as u64) as u16;
         let opening = {
             let url = url.clone();
@@ -119,9 +128,9 @@ impl XrdclSource {
 }
 
 /// Run `work` with the GIL on a blocking thread (XrdCl waits there, the GIL released).
-async fn blocking<T, F>(work: F) -> Result<T, String>
+async fn blocking<T, F>(work: F) -> Result<T, ExternalFailure>
 where
-    F: FnOnce(Python<'_>) -> Result<T, String> + Send + 'static,
+    F: FnOnce(Python<'_>) -> Result<T, ExternalFailure> + Send + 'static,
     T: Send + 'static,
 {
     tokio::task::spawn_blocking(move || Python::attach(work))
@@ -134,8 +143,8 @@ fn said(e: PyErr) -> String {
     e.to_string()
 }
 
-/// XrdCl's status (`XRootDStatus`): `Err` with its message unless it is OK.
-fn check(status: &Bound<'_, PyAny>) -> Result<(), String> {
+/// XrdCl's status (`XRootDStatus`): `Err` with its message and kind unless it is OK.
+fn check(status: &Bound<'_, PyAny>) -> Result<(), ExternalFailure> {
     if status
         .getattr("ok")
         .map_err(said)?
@@ -148,7 +157,29 @@ fn check(status: &Bound<'_, PyAny>) -> Result<(), String> {
         .getattr("message")
         .and_then(|m| m.extract())
         .map_err(said)?;
-    Err(message.trim().to_string())
+    let number = |name: &str| status.getattr(name).and_then(|v| v.extract::<u32>()).ok();
+    Err(ExternalFailure {
+        kind: status_kind(number("code"), number("errno")),
+        message: message.trim().to_string(),
+    })
+}
+
+/// The kind of an XrdCl status: from its code (`XrdClStatus.hh`) and, for an error the server
+/// answered (`errErrorResponse`), the server's XRootD error number.
+fn status_kind(code: Option<u32>, errno: Option<u32>) -> IoKind {
+    const ERR_SOCKET_TIMEOUT: u32 = 103;
+    const ERR_LOGIN_FAILED: u32 = 203;
+    const ERR_AUTH_FAILED: u32 = 204;
+    const ERR_OPERATION_EXPIRED: u32 = 206;
+    const ERR_NOT_FOUND: u32 = 304;
+    const ERR_ERROR_RESPONSE: u32 = 400;
+    match code {
+        Some(ERR_NOT_FOUND) => IoKind::NotFound,
+        Some(ERR_LOGIN_FAILED | ERR_AUTH_FAILED) => IoKind::Forbidden,
+        Some(ERR_SOCKET_TIMEOUT | ERR_OPERATION_EXPIRED) => IoKind::TimedOut,
+        Some(ERR_ERROR_RESPONSE) => errno.map_or(IoKind::Other, error_kind),
+        _ => IoKind::Other,
+    }
 }
 
 /// Call XrdCl's `method` (which answers `(status, value)`): its value when the status is OK.
@@ -157,7 +188,7 @@ fn xrdcl_call<'py>(
     method: &str,
     args: impl pyo3::call::PyCallArgs<'py>,
     kwargs: &Bound<'py, PyDict>,
-) -> Result<Bound<'py, PyAny>, String> {
+) -> Result<Bound<'py, PyAny>, ExternalFailure> {
     let (status, value): (Bound<PyAny>, Bound<PyAny>) = object
         .call_method(method, args, Some(kwargs))
         .and_then(|answer| answer.extract())
@@ -166,7 +197,7 @@ fn xrdcl_call<'py>(
     Ok(value)
 }
 
-fn client(py: Python<'_>) -> Result<Bound<'_, PyModule>, String> {
+fn client(py: Python<'_>) -> Result<Bound<'_, PyModule>, ExternalFailure> {
     // Processes forked after XrdCl started (multiprocessing, Dask) need its fork handler, read
     // when XrdCl starts (uproot sets it too); a value the user chose is kept.
     let environ = py.import("os").and_then(|os| os.getattr("environ"));
@@ -174,15 +205,15 @@ fn client(py: Python<'_>) -> Result<Bound<'_, PyModule>, String> {
         .and_then(|env| env.call_method1("setdefault", ("XRD_RUNFORKHANDLER", "1")))
         .map_err(said)?;
     py.import("XRootD.client").map_err(|e| {
-        format!(
+        ExternalFailure::from(format!(
             "XrdCl's Python bindings cannot be imported ({e}); install them with `pip install \
              xrootd`"
-        )
+        ))
     })
 }
 
 /// The opened `XRootD.client.File` and the file's size.
-fn open_file(py: Python<'_>, url: &str, timeout: u16) -> Result<(Py<PyAny>, u64), String> {
+fn open_file(py: Python<'_>, url: &str, timeout: u16) -> Result<(Py<PyAny>, u64), ExternalFailure> {
     let client = client(py)?;
     let read = client
         .getattr("flags")
@@ -206,7 +237,7 @@ fn open_file(py: Python<'_>, url: &str, timeout: u16) -> Result<(Py<PyAny>, u64)
 }
 
 /// The server's `readv_iov_max` and `readv_ior_max` (`kXR_query` of its configuration).
-fn readv_limits(py: Python<'_>, url: &str, timeout: u16) -> Result<SourceLimits, String> {
+fn readv_limits(py: Python<'_>, url: &str, timeout: u16) -> Result<SourceLimits, ExternalFailure> {
     let client = client(py)?;
     let config = client
         .getattr("flags")
@@ -229,7 +260,7 @@ fn readv_limits(py: Python<'_>, url: &str, timeout: u16) -> Result<SourceLimits,
     let text = String::from_utf8_lossy(&answer);
     let mut values = text.lines().map(|l| l.trim().parse::<u64>().ok());
     let (Some(Some(iov)), Some(Some(ior))) = (values.next(), values.next()) else {
-        return Err(format!("unexpected readv limits: {text:?}"));
+        return Err(format!("unexpected readv limits: {text:?}").into());
     };
     let (iov, ior) = (iov.max(1), ior.max(1));
     Ok(SourceLimits {
@@ -246,20 +277,23 @@ fn vector_read(
     file: &Py<PyAny>,
     pieces: &[ByteRange],
     timeout: u16,
-) -> Result<Vec<Bytes>, String> {
+) -> Result<Vec<Bytes>, ExternalFailure> {
     let chunks = PyList::new(py, pieces.iter().map(|p| (p.offset, p.len))).map_err(said)?;
     let kwargs = PyDict::new(py);
     kwargs.set_item("chunks", chunks).map_err(said)?;
     kwargs.set_item("timeout", timeout).map_err(said)?;
     let info = xrdcl_call(file.bind(py), "vector_read", (), &kwargs)?;
     let chunks = info.getattr("chunks").map_err(said)?;
-    let chunks = chunks.cast::<PyList>().map_err(|e| e.to_string())?;
+    let chunks = chunks
+        .cast::<PyList>()
+        .map_err(|e| ExternalFailure::from(e.to_string()))?;
     if chunks.len() != pieces.len() {
         return Err(format!(
             "XrdCl answered {} chunks for {} asked",
             chunks.len(),
             pieces.len()
-        ));
+        )
+        .into());
     }
     chunks
         .iter()
@@ -270,7 +304,9 @@ fn vector_read(
                 .and_then(|o| o.extract())
                 .map_err(said)?;
             let buffer = chunk.getattr("buffer").map_err(said)?;
-            let buffer = buffer.cast::<PyBytes>().map_err(|e| e.to_string())?;
+            let buffer = buffer
+                .cast::<PyBytes>()
+                .map_err(|e| ExternalFailure::from(e.to_string()))?;
             let data = buffer.as_bytes();
             if offset != piece.offset || data.len() as u64 != piece.len {
                 return Err(format!(
@@ -278,7 +314,8 @@ fn vector_read(
                     data.len(),
                     piece.offset,
                     piece.end()
-                ));
+                )
+                .into());
             }
             Ok(Bytes::copy_from_slice(data))
         })
@@ -321,10 +358,15 @@ impl ByteSource for XrdclSource {
         let answers = join_all(reads).await;
         let mut buffers = Vec::new();
         for (answer, pieces) in answers.into_iter().zip(&requests) {
-            let read = answer.map_err(|m| {
-                Error::io(
+            let read = answer.map_err(|failed| {
+                Error::io_of(
+                    failed.kind,
                     &self.name,
-                    format!("vector read of {} failed: {m}", describe_ranges(pieces)),
+                    format!(
+                        "vector read of {} failed: {}",
+                        describe_ranges(pieces),
+                        failed.message
+                    ),
                 )
             })?;
             tally

@@ -73,7 +73,10 @@ class Source(uproot.source.chunk.Source):
         with self._lock:
             if self._fetch is None:
                 if self._file is None:
-                    self._file = _open(self._urls, self._open_options)
+                    # Its errors are OSErrors, as uproot's own sources raise (a missing file a
+                    # FileNotFoundError, refused credentials a PermissionError, a silent server
+                    # a TimeoutError), naming the file and the cause.
+                    self._file = _core.RootFile.open(self._urls, **self._open_options)
                 self._num_bytes = self._file.size
                 if self._tree_aware:
                     from cherenkov.uproot.baskets import BasketCache
@@ -131,7 +134,7 @@ class Source(uproot.source.chunk.Source):
     def chunk(self, start: int, stop: int) -> uproot.source.chunk.Chunk:
         self._check_open()
         self._count([(start, stop)])
-        (data,) = _read(self._open(), [(start, stop)], self._file_path)
+        (data,) = self._open()([(start, stop)])
         return uproot.source.chunk.Chunk(self, start, stop, uproot.source.futures.TrivialFuture(data))
 
     def chunks(self, ranges, notifications) -> list[uproot.source.chunk.Chunk]:
@@ -145,7 +148,7 @@ class Source(uproot.source.chunk.Source):
 
         def deliver():
             try:
-                results = _read(self._open(), ranges, self._file_path)
+                results = self._open()(ranges)
             except BaseException as e:  # every chunk must be delivered, even on KeyboardInterrupt
                 results = None
                 error = e
@@ -163,20 +166,6 @@ class Source(uproot.source.chunk.Source):
                 future.set_exception(OSError(f"{self._file_path}: cannot read ({e})"))
                 notifications.put(chunk)
         return chunks
-
-
-def _open(urls, options):
-    try:
-        return _core.RootFile.open(urls, **options)
-    except _core.SourceError as e:
-        raise OSError(f"cannot open {' | '.join(_core.redact(u) for u in urls)}: {e}") from e
-
-
-def _read(fetch, ranges, file_path):
-    try:
-        return fetch(ranges)
-    except _core.SourceError as e:
-        raise OSError(f"{file_path}: {e}") from e
 
 
 def _replicas_of(url: str, replicas) -> list[str]:

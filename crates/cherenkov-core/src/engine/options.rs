@@ -5,6 +5,7 @@
 //! the README's list to it. Everything is set before the file opens; nothing changes after.
 
 use super::speculation::Speculation;
+use crate::format::interpretation::MemberDims;
 use crate::error::{Error, Result};
 use crate::source::cache::CacheOptions;
 use crate::source::redact::Secret;
@@ -71,7 +72,8 @@ pub const OPEN_OPTIONS: &[OpenOption] = &[
         name: "timeout",
         kind: OptionKind::Seconds,
         default: "60 (XRootD), 30 (HTTP)",
-        doc: "Seconds a request may wait for the server before it is retried or fails.",
+        doc: "Seconds a request may wait for the server before it is retried or fails, and the \
+              window over which a transfer must keep min_rate.",
     },
     OpenOption {
         name: "retries",
@@ -91,8 +93,9 @@ pub const OPEN_OPTIONS: &[OpenOption] = &[
         name: "min_rate",
         kind: OptionKind::Bytes,
         default: "32768",
-        doc: "Slowest transfer accepted, in bytes per second: a request for b bytes fails (and \
-              is retried, or read from another replica) after timeout + b / min_rate seconds.",
+        doc: "Slowest transfer accepted, in bytes per second: a transfer that receives fewer \
+              than min_rate x timeout bytes over any timeout seconds is abandoned at once (and \
+              retried, or read from another replica), whatever its size.",
     },
     OpenOption {
         name: "trace",
@@ -186,6 +189,14 @@ pub const OPEN_OPTIONS: &[OpenOption] = &[
         doc: "Bytes fetched ahead and never used stay within this fraction of the bytes read, or \
               the worst set stops being speculated.",
     },
+    OpenOption {
+        name: "declared_dims",
+        kind: OptionKind::Bool,
+        default: "False",
+        doc: "A fixed-size array member of the objects of a split TClonesArray or \
+              std::vector<Class> (Float_t x[6][3]) keeps the dimensions its class declares \
+              (var * 6 * 3 * float32) instead of uproot's flattened ones (var * 18 * float32).",
+    },
 ];
 
 /// Everything opening a file is told: where its bytes come from and how reads of it behave.
@@ -193,6 +204,8 @@ pub const OPEN_OPTIONS: &[OpenOption] = &[
 pub struct OpenOptions {
     pub source: SourceOptions,
     pub speculation: Speculation,
+    /// The shape of fixed-size array members of split collections.
+    pub member_dims: MemberDims,
     /// The cache's cap, kept apart until `finish` (it may come before the directory).
     cache_max_bytes: Option<u64>,
 }
@@ -239,6 +252,12 @@ impl OpenOptions {
             "speculate" => speculation.enabled = value.flag(),
             "speculate_threshold" => speculation.threshold = value.fraction()?,
             "speculate_budget" => speculation.budget = value.fraction()?,
+            "declared_dims" => {
+                self.member_dims = match value.flag() {
+                    true => MemberDims::Declared,
+                    false => MemberDims::Uproot,
+                }
+            }
             _ => unreachable!("every option of the table is set above"),
         }
         Ok(())

@@ -158,11 +158,15 @@ fn decompress_block(
 ) -> std::result::Result<(), String> {
     let want = dest.len();
     let filled = match algorithm {
-        Algorithm::Zlib => read_fully(flate2::read::ZlibDecoder::new(block), dest),
-        Algorithm::OldDeflate => read_fully(flate2::read::DeflateDecoder::new(block), dest),
+        Algorithm::Zlib => read_fully(flate2::read::ZlibDecoder::new(block), dest, true),
+        // ROOT's own inflater (R__unzip) keeps the declared size when a CS stream holds more:
+        // old writers could understate it ("a few more bytes are required").
+        Algorithm::OldDeflate => read_fully(flate2::read::DeflateDecoder::new(block), dest, false),
         Algorithm::Lzma => xz2::stream::Stream::new_stream_decoder(LZMA_MEMORY_LIMIT, 0)
             .map_err(|e| e.to_string())
-            .and_then(|stream| read_fully(xz2::read::XzDecoder::new_stream(block, stream), dest)),
+            .and_then(|stream| {
+                read_fully(xz2::read::XzDecoder::new_stream(block, stream), dest, true)
+            }),
         Algorithm::Zstd => ZSTD.with(|cell| {
             // A decompression context costs an allocation and set-up: keep one per thread.
             let mut slot = cell.borrow_mut();
@@ -204,7 +208,13 @@ thread_local! {
     static ZSTD: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
 }
 
-fn read_fully(mut reader: impl Read, dest: &mut [u8]) -> std::result::Result<usize, String> {
+/// Fill `dest` from `reader`; with `whole`, the stream must also end there (zlib and xz check
+/// their checksums at the end).
+fn read_fully(
+    mut reader: impl Read,
+    dest: &mut [u8],
+    whole: bool,
+) -> std::result::Result<usize, String> {
     let mut filled = 0;
     while filled < dest.len() {
         match reader
@@ -217,7 +227,7 @@ fn read_fully(mut reader: impl Read, dest: &mut [u8]) -> std::result::Result<usi
     }
     // Read on to the end of the stream: that is when zlib and xz verify their checksums, so a
     // corrupt block is an error instead of wrong values.
-    if filled == dest.len() && reader.read(&mut [0u8]).map_err(|e| e.to_string())? > 0 {
+    if whole && filled == dest.len() && reader.read(&mut [0u8]).map_err(|e| e.to_string())? > 0 {
         return Err(format!("a stream ending after {filled} bytes, found more"));
     }
     Ok(filled)
@@ -326,6 +336,24 @@ mod tests {
         stream[20..24].copy_from_slice(&crc.sum().to_le_bytes());
         let e = decompress(&block(b"XZ", &stream, raw.len()), raw.len(), "t").unwrap_err();
         assert!(e.to_string().contains("lzma"), "{e}");
+    }
+
+    #[test]
+    fn cs_blocks_keep_their_declared_size_as_root_does() {
+        // A CS (raw deflate) stream holding more than its header declares: R__unzip keeps the
+        // declared bytes; a zlib block's stream must end where it says.
+        let raw = sample();
+        let mut cs = flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        cs.write_all(&raw).unwrap();
+        let data = block(b"CS", &cs.finish().unwrap(), raw.len() - 10);
+        assert_eq!(
+            decompress(&data, raw.len() - 10, "t").unwrap(),
+            raw[..raw.len() - 10]
+        );
+        let mut zl = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zl.write_all(&raw).unwrap();
+        let data = block(b"ZL", &zl.finish().unwrap(), raw.len() - 10);
+        assert!(decompress(&data, raw.len() - 10, "t").is_err());
     }
 
     #[test]

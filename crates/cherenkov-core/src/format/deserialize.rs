@@ -400,6 +400,18 @@ fn has_own_header(entry: &[u8], entry_len: Option<usize>) -> bool {
     first & BYTE_COUNT != 0 && entry_len.is_none_or(|n| (first & !BYTE_COUNT) as usize + 4 == n)
 }
 
+/// Members of the objects of a split collection: ROOT 5 wrote nothing at all, not even the
+/// header, for an entry whose collection was empty. Pushes that entry's empty list.
+fn empty_entries_are_empty_lists(model: &Model, out: &mut Builder) -> bool {
+    match (model, out) {
+        (Model::Members { header: true, .. }, Builder::List { offsets, .. }) => {
+            offsets.push(*offsets.last().unwrap());
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Read one top-level entry of `model`: classes with or without their own header.
 fn read_entry(cur: &mut Cursor, model: &Model, out: &mut Builder, header: bool) -> Result<()> {
     match (model, out) {
@@ -477,6 +489,9 @@ pub fn read_entries(
                 let (lo, hi) = (offs[e] as usize, offs[e + 1] as usize);
                 let entry = content.get(lo..hi).unwrap_or_default();
                 let mut cur = Cursor::new(entry, origin, lo as u64);
+                if entry.is_empty() && empty_entries_are_empty_lists(model, out) {
+                    continue;
+                }
                 read_entry(
                     &mut cur,
                     model,
@@ -508,4 +523,47 @@ pub fn read_entries(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One entry's `std::vector<int>` member of each object: byte count, version, then each
+    /// object's vector (size, items).
+    fn member_entry(vectors: &[&[i32]]) -> Vec<u8> {
+        let mut body = 9i16.to_be_bytes().to_vec();
+        for v in vectors {
+            body.extend((v.len() as i32).to_be_bytes());
+            v.iter().for_each(|x| body.extend(x.to_be_bytes()));
+        }
+        let mut out = (0x4000_0000u32 | body.len() as u32).to_be_bytes().to_vec();
+        out.extend(body);
+        out
+    }
+
+    #[test]
+    fn members_of_empty_collections_may_take_no_bytes() {
+        // ROOT 5 wrote nothing for an entry whose collection was empty; ROOT 6 writes the header.
+        let model = Model::Members {
+            header: true,
+            items: Box::new(Model::Sequence {
+                header: false,
+                items: Box::new(Model::Number(DType::I32)),
+                set: false,
+            }),
+        };
+        let entries = [member_entry(&[&[1, 2], &[]]), vec![], member_entry(&[])];
+        let content: Vec<u8> = entries.concat();
+        let mut offsets = vec![0u32];
+        for e in &entries {
+            offsets.push(offsets.last().unwrap() + e.len() as u32);
+        }
+        let mut out = Builder::new(&model);
+        read_entries(&model, &content, Some(&offsets), (0, 3), "test", &mut out).unwrap();
+        let Builder::List { offsets, .. } = out else {
+            panic!("a list builder")
+        };
+        assert_eq!(offsets, vec![0, 2, 2, 2]);
+    }
 }

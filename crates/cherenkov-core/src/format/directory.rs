@@ -233,6 +233,16 @@ pub struct DirectoryRecord {
     pub uuid: Uuid,
 }
 
+impl DirectoryRecord {
+    /// Whether a keys list was written. ROOT writes a directory's record when the directory is
+    /// made, with fSeekKeys 0, and its keys list only when something was written into it: a
+    /// directory made and left empty keeps fSeekKeys 0, and so does the top directory of a
+    /// file that was never closed (ROOT reads keys only where fSeekKeys > 0, as uproot does).
+    pub fn has_keys_list(&self) -> bool {
+        self.seek_keys > 0
+    }
+}
+
 /// Bytes enough for a directory record.
 pub const DIRECTORY_RECORD_LEN: usize = 64;
 

@@ -202,8 +202,20 @@ const K_ANY: i32 = 62;
 const CLONES_MEMBER: i32 = 31;
 const STL_MEMBER: i32 = 41;
 
+/// The shape of a fixed-size array member of the objects in a split collection (`float x[6][3]`
+/// in the class of a TClonesArray or a split `std::vector<Class>`). Its leaf's title names only
+/// the collection's count (`x[cells_]`), so uproot, which takes dimensions from titles, reads
+/// fLen items (`var * 18 * float32`); `Declared` keeps the class's (`var * 6 * 3 * float32`).
+/// Members of split objects outside collections keep their dimensions either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MemberDims {
+    #[default]
+    Uproot,
+    Declared,
+}
+
 /// Fixed dimensions from a leaf title such as `x[3]`, `x[2][3]` or `x[n][3]` (names are counts,
-/// not dimensions); a title without brackets but fLen > 1 gives `[fLen]`.
+/// not dimensions); a title with no number in brackets but fLen > 1 gives `[fLen]`, as uproot.
 fn title_dims(leaf: &LeafMeta) -> Vec<usize> {
     let title = if leaf.title.contains('[') {
         &leaf.title
@@ -211,19 +223,17 @@ fn title_dims(leaf: &LeafMeta) -> Vec<usize> {
         &leaf.name
     };
     let mut dims = Vec::new();
-    let mut any_brackets = false;
     let mut rest = title.as_str();
     while let Some(open) = rest.find('[') {
         let Some(close) = rest[open..].find(']') else {
             break;
         };
-        any_brackets = true;
         if let Ok(d) = rest[open + 1..open + close].trim().parse::<usize>() {
             dims.push(d);
         }
         rest = &rest[open + close + 1..];
     }
-    if !any_brackets && leaf.len > 1 {
+    if dims.is_empty() && leaf.len > 1 {
         dims.push(leaf.len as usize);
     }
     dims
@@ -272,13 +282,15 @@ fn checked_item_bytes(dtype: DType, shape: &[usize]) -> Option<usize> {
         .filter(|&n| n <= MAX_ENTRY_BYTES)
 }
 
-/// Decide how to read branch `index` of `tree`.
+/// Decide how to read branch `index` of `tree`; `dims` shapes the fixed-size array members of
+/// split collections (see `MemberDims`).
 pub fn interpret(
     tree: &TreeMeta,
     index: usize,
     infos: &[StreamerInfo],
+    dims: MemberDims,
 ) -> Result<Interpretation, Unsupported> {
-    let interp = interpret_branch(tree, index, infos)?;
+    let interp = interpret_branch(tree, index, infos, dims)?;
     let sane = match &interp {
         Interpretation::Fixed {
             dtype, inner_shape, ..
@@ -309,6 +321,7 @@ fn interpret_branch(
     tree: &TreeMeta,
     index: usize,
     infos: &[StreamerInfo],
+    dims: MemberDims,
 ) -> Result<Interpretation, Unsupported> {
     let branch = &tree.branches[index];
     let leaves: Vec<&LeafMeta> = branch.leaves.iter().map(|&l| &tree.leaves[l]).collect();
@@ -342,7 +355,7 @@ fn interpret_branch(
         }
         // Read whole when every member is read (uproot cannot read the others either).
         for &child in &branch.children {
-            if let Err(refused) = interpret(tree, child, infos) {
+            if let Err(refused) = interpret(tree, child, infos, dims) {
                 return Err(unsupported(
                     declared,
                     format!(
@@ -364,7 +377,7 @@ fn interpret_branch(
     }
     match leaves.as_slice() {
         [] => Err(unsupported(declared, "the branch has no leaves")),
-        [leaf] => interpret_leaf(tree, branch, leaf, infos),
+        [leaf] => interpret_leaf(tree, branch, leaf, infos, dims),
         many => {
             let mut fields = Vec::new();
             for leaf in many {
@@ -397,6 +410,7 @@ fn interpret_leaf(
     branch: &BranchMeta,
     leaf: &LeafMeta,
     infos: &[StreamerInfo],
+    dims: MemberDims,
 ) -> Result<Interpretation, Unsupported> {
     let count_branch = leaf.count.and_then(|c| tree.leaves[c].branch);
     if leaf.class == "TLeafC" {
@@ -516,16 +530,7 @@ fn interpret_leaf(
         };
         let stl = code == K_STL || code == K_STL_STRING;
         return match model_of_type(&m.type_name, !stl, infos) {
-            // Classes streamed by hand (TRef: no members in their streamer info) would read as
-            // empty records; uproot has models of its own for them.
-            Ok(Model::Class { members, .. })
-                if !members.iter().any(|m| !matches!(m, Member::TObject)) =>
-            {
-                Err(unsupported(
-                    m.type_name.trim(),
-                    "its class has no members in the streamer infos (it streams itself)",
-                ))
-            }
+            Ok(model) if streams_itself(&model) => Err(streams_itself_refusal(&m.type_name)),
             Ok(items) => Ok(Interpretation::Objects {
                 model: Model::Members {
                     header: stl,
@@ -554,10 +559,12 @@ fn interpret_leaf(
             }
         },
     };
-    // Fixed arrays take their dimensions from the streamer (the leaf titles of collection
-    // members leave them out).
+    // Fixed arrays take their dimensions from the leaf title, as uproot does, or from the
+    // streamer when asked to (the titles of collection members leave them out).
     let inner_shape = match member {
-        Some(m) if array == "fixed" && !m.array_dims.is_empty() => m.array_dims.clone(),
+        Some(m) if array == "fixed" && !m.array_dims.is_empty() && dims == MemberDims::Declared => {
+            m.array_dims.clone()
+        }
         _ => title_dims(leaf),
     };
     let member_kind = if is_collection_member(e.kind) {
@@ -597,12 +604,26 @@ fn interpret_leaf(
 /// Objects of C++ type `name`, each with its header, read with a model of the streamer infos.
 fn objects(name: &str, infos: &[StreamerInfo]) -> Result<Interpretation, Unsupported> {
     match model_of_type(name, true, infos) {
+        Ok(model) if streams_itself(&model) => Err(streams_itself_refusal(name)),
         Ok(model) => Ok(Interpretation::Objects {
             model,
             typename: name.trim().to_string(),
         }),
         Err(why) => Err(unsupported(name.trim(), why)),
     }
+}
+
+/// Classes streamed by hand (TRef: no members in their streamer info but TObject) would read
+/// as empty records, or not at all; uproot has models of its own for them.
+fn streams_itself(model: &Model) -> bool {
+    matches!(model, Model::Class { members, .. } if members.iter().all(|m| matches!(m, Member::TObject)))
+}
+
+fn streams_itself_refusal(name: &str) -> Unsupported {
+    unsupported(
+        name.trim(),
+        "its class has no members in the streamer infos (it streams itself)",
+    )
 }
 
 /// Copy big-endian items into native-endian `dst` (same length in bytes).
@@ -669,7 +690,7 @@ mod tests {
     fn dimensions_come_from_the_leaf_title() {
         let tree = one_leaf_tree("TLeafD", "x[3][4]");
         assert_eq!(
-            interpret(&tree, 0, &[]),
+            interpret(&tree, 0, &[], MemberDims::Uproot),
             Ok(Interpretation::Fixed {
                 dtype: DType::F64,
                 inner_shape: vec![3, 4],
@@ -682,7 +703,7 @@ mod tests {
     fn branches_shorter_or_longer_than_their_tree_are_refused() {
         let mut tree = one_leaf_tree("TLeafD", "x");
         tree.entries = 98;
-        let refused = interpret(&tree, 0, &[]).unwrap_err();
+        let refused = interpret(&tree, 0, &[], MemberDims::Uproot).unwrap_err();
         assert!(refused.reason.contains("holds 0 entries"), "{refused:?}");
     }
 
@@ -695,18 +716,18 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            interpret(&tree, 1, &[]),
+            interpret(&tree, 1, &[], MemberDims::Uproot),
             Ok(Interpretation::Group { children: vec![0] })
         );
         tree.leaves[0].class = "TLeafX".into();
-        let refused = interpret(&tree, 1, &[]).unwrap_err();
+        let refused = interpret(&tree, 1, &[], MemberDims::Uproot).unwrap_err();
         assert!(refused.reason.contains("member 'x'"), "{refused:?}");
     }
 
     #[test]
     fn absurd_dimensions_are_refused_not_overflowed() {
         let tree = one_leaf_tree("TLeafD", "x[4294967296][4294967296]");
-        let refused = interpret(&tree, 0, &[]).unwrap_err();
+        let refused = interpret(&tree, 0, &[], MemberDims::Uproot).unwrap_err();
         assert!(refused.reason.contains("larger than"), "{refused:?}");
     }
 }

@@ -1,15 +1,17 @@
-//! TTree, TBranch, TBranchElement and TLeaf* models, read from the streamed
-//! TTree object. Class versions from ROOT 3 (TTree 5, TBranch 6) to 6.40 (TTree 20, TBranch 13);
-//! the members each version lays out differently are read in `tree_members.rs`.
+//! TTree, TBranch, TBranchElement and TLeaf* models, read from the streamed TTree object. Class
+//! versions from ROOT 3 (TTree 5, TBranch 6, TBranchElement 1) to 6.40 (TTree 20, TBranch 13,
+//! TBranchElement 10), and Geant4's g4tools writer; the members each version lays out
+//! differently are read in `tree_members.rs`.
 
 use super::basket::{parse_embedded_basket, EmbeddedBasket};
 use super::cursor::Cursor;
 use super::objects::{
     read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version,
 };
+use super::streamers::StreamerInfo;
 use super::tree_members::{
-    read_old_seeks, read_pointer_array_i32, read_pointer_array_i64, read_tree_counts,
-    read_tree_v5_counts, TreeCounts, MAX_F64_COUNT,
+    builtin_layout, layout_from_info, read_element_members, read_old_seeks,
+    read_pointer_array_i32, read_pointer_array_i64, read_tree_members, TreeCounts, MAX_F64_COUNT,
 };
 use crate::error::Result;
 
@@ -245,9 +247,31 @@ struct TreeParser {
 
 type Ptrs = PointerReader<Item>;
 
+/// The class version of a streamed TTree (or TNtuple, `class`).
+pub fn tree_version(data: &[u8], class: &str, origin: &str) -> Result<i16> {
+    let mut cur = Cursor::new(data, origin, 0);
+    if class != "TTree" {
+        read_version(&mut cur, class)?;
+    }
+    Ok(read_version(&mut cur, "TTree")?.version)
+}
+
+/// Whether reading a TTree of this class version takes the file's streamer infos: versions
+/// from 5 on whose layout ROOT's history does not fix are read by the file's streamer info.
+pub fn tree_needs_streamer_infos(version: i16) -> bool {
+    version > 5 && builtin_layout(version).is_none()
+}
+
 /// Parse a streamed TTree (or TNtuple, `class`). `data` is the uncompressed object; `key_len` the
-/// key header length (pointer tags count from the key start); `origin` names the object for errors.
-pub fn parse_tree(data: &[u8], key_len: usize, class: &str, origin: &str) -> Result<TreeMeta> {
+/// key header length (pointer tags count from the key start); `origin` names the object for errors;
+/// `infos` the file's streamer infos when the version needs them (`tree_needs_streamer_infos`).
+pub fn parse_tree(
+    data: &[u8],
+    key_len: usize,
+    class: &str,
+    origin: &str,
+    infos: &[StreamerInfo],
+) -> Result<TreeMeta> {
     let mut cur = Cursor::new(data, origin, 0);
     let mut ptrs = Ptrs::new(key_len);
     let mut p = TreeParser {
@@ -260,21 +284,46 @@ pub fn parse_tree(data: &[u8], key_len: usize, class: &str, origin: &str) -> Res
         // TNtuple/TNtupleD: their own version header, then the TTree (fNvar follows, unread).
         read_version(&mut cur, class)?;
     }
+    let version_at = cur.pos();
     let v = read_version(&mut cur, "TTree")?;
+    // Versions before 5 were streamed by hand (ROOT 2); from 5 on, member by member.
+    let layout = match builtin_layout(v.version) {
+        Some(layout) => layout,
+        None if v.version < 5 => {
+            return Err(cur.error_at(
+                version_at,
+                format!(
+                    "TTree class version 5 or later (ROOT 3 and later), found {}",
+                    v.version
+                ),
+            ))
+        }
+        None => {
+            let info = infos
+                .iter()
+                .find(|i| i.class_name == "TTree" && i.class_version == i32::from(v.version))
+                .ok_or_else(|| {
+                    cur.error_at(
+                        version_at,
+                        format!(
+                            "the file's streamer info for TTree class version {} (not one of ROOT's releases)",
+                            v.version
+                        ),
+                    )
+                })?;
+            layout_from_info(info).map_err(|why| {
+                cur.error_at(
+                    version_at,
+                    format!("a streamer info for TTree version {} with {why}", v.version),
+                )
+            })?
+        }
+    };
     let (name, title) = read_tnamed(&mut cur)?;
     for base in ["TAttLine", "TAttFill", "TAttMarker"] {
         skip_object(&mut cur, base)?;
     }
-    let counts = match v.version {
-        5 => read_tree_v5_counts(&mut cur)?,
-        16..=20 => read_tree_counts(&mut cur, v.version)?,
-        other => {
-            return Err(cur.error_at(
-                4,
-                format!("TTree class version 5 or 16 to 20 (ROOT 3.02 to 4.00, or 5.22 and later), found {other}"),
-            ))
-        }
-    };
+    let counts = read_tree_members(&mut cur, &layout)?;
     let TreeCounts {
         entries,
         tot_bytes,
@@ -367,8 +416,8 @@ impl TreeParser {
                 cur.seek(end)?;
             }
             if class == "TBranchElement" {
-                let element = read_element_members(cur, v.version)?;
-                for _count_branch in 0..2 {
+                let (element, count_branches) = read_element_members(cur, v.version)?;
+                for _count_branch in 0..count_branches {
                     self.read_pointer(cur, ptrs)?;
                 }
                 self.branches[index].element = Some(element);
@@ -440,8 +489,15 @@ impl TreeParser {
         let children = self.read_items(cur, ptrs)?;
         let leaves = self.read_items(cur, ptrs)?;
         let baskets = self.read_items(cur, ptrs)?;
-        let max_baskets =
-            cur.check_count(max_pos, max_baskets as i64, "TBranch fMaxBaskets", 16)?;
+        // Each basket slot holds a size, a first entry and a seek: 4-byte entries and seeks
+        // before version 10.
+        let slot_bytes = if old { 12 } else { 16 };
+        let max_baskets = cur.check_count(
+            max_pos,
+            max_baskets as i64,
+            "TBranch fMaxBaskets",
+            slot_bytes,
+        )?;
         let basket_bytes = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketBytes")?;
         let (basket_entry, basket_seek) = if old {
             // 32-bit entries; seeks 64-bit when the presence byte says 2 (large files).
@@ -593,36 +649,6 @@ fn read_io_bits(cur: &mut Cursor) -> Result<u8> {
     };
     v.skip_to_end(cur, "TIOFeatures")?;
     Ok(bits)
-}
-
-fn read_element_members(cur: &mut Cursor, version: i16) -> Result<ElementMeta> {
-    if !(8..=10).contains(&version) {
-        return Err(cur.error(format!(
-            "TBranchElement class version 8 to 10, found {version}"
-        )));
-    }
-    let class_name = cur.string("TBranchElement fClassName")?;
-    let parent_name = cur.string("TBranchElement fParentName")?;
-    let clones_name = cur.string("TBranchElement fClonesName")?;
-    cur.u32("TBranchElement fCheckSum")?;
-    let class_version = if version >= 10 {
-        cur.i16("TBranchElement fClassVersion")? as i32
-    } else {
-        cur.i32("TBranchElement fClassVersion")?
-    };
-    let id = cur.i32("TBranchElement fID")?;
-    let kind = cur.i32("TBranchElement fType")?;
-    let streamer_type = cur.i32("TBranchElement fStreamerType")?;
-    cur.i32("TBranchElement fMaximum")?;
-    Ok(ElementMeta {
-        class_name,
-        parent_name,
-        clones_name,
-        class_version,
-        id,
-        kind,
-        streamer_type,
-    })
 }
 
 #[cfg(test)]

@@ -73,6 +73,9 @@ pub struct SourceCounters {
     pub streams: u64,
     /// Most streams used at once since the file was opened.
     pub streams_peak: u64,
+    /// Requests sent again after a failure that may pass (see `retry`), on a new connection;
+    /// a replica set counts its replicas'.
+    pub retries: u64,
 }
 
 impl std::ops::Add for SourceCounters {
@@ -88,6 +91,7 @@ impl std::ops::Add for SourceCounters {
             disk_cache_bytes_saved: self.disk_cache_bytes_saved + other.disk_cache_bytes_saved,
             streams: self.streams + other.streams,
             streams_peak: self.streams_peak + other.streams_peak,
+            retries: self.retries + other.retries,
         }
     }
 }
@@ -115,6 +119,7 @@ pub struct Tally {
     pub round_trips: AtomicU64,
     pub ranges: AtomicU64,
     pub bytes: AtomicU64,
+    pub retries: AtomicU64,
 }
 
 impl Tally {
@@ -125,6 +130,7 @@ impl Tally {
             round_trips: AtomicU64::new(counters.round_trips),
             ranges: AtomicU64::new(counters.ranges),
             bytes: AtomicU64::new(counters.bytes),
+            retries: AtomicU64::new(counters.retries),
         }
     }
 
@@ -142,6 +148,7 @@ impl Tally {
             round_trips: self.round_trips.load(Relaxed),
             ranges: self.ranges.load(Relaxed),
             bytes: self.bytes.load(Relaxed),
+            retries: self.retries.load(Relaxed),
             ..SourceCounters::default()
         }
     }

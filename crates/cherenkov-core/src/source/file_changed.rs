@@ -14,6 +14,7 @@ pub fn file_changed(file: &str, message: impl Into<String>) -> crate::Error {
     crate::Error::Io {
         file: file.to_string(),
         message: message.into(),
+        kind: crate::IoKind::Other,
         cause: Some(Arc::new(FileChanged)),
     }
 }

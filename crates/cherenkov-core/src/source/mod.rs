@@ -15,6 +15,7 @@ mod file_changed;
 pub mod http;
 pub mod local;
 pub mod memory;
+pub mod min_rate;
 pub mod multi;
 mod open;
 mod options;
@@ -29,9 +30,7 @@ pub use byte_source::{
 };
 pub use file_changed::{file_changed, is_file_changed, FileChanged};
 pub use open::{open, open_replicas};
-pub use options::{
-    time_allowed, OpeningHint, RequestOverrides, RequestPolicy, SourceOptions, DEFAULT_MIN_RATE,
-};
+pub use options::{OpeningHint, RequestOverrides, RequestPolicy, SourceOptions, DEFAULT_MIN_RATE};
 pub use ranges::{
     coalesce_ranges, describe_ranges, join, join_split_pieces, slice_from_fetched,
     split_for_limits, DEFAULT_COALESCE_GAP,

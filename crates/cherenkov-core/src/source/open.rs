@@ -121,6 +121,7 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<Opened> {
                 connections: options.connections.unwrap_or(defaults.connections),
                 policy: defaults.policy.overridden_by(&options.request),
                 discover: options.discover.unwrap_or(defaults.discover),
+                opening: options.opening,
                 adaptive: options.adaptive_streams.unwrap_or(defaults.adaptive),
                 verify_checksums: options.verify_checksums,
                 token: options.token.clone(),

@@ -1,6 +1,7 @@
 //! What opening a remote file may be told: the options every protocol shares, what to read while
 //! opening, and how long a request may take.
 
+use super::min_rate::MinRate;
 use super::retry::RetryPolicy;
 use super::{cache, credentials, redact};
 use std::time::Duration;
@@ -19,14 +20,14 @@ pub struct OpeningHint {
 /// and XRootD options each hold (with their own default timeout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RequestPolicy {
-    /// Longest wait for the server (to connect, for an answer, between two pieces of it) before
-    /// the request is retried or fails.
+    /// Longest wait for the server to connect or answer, and the window over which a transfer
+    /// must keep `min_rate` (see `min_rate`), before the request is retried or fails.
     pub timeout: Duration,
     /// When a request that failed in a way that may pass is tried again (see `retry`).
     pub retry: RetryPolicy,
-    /// Slowest transfer accepted, in bytes per second: a request of `b` bytes fails (and is
-    /// retried, or read from another replica) after `timeout + b / min_rate` (see
-    /// [`time_allowed`]).
+    /// Slowest transfer accepted, in bytes per second: a transfer that receives fewer than
+    /// `min_rate × timeout` bytes over any `timeout` seconds is abandoned (and retried, or read
+    /// from another replica), whatever its size (see `min_rate`).
     pub min_rate: u64,
 }
 
@@ -70,9 +71,9 @@ impl RequestPolicy {
         }
     }
 
-    /// How long a request for `bytes` may take, answer included.
-    pub fn time_allowed(&self, bytes: u64) -> Duration {
-        time_allowed(self.timeout, self.min_rate, bytes)
+    /// The rate every transfer must keep (see `min_rate`).
+    pub fn rate_rule(&self) -> MinRate {
+        MinRate::over_timeout(self.min_rate, self.timeout)
     }
 }
 
@@ -121,10 +122,3 @@ pub struct SourceOptions {
 /// The slowest transfer a request may have by default: 32 KiB/s. A server this slow is better left
 /// for another replica or a retry; a WAN link shared by a few requests is still much faster.
 pub const DEFAULT_MIN_RATE: u64 = 32 << 10;
-
-/// How long one request for `bytes` may take in all, however steadily its answer trickles in:
-/// `timeout` for the server to answer, plus the transfer at `min_rate` bytes per second. A server
-/// sending one byte a second never goes silent, so a silence timeout alone would wait for ever.
-pub fn time_allowed(timeout: Duration, min_rate: u64, bytes: u64) -> Duration {
-    timeout + Duration::from_secs_f64(bytes as f64 / min_rate.max(1) as f64)
-}

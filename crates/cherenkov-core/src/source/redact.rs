@@ -54,10 +54,12 @@ pub fn redact_error(error: Error) -> Error {
         Error::Io {
             file,
             message,
+            kind,
             cause,
         } => Error::Io {
             file: redact(&file),
             message: redact(&message),
+            kind,
             cause,
         },
         Error::UnsupportedBranch {

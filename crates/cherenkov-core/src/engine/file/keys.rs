@@ -16,6 +16,9 @@ impl RootFile {
         let origin = dir.describe();
         let record = DirectoryRecord::parse(&mut Cursor::new(&data, &origin, 0))
             .map_err(|e| e.in_file(self.name()))?;
+        if !record.has_keys_list() {
+            return Ok(Vec::new());
+        }
         check_inside(
             record.seek_keys,
             record.keys_bytes as u64,

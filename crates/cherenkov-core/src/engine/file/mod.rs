@@ -4,18 +4,19 @@
 
 mod keys;
 mod metadata;
+mod recover;
 mod streamers;
 
 use super::options::OpenOptions;
-use super::speculation::Speculation;
 use crate::error::{Error, Result};
 use crate::format::cursor::Cursor;
 use crate::format::directory::{
     check_inside, parse_keys_list, DirectoryRecord, FileHeader, Key, DIRECTORY_RECORD_LEN,
     FILE_HEADER_LEN,
 };
+use crate::format::interpretation::MemberDims;
 use crate::format::streamers::StreamerInfo;
-use crate::format::tree::{parse_tree, TreeMeta};
+use crate::format::tree::{parse_tree, tree_needs_streamer_infos, tree_version, TreeMeta};
 use crate::source::trace::TraceLog;
 use crate::source::{ByteRange, Opened, OpeningHint, SharedSource, SourceOptions};
 use bytes::Bytes;
@@ -50,6 +51,8 @@ pub struct RootFile {
     pub stats: super::stats::EngineStats,
     /// Whether and how far lazy reads of this file fetch ahead what they have not asked for yet.
     pub speculation: super::speculation::Speculation,
+    /// The shape of fixed-size array members of split collections (uproot's, or as declared).
+    pub member_dims: MemberDims,
     /// Requests the source had made before opening (an HTTP size probe, for example).
     pub requests_before_open: u64,
     /// Every request made through the source, when opened with `trace`.
@@ -64,25 +67,25 @@ impl RootFile {
     /// Open a path or URL (see `source::open`).
     pub async fn open_url(url: &str, options: &OpenOptions) -> Result<RootFile> {
         let opened = crate::source::open(url, &with_root_opening(&options.source)).await?;
-        Self::open(opened, options.speculation).await
+        Self::open(opened, options).await
     }
 
     /// Open replicas of one file as one (see `source::multi`).
     pub async fn open_replicas(urls: &[String], options: &OpenOptions) -> Result<RootFile> {
         let source_options = with_root_opening(&options.source);
         let opened = crate::source::open_replicas(urls, &source_options).await?;
-        Self::open(opened, options.speculation).await
+        Self::open(opened, options).await
     }
 
     /// Open the ROOT file an opened source holds.
-    pub async fn open(opened: Opened, speculation: Speculation) -> Result<RootFile> {
+    pub async fn open(opened: Opened, options: &OpenOptions) -> Result<RootFile> {
         let name = opened.source.name().to_string();
-        Self::open_inner(opened, speculation)
+        Self::open_inner(opened, options)
             .await
             .map_err(|e| e.in_file(&name))
     }
 
-    async fn open_inner(opened: Opened, speculation: Speculation) -> Result<RootFile> {
+    async fn open_inner(opened: Opened, options: &OpenOptions) -> Result<RootFile> {
         let Opened {
             source,
             reads: opening,
@@ -116,7 +119,8 @@ impl RootFile {
             requests_before_open,
             trace,
             stats: Default::default(),
-            speculation,
+            speculation: options.speculation,
+            member_dims: options.member_dims,
             metadata: Mutex::new(opening),
             order: Default::default(),
         };
@@ -141,12 +145,24 @@ impl RootFile {
             .await?
             .remove(0);
         let record = DirectoryRecord::parse(&mut Cursor::new(&record_bytes, "file", top))?;
-        check_inside(
-            record.seek_keys,
-            record.keys_bytes as u64,
-            size,
-            "the top directory's keys list",
-        )?;
+        if record.has_keys_list() {
+            check_inside(
+                record.seek_keys,
+                record.keys_bytes as u64,
+                size,
+                "the top directory's keys list",
+            )?;
+            let keys_range = ByteRange::new(record.seek_keys, record.keys_bytes as u64);
+            let raw_keys = file.read_metadata(&[keys_range]).await?.remove(0);
+            file.keys = parse_keys_list(&raw_keys, record.seek_keys)?;
+        } else {
+            // Never closed: its objects are found by walking the records, as ROOT recovers them.
+            let recovered = file.recover_keys().await?;
+            file.keys = recovered.keys;
+            if let Some((seek, bytes)) = recovered.streamer_infos {
+                (file.header.seek_info, file.header.info_bytes) = (seek, bytes);
+            }
+        }
         // Streamer infos are read when needed, but a header pointing them past the end is corrupt.
         if file.header.seek_info > 0 {
             check_inside(
@@ -156,9 +172,6 @@ impl RootFile {
                 "the streamer infos",
             )?;
         }
-        let keys_range = ByteRange::new(record.seek_keys, record.keys_bytes as u64);
-        let raw_keys = file.read_metadata(&[keys_range]).await?.remove(0);
-        file.keys = parse_keys_list(&raw_keys, record.seek_keys)?;
         Ok(file)
     }
 
@@ -180,7 +193,15 @@ impl RootFile {
             ));
         }
         let data = self.read_object(&key).await?;
-        let tree = parse_tree(&data, key.keylen as usize, &key.class_name, &key.describe())
+        let origin = key.describe();
+        let version =
+            tree_version(&data, &key.class_name, &origin).map_err(|e| e.in_file(self.name()))?;
+        let infos = if tree_needs_streamer_infos(version) {
+            self.streamers().await
+        } else {
+            &[]
+        };
+        let tree = parse_tree(&data, key.keylen as usize, &key.class_name, &origin, infos)
             .map_err(|e| e.in_file(self.name()))?;
         if tree.needs_streamers() {
             self.streamers().await;

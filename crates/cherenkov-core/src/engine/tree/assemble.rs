@@ -367,7 +367,7 @@ fn basket_offsets<'a>(
             )
         })?;
         // A count branch that is itself jagged would recurse (forever, if it counts itself).
-        let count_interp = interpret(tree, cb, file.streamers_read());
+        let count_interp = interpret(tree, cb, file.streamers_read(), file.member_dims);
         if !matches!(count_interp, Ok(Interpretation::Fixed { .. })) {
             return Err(bad(format!(
                 "a count branch of one number per entry, found '{}'",

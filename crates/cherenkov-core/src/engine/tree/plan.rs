@@ -41,11 +41,13 @@ pub fn interpretations(
     branches
         .iter()
         .map(|&b| {
-            interpret(tree, b, file.streamers_read()).map_err(|u| Error::UnsupportedBranch {
-                file: file.name().to_string(),
-                branch: tree.branch_path(b),
-                typename: u.typename,
-                reason: u.reason,
+            interpret(tree, b, file.streamers_read(), file.member_dims).map_err(|u| {
+                Error::UnsupportedBranch {
+                    file: file.name().to_string(),
+                    branch: tree.branch_path(b),
+                    typename: u.typename,
+                    reason: u.reason,
+                }
             })
         })
         .collect()
@@ -111,7 +113,7 @@ pub fn offsets_count_branch(
     let meta = &tree.branches[branch];
     let leaves_offsets_out = meta.offsets_from_counts || meta.entry_offset_len == 0;
     let counts_are_numbers = matches!(
-        interpret(tree, *count, file.streamers_read()),
+        interpret(tree, *count, file.streamers_read(), file.member_dims),
         Ok(Interpretation::Fixed { .. })
     );
     (leaves_offsets_out && counts_are_numbers).then_some(*count)

@@ -65,7 +65,7 @@ impl HttpAuth {
                  (looked in {TOKEN_DISCOVERY})"
             ),
         };
-        Failure::Fatal(what)
+        Failure::Refused(what)
     }
 }
 

@@ -1,17 +1,21 @@
 //! Why an HTTP request did not give usable bytes, and what to do about it: retry (on the
 //! schedule of `source::retry`), ask differently, or give up.
 
+use crate::error::IoKind;
+use crate::source::min_rate::TooSlow;
 use crate::source::retry::{Retries, RetryPolicy};
 use reqwest::StatusCode;
 use std::future::Future;
-use std::time::Duration;
 
 /// Why one request did not give usable bytes; decides between retrying, asking differently and
 /// giving up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Failure {
-    /// No answer: connection refused or reset, timeout. Retried, then fatal.
+    /// No answer: connection refused or reset. Retried, then fatal.
     Unreachable(String),
+    /// Silent, or slower than the slowest transfer accepted (see `source::min_rate`), for the
+    /// request timeout. Retried on a new connection, then fatal.
+    TimedOut(String),
     /// A 5xx answer. Retried; for a multi-range request, then asked range by range.
     ServerError(String),
     /// The body ended early. Retried for a single range; a multi-range request is asked range by
@@ -23,7 +27,12 @@ pub enum Failure {
     HeaderTooLarge(String),
     /// The answer does not fit the ranges asked (malformed multipart, wrong Content-Range, 416).
     Unusable(String),
-    /// Asking again will not help (404, 403, too many redirects).
+    /// No such file (404, 410). Fatal.
+    Missing(String),
+    /// The credentials were refused, or none were found (401, 403). Fatal, never retried
+    /// without them.
+    Refused(String),
+    /// Asking again will not help (too many redirects, an encoded answer, a TLS refusal).
     Fatal(String),
     /// The file is not the one opened any more (size, ETag or Last-Modified changed).
     Changed(String),
@@ -33,6 +42,9 @@ impl Failure {
     pub fn message(&self) -> &str {
         match self {
             Failure::Unreachable(m)
+            | Failure::TimedOut(m)
+            | Failure::Missing(m)
+            | Failure::Refused(m)
             | Failure::ServerError(m)
             | Failure::CutShort(m)
             | Failure::NoMultiRange(m)
@@ -40,6 +52,16 @@ impl Failure {
             | Failure::Unusable(m)
             | Failure::Fatal(m)
             | Failure::Changed(m) => m,
+        }
+    }
+
+    /// What callers may handle apart (see `IoKind`).
+    pub fn kind(&self) -> IoKind {
+        match self {
+            Failure::Missing(_) => IoKind::NotFound,
+            Failure::Refused(_) => IoKind::Forbidden,
+            Failure::TimedOut(_) => IoKind::TimedOut,
+            _ => IoKind::Other,
         }
     }
 }
@@ -51,6 +73,7 @@ pub fn status_failure(status: StatusCode, ranges_asked: usize) -> Failure {
         400 | 413 | 414 | 431 | 494 if ranges_asked > 1 => Failure::HeaderTooLarge(message),
         // 429 Too Many Requests: the server pushes back; asked again later, as a 5xx.
         429 | 500..=599 => Failure::ServerError(message),
+        404 | 410 => Failure::Missing(message),
         _ => Failure::Fatal(message),
     }
 }
@@ -85,7 +108,10 @@ where
 fn retryable(failure: &Failure) -> bool {
     matches!(
         failure,
-        Failure::Unreachable(_) | Failure::ServerError(_) | Failure::CutShort(_)
+        Failure::Unreachable(_)
+            | Failure::TimedOut(_)
+            | Failure::ServerError(_)
+            | Failure::CutShort(_)
     )
 }
 
@@ -93,6 +119,7 @@ fn with_attempts(failure: Failure, retries: &Retries) -> Failure {
     let note = |m: String| format!("{m} (gave up after {})", retries.describe());
     match failure {
         Failure::Unreachable(m) => Failure::Unreachable(note(m)),
+        Failure::TimedOut(m) => Failure::TimedOut(note(m)),
         Failure::ServerError(m) => Failure::ServerError(note(m)),
         Failure::CutShort(m) => Failure::CutShort(note(m)),
         other => other,
@@ -131,13 +158,9 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
     message
 }
 
-/// A request that outlived the time its size allows (see `HttpOptions::min_rate`).
-pub fn too_slow(allowed: Duration, min_rate: u64) -> Failure {
-    Failure::Unreachable(format!(
-        "the answer did not arrive within {:.1} s (the request timeout plus its bytes at {min_rate} \
-         bytes/s, the slowest transfer accepted)",
-        allowed.as_secs_f64()
-    ))
+/// The failure of a request abandoned for its rate (see `source::min_rate`).
+pub fn too_slow(slow: TooSlow) -> Failure {
+    Failure::TimedOut(slow.to_string())
 }
 
 #[cfg(test)]
@@ -177,11 +200,11 @@ mod tests {
             || {},
             || {
                 calls += 1;
-                async { Err(Failure::Fatal("404".into())) }
+                async { Err(Failure::Missing("404".into())) }
             },
         )
         .await;
-        assert_eq!((calls, result), (1, Err(Failure::Fatal("404".into()))));
+        assert_eq!((calls, result), (1, Err(Failure::Missing("404".into()))));
     }
 
     #[test]
@@ -196,8 +219,9 @@ mod tests {
         ));
         assert!(matches!(
             status_failure(StatusCode::NOT_FOUND, 5),
-            Failure::Fatal(_)
+            Failure::Missing(_)
         ));
+        assert_eq!(status_failure(StatusCode::GONE, 1).kind(), IoKind::NotFound);
         assert!(matches!(
             status_failure(StatusCode::BAD_GATEWAY, 5),
             Failure::ServerError(_)

@@ -24,6 +24,7 @@ use self::probe::probe;
 use self::range_header::{plan_requests, range_header_value, ContentRange};
 use self::response::{content_range, header_str, read_body, reject_encoded, send, Version};
 use super::adaptive::Streams;
+use super::min_rate::{self, Progress};
 use super::{
     coalesce_ranges, describe_ranges, file_changed, join_split_pieces, slice_from_fetched,
     split_for_limits, ByteRange, ByteSource, Opened, SourceCounters, SourceLimits, SourceReport,
@@ -144,10 +145,8 @@ impl HttpSource {
         let grace = started.elapsed();
         let _ = tokio::time::timeout(grace, warming).await;
         let probe = probe.map_err(|f| {
-            Error::io(
-                &name,
-                format!("cannot learn the file size: {}", f.message()),
-            )
+            let message = format!("cannot learn the file size: {}", f.message());
+            Error::io_of(f.kind(), &name, message)
         })?;
         Ok(HttpSource {
             url: name,
@@ -193,14 +192,20 @@ impl HttpSource {
         Error::io(&self.url, format!("{}: {message}", describe_ranges(ranges)))
     }
 
-    /// The error for a request that failed for good; a changed file says so in its cause.
+    /// The error for a request that failed for good, of its kind; a changed file says so in its
+    /// cause.
     fn failed(&self, ranges: &[ByteRange], failure: Failure) -> Error {
+        let message = format!("{}: {}", describe_ranges(ranges), failure.message());
         match failure {
-            Failure::Changed(m) => {
-                file_changed(&self.url, format!("{}: {m}", describe_ranges(ranges)))
-            }
-            f => self.error(ranges, f.message()),
+            Failure::Changed(_) => file_changed(&self.url, message),
+            f => Error::io_of(f.kind(), &self.url, message),
         }
+    }
+
+    /// A request sent again after a failure: a round trip of its own.
+    fn count_retry(&self) {
+        self.tally.retries.fetch_add(1, Ordering::Relaxed);
+        self.count_round_trips(1);
     }
 
     /// Requests sent together count as one round trip per `connections` of them; a retry as one.
@@ -297,12 +302,16 @@ impl HttpSource {
         if group.len() == 1 {
             return Ok(vec![self.fetch_single(group[0]).await?]);
         }
-        let retry_multi =
-            |f: &Failure| matches!(f, Failure::Unreachable(_) | Failure::ServerError(_));
+        let retry_multi = |f: &Failure| {
+            matches!(
+                f,
+                Failure::Unreachable(_) | Failure::TimedOut(_) | Failure::ServerError(_)
+            )
+        };
         match retrying(
             self.options.policy.retry,
             retry_multi,
-            || self.count_round_trips(1),
+            || self.count_retry(),
             || self.fetch_once(group),
         )
         .await
@@ -324,9 +333,14 @@ impl HttpSource {
                 }
                 Ok(served.into_iter().map(Option::unwrap_or_default).collect())
             }
-            Err(f @ (Failure::Unreachable(_) | Failure::Fatal(_) | Failure::Changed(_))) => {
-                Err(self.failed(group, f))
-            }
+            Err(
+                f @ (Failure::Unreachable(_)
+                | Failure::TimedOut(_)
+                | Failure::Missing(_)
+                | Failure::Refused(_)
+                | Failure::Fatal(_)
+                | Failure::Changed(_)),
+            ) => Err(self.failed(group, f)),
             Err(Failure::HeaderTooLarge(_)) => {
                 // Known servers accept the default budget; below it, halve until accepted.
                 let header_len = range_header_value(group).len();
@@ -368,7 +382,7 @@ impl HttpSource {
         let parts = retrying(
             self.options.policy.retry,
             |_| true,
-            || self.count_round_trips(1),
+            || self.count_retry(),
             || self.fetch_once(&asked),
         )
         .await
@@ -390,15 +404,13 @@ impl HttpSource {
         self.tally
             .ranges
             .fetch_add(ranges.len() as u64, Ordering::Relaxed);
-        let allowed = self
-            .options
-            .policy
-            .time_allowed(ranges.iter().map(|r| r.len).sum());
         self.streams.started();
         let sent = std::time::Instant::now();
-        let answer = tokio::time::timeout(allowed, self.exchange(ranges))
-            .await
-            .unwrap_or_else(|_| Err(too_slow(allowed, self.options.policy.min_rate)));
+        let progress = Progress::default();
+        let answer = tokio::select! {
+            answer = self.exchange(ranges, &progress) => answer,
+            slow = min_rate::too_slow(self.options.policy.rate_rule(), &progress) => Err(too_slow(slow)),
+        };
         let received = match &answer {
             Ok(parts) => parts.iter().map(|p| p.data.len() as u64).sum(),
             Err(_) => 0,
@@ -413,7 +425,11 @@ impl HttpSource {
     }
 
     /// The request and its answer, checked (see [`Self::fetch_once`]).
-    async fn exchange(&self, ranges: &[ByteRange]) -> Result<Vec<Part>, Failure> {
+    async fn exchange(
+        &self,
+        ranges: &[ByteRange],
+        progress: &Progress,
+    ) -> Result<Vec<Part>, Failure> {
         let request = self
             .client
             .get(self.target.clone())
@@ -424,8 +440,11 @@ impl HttpSource {
         let status = response.status();
         let parts = match status {
             _ if is_refusal(status) => return Err(self.auth.refused(status)),
-            StatusCode::PARTIAL_CONTENT => self.read_partial(response, ranges).await?,
-            StatusCode::OK => self.read_whole_file(response, ranges.len()).await?,
+            StatusCode::PARTIAL_CONTENT => self.read_partial(response, ranges, progress).await?,
+            StatusCode::OK => {
+                self.read_whole_file(response, ranges.len(), progress)
+                    .await?
+            }
             StatusCode::RANGE_NOT_SATISFIABLE => {
                 let size_note = match content_range(&response) {
                     Some(ContentRange::Unsatisfied { total }) => {
@@ -459,12 +478,13 @@ impl HttpSource {
         &self,
         response: Response,
         ranges: &[ByteRange],
+        progress: &Progress,
     ) -> Result<Vec<Part>, Failure> {
         let asked: u64 = ranges.iter().map(|r| r.len).sum();
         let content_type = header_str(&response, CONTENT_TYPE).unwrap_or_default();
         if let Some(boundary) = boundary_from_content_type(&content_type) {
             let limit = asked + PART_OVERHEAD * (ranges.len() as u64 + 1);
-            let body = read_body(response, limit, self.options.policy.timeout).await?;
+            let body = read_body(response, limit, progress).await?;
             return parse_byteranges(&body, &boundary, ranges.len()).map_err(|e| match e {
                 MultipartError::Truncated(m) => {
                     Failure::CutShort(format!("multipart answer cut short: {m}"))
@@ -489,7 +509,7 @@ impl HttpSource {
                 span
             )));
         }
-        let data = read_body(response, range.len, self.options.policy.timeout).await?;
+        let data = read_body(response, range.len, progress).await?;
         if data.len() as u64 != range.len {
             return Err(Failure::CutShort(format!(
                 "answer has {} bytes, its Content-Range announces {}",
@@ -505,6 +525,7 @@ impl HttpSource {
         &self,
         response: Response,
         ranges_asked: usize,
+        progress: &Progress,
     ) -> Result<Vec<Part>, Failure> {
         if ranges_asked > 1 {
             self.multirange_works.store(false, Ordering::Relaxed);
@@ -526,7 +547,7 @@ impl HttpSource {
                 self.size
             )));
         }
-        let data = read_body(response, self.size, self.options.policy.timeout).await?;
+        let data = read_body(response, self.size, progress).await?;
         if data.len() as u64 != self.size {
             return Err(Failure::CutShort(format!(
                 "whole-file answer has {} of {} bytes",

@@ -30,9 +30,9 @@ pub struct HttpOptions {
     /// requests per chunk, where an XRootD stream takes its chunks one after another).
     pub max_connections: usize,
     /// Timeouts, retries and the slowest transfer accepted (see `source::RequestPolicy`); the
-    /// timeout is the longest wait to connect, for an answer's headers, or between two pieces of
-    /// its body (default 30 s). Retried: connection errors, timeouts, 5xx answers, cut-short
-    /// bodies.
+    /// timeout is the longest wait to connect or for an answer's headers, and the window over
+    /// which a request must receive `min_rate × timeout` bytes of its answer (default 30 s; see
+    /// `source::min_rate`). Retried: connection errors, timeouts, 5xx answers, cut-short bodies.
     pub policy: RequestPolicy,
     /// Redirects followed by one request. Default 10.
     pub max_redirects: usize,

@@ -7,6 +7,7 @@ use super::multipart::{boundary_from_content_type, parse_byteranges, Part, PART_
 use super::options::HttpOptions;
 use super::range_header::ContentRange;
 use super::response::{content_range, header_str, read_body, reject_encoded, send, Version};
+use crate::source::min_rate::{self, Progress};
 use crate::source::ByteRange;
 use bytes::Bytes;
 use reqwest::header::{CONTENT_TYPE, RANGE};
@@ -66,23 +67,23 @@ pub async fn probe(
     url: &Url,
     options: &HttpOptions,
 ) -> Result<Probe, Failure> {
-    let allowed = options
-        .policy
-        .time_allowed(options.opening.head + options.opening.tail);
-    tokio::time::timeout(allowed, probe_unbounded(client, auth, url, options))
-        .await
-        .unwrap_or_else(|_| Err(too_slow(allowed, options.policy.min_rate)))
+    let progress = Progress::default();
+    tokio::select! {
+        probe = probe_unwatched(client, auth, url, options, &progress) => probe,
+        slow = min_rate::too_slow(options.policy.rate_rule(), &progress) => Err(too_slow(slow)),
+    }
 }
 
-async fn probe_unbounded(
+async fn probe_unwatched(
     client: &reqwest::Client,
     auth: &HttpAuth,
     url: &Url,
     options: &HttpOptions,
+    progress: &Progress,
 ) -> Result<Probe, Failure> {
     let (head, tail) = (options.opening.head.max(1), options.opening.tail);
     if tail == 0 {
-        return probe_head(client, auth, url, options, head).await;
+        return probe_head(client, auth, url, options, head, progress).await;
     }
     let (response, target) = send_probe(
         client,
@@ -99,7 +100,7 @@ async fn probe_unbounded(
             let content_type = header_str(&response, CONTENT_TYPE).unwrap_or_default();
             let parts = match boundary_from_content_type(&content_type) {
                 Some(boundary) => {
-                    let body = read_body(response, limit, options.policy.timeout).await?;
+                    let body = read_body(response, limit, progress).await?;
                     parse_byteranges(&body, &boundary, 2).map_err(|e| {
                         Failure::Unusable(format!(
                             "malformed multipart answer to the first request: {e:?}"
@@ -120,7 +121,7 @@ async fn probe_unbounded(
                             head + tail
                         )));
                     }
-                    let data = read_body(response, range.len, options.policy.timeout).await?;
+                    let data = read_body(response, range.len, progress).await?;
                     if data.len() as u64 != range.len {
                         return Err(Failure::CutShort(format!(
                             "answer has {} bytes, its Content-Range announces {}",
@@ -154,7 +155,7 @@ async fn probe_unbounded(
                 .is_some_and(|len| len <= head + tail) =>
         {
             let announced = response.content_length().unwrap_or_default();
-            let data = read_body(response, announced, options.policy.timeout).await?;
+            let data = read_body(response, announced, progress).await?;
             if data.len() as u64 != announced {
                 return Err(Failure::CutShort(format!(
                     "whole-file answer has {} of {announced} bytes",
@@ -177,7 +178,7 @@ async fn probe_unbounded(
         // range: drop it and ask as plainly as possible.
         _ => {
             drop(response);
-            let mut probe = probe_head(client, auth, url, options, head).await?;
+            let mut probe = probe_head(client, auth, url, options, head, progress).await?;
             probe.multirange_works = false;
             Ok(probe)
         }
@@ -209,6 +210,7 @@ async fn probe_head(
     url: &Url,
     options: &HttpOptions,
     head: u64,
+    progress: &Progress,
 ) -> Result<Probe, Failure> {
     let (response, target) =
         send_probe(client, auth, url, options, format!("bytes=0-{}", head - 1)).await?;
@@ -220,7 +222,7 @@ async fn probe_head(
                 range,
                 total: Some(size),
             }) if range.offset == 0 && range.len <= head => {
-                let data = read_body(response, range.len, options.policy.timeout).await?;
+                let data = read_body(response, range.len, progress).await?;
                 let opening = if data.len() as u64 == range.len {
                     vec![(range, data)]
                 } else {
@@ -245,7 +247,7 @@ async fn probe_head(
                     options.max_full_body_bytes
                 )));
             }
-            let data = read_body(response, size, options.policy.timeout).await?;
+            let data = read_body(response, size, progress).await?;
             if data.len() as u64 != size {
                 return Err(Failure::CutShort(format!(
                     "whole-file answer has {} of {size} bytes",

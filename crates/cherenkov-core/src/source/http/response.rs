@@ -3,6 +3,7 @@
 
 use super::failure::{error_chain, is_tls_failure, Failure};
 use super::range_header::{parse_content_range, ContentRange};
+use crate::source::min_rate::Progress;
 use bytes::{Bytes, BytesMut};
 use reqwest::header::{CONTENT_ENCODING, CONTENT_RANGE, ETAG, LAST_MODIFIED};
 use reqwest::Response;
@@ -13,13 +14,14 @@ pub async fn send(
     timeout: Duration,
 ) -> Result<Response, Failure> {
     match tokio::time::timeout(timeout, request.send()).await {
-        Err(_) => Err(Failure::Unreachable(format!(
+        Err(_) => Err(Failure::TimedOut(format!(
             "no answer from the server within {timeout:?}"
         ))),
         // The URL is in every error already: drop reqwest's copy of it.
         Ok(Err(e)) if e.is_redirect() => Err(Failure::Fatal(error_chain(&e.without_url()))),
         Ok(Err(e)) if e.is_builder() => Err(Failure::Fatal(error_chain(&e.without_url()))),
         Ok(Err(e)) if is_tls_failure(&e) => Err(Failure::Fatal(tls_refused(e))),
+        Ok(Err(e)) if e.is_timeout() => Err(Failure::TimedOut(error_chain(&e.without_url()))),
         Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e.without_url()))),
         Ok(Ok(response)) => Ok(response),
     }
@@ -42,11 +44,13 @@ fn tls_refused(e: reqwest::Error) -> String {
     )
 }
 
-/// Read a body of at most `limit` bytes; a longer one is not read any further.
+/// Read a body of at most `limit` bytes; a longer one is not read any further. The bytes are
+/// counted in `progress` as they come: the caller watches the rate (see `source::min_rate`),
+/// which bounds silence too.
 pub async fn read_body(
     mut response: Response,
     limit: u64,
-    timeout: Duration,
+    progress: &Progress,
 ) -> Result<Bytes, Failure> {
     let too_long = |len: u64| {
         Failure::Unusable(format!(
@@ -60,26 +64,21 @@ pub async fn read_body(
     // Capacity comes from a length already checked against what was asked.
     let mut body = BytesMut::with_capacity(announced.unwrap_or(0) as usize);
     loop {
-        match tokio::time::timeout(timeout, response.chunk()).await {
-            Err(_) => {
-                return Err(Failure::Unreachable(format!(
-                    "the server stopped sending for {timeout:?} after {} bytes of the answer",
-                    body.len()
-                )))
-            }
-            Ok(Err(e)) => {
+        match response.chunk().await {
+            Err(e) => {
                 return Err(Failure::CutShort(format!(
                     "answer cut short after {} bytes: {}",
                     body.len(),
                     error_chain(&e.without_url())
                 )))
             }
-            Ok(Ok(None)) => break,
-            Ok(Ok(Some(chunk))) => {
+            Ok(None) => break,
+            Ok(Some(chunk)) => {
                 let len = (body.len() + chunk.len()) as u64;
                 if len > limit {
                     return Err(too_long(len));
                 }
+                progress.add(chunk.len() as u64);
                 body.extend_from_slice(&chunk);
             }
         }

@@ -34,9 +34,10 @@ use self::replica::Replica;
 pub use self::replica::{ReplicaFinder, ReplicaReport};
 use self::schedule::{split_into_parts, Late, Schedule, IN_FLIGHT};
 use super::{
-    ByteRange, ByteSource, Opened, OpeningHint, SharedSource, SourceLimits, SourceReport, Tally,
+    ByteRange, ByteSource, Opened, OpeningHint, SharedSource, SourceCounters, SourceLimits,
+    SourceReport, Tally,
 };
-use crate::error::{Error, Result};
+use crate::error::{Error, IoKind, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
@@ -108,7 +109,7 @@ pub struct MultiSource {
     /// The replicas' names in the order given, which reports keep (they join in any order).
     order: Vec<String>,
     options: MultiOptions,
-    finder: Option<Arc<dyn ReplicaFinder>>,
+    finder: std::sync::OnceLock<Arc<dyn ReplicaFinder>>,
     /// Held while the finder runs: parts that fail together wait for one new replica.
     finding: tokio::sync::Mutex<()>,
     finds: AtomicUsize,
@@ -162,7 +163,7 @@ impl MultiSource {
             opening: Vec::new(),
             order: Vec::new(),
             options,
-            finder: None,
+            finder: std::sync::OnceLock::new(),
             finding: tokio::sync::Mutex::new(()),
             finds: AtomicUsize::new(0),
             tally: Tally::default(),
@@ -171,9 +172,14 @@ impl MultiSource {
     }
 
     /// Ask `finder` for one more replica when every known one has failed a read.
-    pub fn with_finder(mut self, finder: Arc<dyn ReplicaFinder>) -> Self {
-        self.finder = Some(finder);
+    pub fn with_finder(self, finder: Arc<dyn ReplicaFinder>) -> Self {
+        self.set_finder(finder);
         self
+    }
+
+    /// [`Self::with_finder`] on a set already shared (see `open_first`); the first one set stays.
+    pub fn set_finder(&self, finder: Arc<dyn ReplicaFinder>) {
+        let _ = self.finder.set(finder);
     }
 
     fn replica(&self, i: usize) -> Arc<Replica> {
@@ -323,7 +329,9 @@ impl MultiSource {
             .collect::<Vec<_>>();
         listing.extend(finder_error.map(|e| format!("finding another replica: {e}")));
         let listing = listing.join("; ");
-        Err(Error::io(
+        let kind = IoKind::common(tried.iter().map(|(_, e)| e.io_kind()));
+        Err(Error::io_of(
+            kind,
             &self.name,
             format!(
                 "no replica could serve {} ranges ({bytes} bytes): {listing}",
@@ -335,7 +343,7 @@ impl MultiSource {
     /// A replica not in `tried`: one another read found meanwhile, or a new one from the finder
     /// (within `find_more`). `None` when there is no finder or it may find no more.
     async fn find_replica(&self, tried: &[usize]) -> Result<Option<usize>> {
-        let Some(finder) = &self.finder else {
+        let Some(finder) = self.finder.get() else {
             return Ok(None);
         };
         let _one_at_a_time = self.finding.lock().await;
@@ -348,30 +356,6 @@ impl MultiSource {
         }
         self.finds.fetch_add(1, Relaxed);
         self.add_replica(finder.find().await?).await.map(Some)
-    }
-
-    /// Add one more replica, which must have the same size (and checksum, when verified); returns
-    /// its index.
-    pub async fn add_replica(&self, source: SharedSource) -> Result<usize> {
-        let size = source.size();
-        if size != self.size {
-            return Err(Error::io(
-                source.name(),
-                format!("this replica has {size} bytes, the others {}", self.size),
-            ));
-        }
-        if let Some(expected) = &self.checksum {
-            let got = agreed_checksum(source.name(), std::slice::from_ref(&source)).await?;
-            if &got != expected {
-                return Err(Error::io(
-                    source.name(),
-                    format!("this replica has checksum {got}, the others {expected}"),
-                ));
-            }
-        }
-        let mut replicas = self.replicas.write().unwrap();
-        replicas.push(Arc::new(Replica::new(source)));
-        Ok(replicas.len() - 1)
     }
 
     pub fn replica_count(&self) -> usize {
@@ -488,7 +472,10 @@ impl ByteSource for MultiSource {
     fn report(&self) -> SourceReport {
         let theirs: Vec<SourceReport> = self.all().iter().map(|r| r.source.report()).collect();
         SourceReport {
-            counters: self.tally.counters(),
+            counters: SourceCounters {
+                retries: theirs.iter().map(|r| r.counters.retries).sum(),
+                ..self.tally.counters()
+            },
             round_trip: theirs.iter().filter_map(|r| r.round_trip).min(),
             stream_steps: theirs.into_iter().flat_map(|r| r.stream_steps).collect(),
             replicas: Some(self.reports()),

@@ -1,6 +1,13 @@
-//! Opening replicas in parallel: the first that opens makes the set, the others join as they
-//! open, if they hold the same file; a replica that cannot be opened (refused, 404, stalled) or
-//! holds another file is reported and left out, never the cause of a failed open.
+//! Opening replicas in parallel, read as the first listed one that opens: a replica that cannot
+//! be opened (refused, 404, stalled) or holds another file is reported and left out, never the
+//! cause of a failed open, and never the one whose values are read because it answered first.
+//!
+//! The set is made once the first listed replica that opens has answered, and every replica
+//! listed before it has failed, whatever order they answer in: its bytes are the file. Replicas
+//! listed after it join if they hold the same file, at once for those that answered already
+//! (they serve reads, the opening's included, only from then on), the others as they answer; one
+//! that differs is never read. A redirector's replicas are listed in its order (see
+//! `xrootd::open_discovering`).
 //!
 //! "The same file" is checked on what is cheap: the size, and the bytes of the file's head and tail
 //! that opening reads anyway ([`MultiOptions::compare`]; for ROOT the header with the file's UUID,
@@ -8,17 +15,22 @@
 //! other protocols read them once per replica. The first replica's copy is then what the
 //! engine opens the file from (`ByteSource::opening_reads`): it costs the first no extra request.
 
-use super::replica::{DROPPED, OPENING};
+use super::checksum::agreed_checksum;
+use super::replica::{Replica, DROPPED, OPENING};
 use super::{MultiOptions, MultiSource, Opening, ReplicaReport};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoKind, Result};
 use crate::source::{slice_from_fetched, ByteRange, Opened, OpeningHint, SharedSource};
 use bytes::Bytes;
 use std::sync::Arc;
 
+/// An opened replica with the head and tail it is compared on.
+type Compared = (SharedSource, Vec<(ByteRange, Bytes)>);
+
 impl MultiSource {
-    /// Open `openings` at once; the first that opens (and whose head and tail can be read) makes
-    /// the set, returned at once; the others join it as they open. Fails only when none opens,
-    /// with an error naming what each one answered.
+    /// Open `openings`, listed in order of preference, at once; the set is the first listed one
+    /// that opens (and whose head and tail can be read), made as soon as that is known, and the
+    /// others join it if they hold the same file. Fails only when none opens, with an error
+    /// naming what each one answered.
     pub async fn open_first(
         name: &str,
         openings: Vec<Opening>,
@@ -39,36 +51,47 @@ impl MultiSource {
             });
         }
         drop(tx);
-        let mut failed: Vec<(usize, Error)> = Vec::new();
-        let (first, (source, regions)) = loop {
-            match rx.recv().await {
-                Some((i, Ok(opened))) => break (i, opened),
-                Some((i, Err(e))) => failed.push((i, e)),
-                None => {
-                    let listing = failed
-                        .iter()
-                        .map(|(i, e)| format!("{}: {e}", names[*i]))
-                        .collect::<Vec<_>>()
-                        .join("; ");
-                    return Err(Error::io(
-                        name,
-                        format!("no replica could be opened: {listing}"),
-                    ));
-                }
+        let mut answers: Vec<Option<Result<Compared>>> = names.iter().map(|_| None).collect();
+        let chosen = loop {
+            if let Some(chosen) = first_opened(&answers) {
+                break chosen;
             }
+            let Some((i, opened)) = rx.recv().await else {
+                return Err(none_opened(name, &names, answers));
+            };
+            answers[i] = Some(opened);
+        };
+        let Some(Ok((source, regions))) = answers[chosen].take() else {
+            unreachable!("first_opened names an opened replica");
         };
         let mut multi = MultiSource::new(vec![source], options).await?;
         multi.name = name.to_string();
         multi.opening = regions;
         multi.order = names.clone();
-        for (i, n) in names.iter().enumerate().filter(|(i, _)| *i != first) {
-            let error = failed.iter().find(|(f, _)| *f == i).map(|(_, e)| e);
+        let mut answered = Vec::new();
+        for (i, answer) in answers
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| *i != chosen)
+        {
+            let error = match &answer {
+                Some(Err(e)) => Some(e.to_string()),
+                _ => None,
+            };
             multi.unjoined.lock().unwrap().push(ReplicaReport {
                 state: if error.is_some() { DROPPED } else { OPENING }.to_string(),
-                last_error: error.map(|e| e.to_string()),
+                last_error: error,
                 disabled: true,
-                ..ReplicaReport::new(n)
+                ..ReplicaReport::new(&names[i])
             });
+            if let Some(Ok(opened)) = answer {
+                answered.push((i, opened));
+            }
+        }
+        // Those that answered before the first listed one: compared now, before any read.
+        for (i, (source, regions)) in answered {
+            let outcome = multi.join(source, &regions).await;
+            multi.joined(&names[i], outcome.err());
         }
         let multi = Arc::new(multi);
         let joining = Arc::downgrade(&multi);
@@ -87,8 +110,19 @@ impl MultiSource {
         Ok(multi)
     }
 
-    /// Add a replica opened after the set was made, if it holds the same file.
-    async fn join(&self, source: SharedSource, regions: &[(ByteRange, Bytes)]) -> Result<()> {
+    /// Add one more replica (a finder's, a redirector's late answer), which must hold the same
+    /// file: compared on its head and tail too when the set compares them; returns its index.
+    pub async fn add_replica(&self, source: SharedSource) -> Result<usize> {
+        let regions = match self.opening.is_empty() {
+            true => Vec::new(),
+            false => compared_regions(&Opened::plain(source.clone()), self.options.compare).await?,
+        };
+        self.join(source, &regions).await
+    }
+
+    /// Add a replica if it holds the same file: the same size, the same bytes in the regions
+    /// compared, the same checksum when verified; returns its index.
+    async fn join(&self, source: SharedSource, regions: &[(ByteRange, Bytes)]) -> Result<usize> {
         let size = source.size();
         if size != self.size {
             return Err(Error::io(
@@ -108,7 +142,18 @@ impl MultiSource {
                 ),
             ));
         }
-        self.add_replica(source).await.map(|_| ())
+        if let Some(expected) = &self.checksum {
+            let got = agreed_checksum(source.name(), std::slice::from_ref(&source)).await?;
+            if &got != expected {
+                return Err(Error::io(
+                    source.name(),
+                    format!("this replica has checksum {got}, the others {expected}"),
+                ));
+            }
+        }
+        let mut replicas = self.replicas.write().unwrap();
+        replicas.push(Arc::new(Replica::new(source)));
+        Ok(replicas.len() - 1)
     }
 
     /// Move `name` out of the replicas still opening: in use, or dropped for `error`.
@@ -154,6 +199,35 @@ async fn compared_regions(opened: &Opened, hint: OpeningHint) -> Result<Vec<(Byt
     Ok(wanted.into_iter().zip(buffers).collect())
 }
 
+/// The first listed replica that opened, once every one listed before it has failed.
+fn first_opened<T>(answers: &[Option<Result<T>>]) -> Option<usize> {
+    for (i, answer) in answers.iter().enumerate() {
+        match answer {
+            Some(Ok(_)) => return Some(i),
+            Some(Err(_)) => continue,
+            None => return None,
+        }
+    }
+    None
+}
+
+/// The error when no replica opened, naming what each one answered, in their order; missing (or
+/// refused, or silent) everywhere is that, for the caller.
+fn none_opened(name: &str, names: &[String], answers: Vec<Option<Result<Compared>>>) -> Error {
+    let failed: Vec<(usize, Error)> = answers
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, answer)| answer.and_then(Result::err).map(|e| (i, e)))
+        .collect();
+    let listing = failed
+        .iter()
+        .map(|(i, e)| format!("{}: {e}", names[*i]))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let kind = IoKind::common(failed.iter().map(|(_, e)| e.io_kind()));
+    Error::io_of(kind, name, format!("no replica could be opened: {listing}"))
+}
+
 /// The first file offset where two replicas' regions (same ranges) hold different bytes.
 fn first_difference(a: &[(ByteRange, Bytes)], b: &[(ByteRange, Bytes)]) -> Option<u64> {
     for ((range, x), (other, y)) in a.iter().zip(b) {
@@ -173,6 +247,17 @@ fn first_difference(a: &[(ByteRange, Bytes)], b: &[(ByteRange, Bytes)]) -> Optio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_set_waits_for_every_replica_listed_before_the_first_that_opened() {
+        let ok = || Some(Ok(()));
+        let failed = || Some(Err(Error::io("r", "refused")));
+        assert_eq!(first_opened::<()>(&[None, ok()]), None);
+        assert_eq!(first_opened(&[failed(), None, ok()]), None);
+        assert_eq!(first_opened(&[failed(), ok(), None]), Some(1));
+        assert_eq!(first_opened(&[ok(), failed()]), Some(0));
+        assert_eq!(first_opened::<()>(&[failed(), failed()]), None);
+    }
 
     #[test]
     fn the_first_differing_byte_is_named() {

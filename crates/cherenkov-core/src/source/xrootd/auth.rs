@@ -42,7 +42,7 @@ impl Security {
                 ..Security::default()
             });
         }
-        let config = tls::client_config(&options.tls).map_err(ConnError::Refused)?;
+        let config = tls::client_config(&options.tls).map_err(ConnError::Tls)?;
         let name = tls::server_name(&endpoint.host)?;
         let token = BearerToken::discover(options.token.as_ref())
             .map_err(|e| ConnError::Refused(e.to_string()))?;

@@ -11,16 +11,15 @@ use super::keytab::Keytab;
 use super::protocol::{self as proto, Request, ResponseHeader, RESPONSE_HEADER_LEN};
 use super::reply::{ConnError, Reply, SMALL_BODY_MAX};
 use super::sss;
-use super::streams::{read_responses, write_requests, Heard, Shared};
+use super::streams::{read_responses, watch_rate, write_requests, Heard, Shared};
 use super::tls::{tls_failure, Negotiating, PlainAnswers};
-use crate::source::time_allowed;
+use crate::source::min_rate::MinRate;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 /// Bytes buffered from the socket: many small answers are read with one system call.
 const READ_BUFFER: usize = 256 * 1024;
@@ -42,14 +41,12 @@ fn user_name() -> String {
 
 pub struct Connection {
     address: String,
-    timeout: Duration,
-    /// Slowest answer accepted, in bytes per second (see [`Connection::connect`]).
-    min_rate: u64,
     shared: Arc<Shared>,
     /// Encoded requests for the writer task.
     outgoing: mpsc::UnboundedSender<Vec<u8>>,
     writer: JoinHandle<()>,
     reader: JoinHandle<()>,
+    watch: JoinHandle<()>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -64,23 +61,22 @@ impl Drop for Connection {
     fn drop(&mut self) {
         self.reader.abort();
         self.writer.abort();
+        self.watch.abort();
     }
 }
 
 impl Connection {
     /// Connect to `address` (`host:port`), shake hands, log in and authenticate, all within
-    /// `timeout`. Then a request fails after `timeout` with no answer and no byte received on the
-    /// connection (a large answer arriving slowly, or one queued behind others, is not cut short).
+    /// `timeout`. Then the requests waiting on the connection fail (and close it) when it
+    /// receives fewer than `min_rate × timeout` bytes over `timeout` (none: it is silent), see
+    /// `source::min_rate`; a large answer arriving steadily, or a request queued behind others
+    /// while the connection works, is not cut short.
     ///
     /// `early` requests (an open, for example) go out in the same write as the login, saving a
     /// round trip, or right behind the `kXR_auth` a server asks for; their answers are awaited
     /// with [`Connection::wait`]. A server seen for the first time that wants authentication
     /// closes the connection after refusing them: it is made again at once, knowing what the
     /// server wants (`sss` with a keytab the user named goes with the first login).
-    ///
-    /// Every request must also be answered within `source::time_allowed(timeout, min_rate, b)`,
-    /// `b` being the bytes it and the requests before it on the connection may receive: a server
-    /// that trickles its answer never goes silent.
     pub async fn connect(
         address: &str,
         timeout: Duration,
@@ -225,7 +221,7 @@ impl Connection {
         }
     }
 
-    /// The connection's reader and writer tasks on the two halves of a logged-in stream.
+    /// The connection's reader, writer and watch tasks on the two halves of a logged-in stream.
     fn start<R, W>(
         address: &str,
         timeout: Duration,
@@ -254,14 +250,18 @@ impl Connection {
             shared.clone(),
             address.to_string(),
         ));
+        let watch = tokio::spawn(watch_rate(
+            Arc::downgrade(&shared),
+            MinRate::over_timeout(min_rate, timeout),
+            address.to_string(),
+        ));
         Connection {
             address: address.to_string(),
-            timeout,
-            min_rate,
             shared,
             outgoing,
             writer,
             reader,
+            watch,
         }
     }
 
@@ -279,6 +279,7 @@ impl Connection {
         self.shared.close(reason);
         self.reader.abort();
         self.writer.abort();
+        self.watch.abort();
     }
 
     /// Send `request` and wait for its final answer, whose body may be at most `max_len` bytes.
@@ -287,7 +288,6 @@ impl Connection {
     /// a late answer is then dropped, never taken for the answer to a later request.
     pub async fn send(&self, request: &Request, max_len: usize) -> Result<Reply, ConnError> {
         let (reply, answer) = oneshot::channel();
-        let bytes_ahead = self.shared.bytes_in_flight() + max_len as u64;
         let stream_id = self.shared.register(reply, max_len)?;
         if self.outgoing.send(request.encode(stream_id)).is_err() {
             let reason = format!("connection to {} closed", self.address);
@@ -295,71 +295,18 @@ impl Connection {
                 .finish(stream_id, Err(ConnError::Lost(reason.clone())));
             return Err(ConnError::Lost(reason));
         }
-        self.wait(Waiting {
-            stream_id,
-            answer,
-            name: request.name(),
-            bytes_ahead,
-        })
-        .await
+        self.wait(Waiting { stream_id, answer }).await
     }
 
-    /// The answer to a request already sent; a timeout after `timeout` without a byte from the
-    /// server.
+    /// The answer to a request already sent. The watch task (see `streams::watch_rate`) fails
+    /// it when the connection is silent or too slow for the request timeout.
     pub async fn wait(&self, waiting: Waiting) -> Result<Reply, ConnError> {
-        let answer = async {
-            waiting.answer.await.unwrap_or_else(|_| {
-                Err(ConnError::Lost(format!(
-                    "connection to {} closed",
-                    self.address
-                )))
-            })
-        };
-        let mut answer = std::pin::pin!(answer);
-        let sent = Instant::now();
-        let allowed = time_allowed(self.timeout, self.min_rate, waiting.bytes_ahead);
-        let deadline = sent + allowed;
-        loop {
-            let quiet_since = self
-                .shared
-                .last_heard()
-                .map_or(sent, |heard| heard.max(sent));
-            let until = (quiet_since + self.timeout).min(deadline);
-            match tokio::time::timeout_at(until, &mut answer).await {
-                Ok(result) => return result,
-                Err(_) if Instant::now() >= deadline => {
-                    let reason = format!(
-                        "the answer from {} to {} did not arrive within {} (the request timeout \
-                         plus {} bytes at {} bytes/s, the slowest transfer accepted)",
-                        self.address,
-                        waiting.name,
-                        seconds(allowed),
-                        waiting.bytes_ahead,
-                        self.min_rate
-                    );
-                    self.close(&reason);
-                    return Err(ConnError::Timeout(reason));
-                }
-                Err(_)
-                    if self
-                        .shared
-                        .last_heard()
-                        .is_some_and(|heard| heard > quiet_since) =>
-                {
-                    continue
-                }
-                Err(_) => {
-                    let reason = format!(
-                        "no answer from {} to {} within {}",
-                        self.address,
-                        waiting.name,
-                        seconds(self.timeout)
-                    );
-                    self.close(&reason);
-                    return Err(ConnError::Timeout(reason));
-                }
-            }
-        }
+        waiting.answer.await.unwrap_or_else(|_| {
+            Err(ConnError::Lost(format!(
+                "connection to {} closed",
+                self.address
+            )))
+        })
     }
 }
 
@@ -367,9 +314,6 @@ impl Connection {
 pub struct Waiting {
     stream_id: u16,
     answer: oneshot::Receiver<Result<Reply, ConnError>>,
-    name: &'static str,
-    /// What this request and those before it on the connection may receive.
-    bytes_ahead: u64,
 }
 
 // Stream ids during login: early requests take the ids after these.
@@ -552,12 +496,7 @@ fn queue_early(
         let (reply, answer) = oneshot::channel();
         let stream_id = shared.register(reply, SMALL_BODY_MAX)?;
         out.extend(request.encode(stream_id));
-        waiting.push(Waiting {
-            stream_id,
-            answer,
-            name: request.name(),
-            bytes_ahead: shared.bytes_in_flight(),
-        });
+        waiting.push(Waiting { stream_id, answer });
     }
     Ok(waiting)
 }

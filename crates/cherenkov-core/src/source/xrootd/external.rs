@@ -11,7 +11,7 @@
 use super::auth::{known_protocols, Security};
 use super::options::XrootdOptions;
 use super::url::parse_url;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoKind, Result};
 use crate::source::redact::redact;
 use crate::source::{Opened, SharedSource};
 use futures_util::future::BoxFuture;
@@ -21,10 +21,31 @@ use std::sync::{Arc, RwLock};
 /// the options, and the protocols the server asked for; answers the opened source or why not (a
 /// message with no secret in it). The source's `name()` must say which client reads it.
 pub type ExternalOpener = Arc<
-    dyn Fn(&str, &XrootdOptions, &[String]) -> BoxFuture<'static, Result<SharedSource, String>>
+    dyn Fn(
+            &str,
+            &XrootdOptions,
+            &[String],
+        ) -> BoxFuture<'static, Result<SharedSource, ExternalFailure>>
         + Send
         + Sync,
 >;
+
+/// Why another client failed: what it said, and the kind callers may handle apart (from its
+/// status codes, not its text).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExternalFailure {
+    pub kind: IoKind,
+    pub message: String,
+}
+
+impl From<String> for ExternalFailure {
+    fn from(message: String) -> Self {
+        ExternalFailure {
+            kind: IoKind::Other,
+            message,
+        }
+    }
+}
 
 /// The security protocols whose servers cherenkov opens itself.
 const SPOKEN_NATIVELY: &[&str] = &["unix", "sss", "ztn"];
@@ -61,7 +82,11 @@ pub async fn open(url: &str, options: XrootdOptions) -> Result<Opened> {
     if let (Some(opener), Some(offered)) = (&opener, at_once) {
         let address = parse_url(url).map(|e| e.address()).unwrap_or_default();
         let refusal = Security::default().cannot_authenticate(&address, &offered);
-        let native = Error::io(&redact(url), format!("cannot open: {refusal}"));
+        let native = Error::io_of(
+            IoKind::Forbidden,
+            &redact(url),
+            format!("cannot open: {refusal}"),
+        );
         return through(opener, url, &options, &offered, native).await;
     }
     let native = match super::locate::open_discovering(url, options.clone()).await {
@@ -88,7 +113,14 @@ async fn through(
 ) -> Result<Opened> {
     match opener(url, options, offered).await {
         Ok(source) => Ok(Opened::plain(source)),
-        Err(said) => Err(adding(native, &format!("through XrdCl: {said}"))),
+        // XrdCl tried last: its kind, when it told one, is the caller's.
+        Err(said) => {
+            let kind = match said.kind {
+                IoKind::Other => native.io_kind(),
+                told => told,
+            };
+            Err(adding(native, &format!("through XrdCl: {}", said.message)).of_kind(kind))
+        }
     }
 }
 

@@ -140,8 +140,8 @@ impl XrootdSource {
         let first = opened.iter().find_map(|s| s.as_ref().ok()).cloned();
         let Some(first) = first else {
             let failure = opened.into_iter().find_map(|s| s.err());
-            let message = failure.map_or_else(|| "no connection".to_string(), |f| f.to_string());
-            return Err(Error::io(&name, format!("cannot open: {message}")));
+            let failure = failure.unwrap_or_else(|| Failure::Fatal("no connection".into()));
+            return Err(failure.error(&name, format!("cannot open: {failure}")));
         };
         let (iov_max, ior_max) = first.readv_limits;
         let iov_max = iov_max
@@ -246,15 +246,15 @@ impl XrootdSource {
             let attempt = async { ask(inner.session(0).await?).await };
             match attempt.await {
                 Ok(value) => return Ok(value),
-                Err(f @ Failure::Transport(_)) => match retries.after_failure() {
+                Err(f) if f.is_transient() => match retries.after_failure() {
                     Some(wait) => tokio::time::sleep(wait).await,
                     None => {
                         let message =
                             format!("{what} failed: {f} (gave up after {})", retries.describe());
-                        return Err(Error::io(&inner.url, message));
+                        return Err(f.error(&inner.url, message));
                     }
                 },
-                Err(f) => return Err(Error::io(&inner.url, format!("{what} failed: {f}"))),
+                Err(f) => return Err(f.error(&inner.url, format!("{what} failed: {f}"))),
             }
         }
     }
@@ -355,9 +355,10 @@ impl Inner {
         pieces: &[ByteRange],
     ) -> Result<Vec<Bytes>> {
         let mut retries = Retries::new(self.options.policy.retry);
-        let mut first_failure = None;
+        let mut first_failure: Option<Failure> = None;
         let mut redirects = 0;
         let mut waited = Duration::ZERO;
+        let reading = describe_ranges(pieces);
         loop {
             let failure = match self
                 .try_read(slot, pieces, &mut redirects, &mut waited)
@@ -366,30 +367,32 @@ impl Inner {
                 Ok(buffers) => return Ok(buffers),
                 Err(failure) => failure,
             };
-            if let Failure::Transport(m) = &failure {
-                let first = first_failure.get_or_insert_with(|| m.clone()).clone();
-                match retries.after_failure() {
-                    Some(wait) => {
-                        tokio::time::sleep(wait).await;
-                        self.tally.round_trips.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    None => {
-                        // The first failure says what went wrong; the last, why trying again did
-                        // not help.
-                        let tried = retries.describe();
-                        let message = match *m == first {
-                            true => format!("{m} (gave up after {tried})"),
-                            false => format!("{first} (gave up after {tried}; the last: {m})"),
-                        };
-                        let message =
-                            format!("reading {} failed: {message}", describe_ranges(pieces));
-                        return Err(Error::io(&self.url, message));
-                    }
-                }
+            if !failure.is_transient() {
+                let message = format!("reading {reading} failed: {failure}");
+                return Err(failure.error(&self.url, message));
             }
-            let message = format!("reading {} failed: {failure}", describe_ranges(pieces));
-            return Err(Error::io(&self.url, message));
+            if let Some(wait) = retries.after_failure() {
+                first_failure.get_or_insert(failure);
+                tokio::time::sleep(wait).await;
+                self.tally.round_trips.fetch_add(1, Ordering::Relaxed);
+                self.tally.retries.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            // The first failure says what went wrong (and its kind); the last, why trying
+            // again did not help.
+            let tried = retries.describe();
+            let (first, message) = match first_failure {
+                Some(first) if first.to_string() != failure.to_string() => {
+                    let message = format!("{first} (gave up after {tried}; the last: {failure})");
+                    (first, message)
+                }
+                _ => {
+                    let message = format!("{failure} (gave up after {tried})");
+                    (failure, message)
+                }
+            };
+            let message = format!("reading {reading} failed: {message}");
+            return Err(first.error(&self.url, message));
         }
     }
 

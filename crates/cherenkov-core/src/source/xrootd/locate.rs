@@ -20,6 +20,7 @@ use super::session::{connect, follow_redirect, wait_as_asked};
 use super::url::{parse_url, split_host_port};
 use crate::error::{Error, Result};
 use crate::source::multi::{MultiOptions, MultiSource, ReplicaFinder};
+use crate::source::redact::redact;
 use crate::source::{ByteSource, Opened, SharedSource};
 use async_trait::async_trait;
 use futures_util::future::join_all;
@@ -40,34 +41,34 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// answer is bounded in size and in entries (see `protocol::parse_locate`).
 pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
     let mut endpoint = parse_url(url).map_err(|m| Error::InvalidArgument(format!("{url}: {m}")))?;
-    let failed = |what: String| Error::io(url, format!("kXR_locate failed: {what}"));
+    let failed = |f: Failure| Error::io_of(f.kind(), url, format!("kXR_locate failed: {f}"));
     let mut redirects = 0;
     let mut waited = Duration::ZERO;
     'server: loop {
         let request = proto::locate_request(&endpoint.path);
         let (conn, early) = connect(&mut endpoint, options, std::slice::from_ref(&request))
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| failed(e.into()))?;
         let mut reply = match early.and_then(|mut waiting| waiting.pop()) {
             Some(waiting) => conn.wait(waiting).await,
             None => conn.send(&request, SMALL_BODY_MAX).await,
         };
         loop {
-            match reply.map_err(|e| failed(e.to_string()))? {
+            match reply.map_err(|e| failed(e.into()))? {
                 Reply::Ok(body) => return Ok(proto::parse_locate(&body)),
                 Reply::Error { code, message } => {
-                    return Err(failed(Failure::Server { code, message }.to_string()))
+                    return Err(failed(Failure::Server { code, message }))
                 }
                 Reply::Wait { seconds, message } => {
                     wait_as_asked(&mut waited, seconds, &message, options.policy.timeout)
                         .await
-                        .map_err(|f| failed(f.to_string()))?;
+                        .map_err(failed)?;
                     reply = conn.send(&request, SMALL_BODY_MAX).await;
                 }
                 Reply::Redirect(r) => {
                     redirects += 1;
                     endpoint = follow_redirect(&endpoint, &r, redirects, options.max_redirects)
-                        .map_err(|f| failed(f.to_string()))?;
+                        .map_err(failed)?;
                     continue 'server;
                 }
             }
@@ -159,28 +160,50 @@ pub async fn open_discovering(url: &str, options: XrootdOptions) -> Result<Opene
     let mut urls = vec![direct_url(&first)];
     let origin = first.origin();
     urls.extend(servers[1..].iter().map(|a| origin.url_on(a)));
-    let opened = join_all(urls.iter().map(|u| XrootdSource::open(u, plain.clone()))).await;
-    let mut servers = Vec::new();
-    let mut sources: Vec<SharedSource> = Vec::new();
-    for source in opened.into_iter().flatten() {
-        if source.size() == first.size() {
-            servers.push(source.server_address());
-            sources.push(Arc::new(source));
+    let finder = Arc::new(RedirectorFinder::new(url, plain.clone(), servers.clone()));
+    let replicas = if options.verify_checksums {
+        // Verifying is strict: every replica must open and its server's checksum agree.
+        let opened = join_all(urls.iter().map(|u| XrootdSource::open(u, plain.clone()))).await;
+        let sources: Vec<SharedSource> = opened
+            .into_iter()
+            .flatten()
+            .filter(|source| source.size() == first.size())
+            .map(|source| Arc::new(source) as SharedSource)
+            .collect();
+        if sources.is_empty() {
+            return Ok(first.into_opened());
         }
-    }
-    if sources.is_empty() {
-        // The data server does not let us in without the redirector: read through it.
-        servers = vec![in_use];
-        sources = vec![Arc::new(first)];
-    }
-    let finder = Arc::new(RedirectorFinder::new(url, plain, servers));
-    let replicas = Arc::new(
-        MultiSource::new(sources, MultiOptions::verifying(options.verify_checksums))
-            .await?
-            .with_finder(finder.clone()),
-    );
+        Arc::new(MultiSource::new(sources, MultiOptions::verifying(true)).await?)
+    } else {
+        // The redirector's pick is listed first, then the servers in the order it named them:
+        // the file is the first of them that opens (see `multi::opening`).
+        let openings = urls
+            .iter()
+            .map(|u| {
+                let (url, plain) = (u.clone(), plain.clone());
+                let opening =
+                    async move { Ok(XrootdSource::open(&url, plain).await?.into_opened()) };
+                (redact(u), Box::pin(opening) as _)
+            })
+            .collect();
+        let compare = MultiOptions {
+            compare: options.opening,
+            ..MultiOptions::default()
+        };
+        let name = redact(&urls.join(" | "));
+        match MultiSource::open_first(&name, openings, compare).await {
+            Ok(replicas) => replicas,
+            // The data servers do not let us in without the redirector: read through it.
+            Err(_) => return Ok(first.into_opened()),
+        }
+    };
+    replicas.set_finder(finder.clone());
     tokio::spawn(top_up(Arc::downgrade(&replicas), finder));
-    Ok(Opened::plain(replicas))
+    let reads = replicas.opening_reads();
+    Ok(Opened {
+        reads,
+        ..Opened::plain(replicas)
+    })
 }
 
 /// How long after the open the redirector is asked again for the file's data servers: it has

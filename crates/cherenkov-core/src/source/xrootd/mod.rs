@@ -37,3 +37,4 @@ mod url;
 pub use self::file::XrootdSource;
 pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinder};
 pub use self::options::XrootdOptions;
+pub use self::protocol::error_kind;

@@ -3,7 +3,7 @@
 
 use crate::source::credentials::TlsOptions;
 use crate::source::redact::Secret;
-use crate::source::{adaptive, RequestPolicy};
+use crate::source::{adaptive, OpeningHint, RequestPolicy};
 use std::time::Duration;
 
 /// How an [`XrootdSource`](super::XrootdSource) talks to its server.
@@ -20,11 +20,10 @@ pub struct XrootdOptions {
     /// Most connections with `adaptive`. Default 16.
     pub max_connections: usize,
     /// Timeouts, retries and the slowest transfer accepted (see `source::RequestPolicy`); the
-    /// timeout is the longest wait for connecting and logging in, and for an answer while the
-    /// server sends nothing at all on the connection (default 60 s). A request without an answer
-    /// in time closes its connection, and is tried again on a new one. Over XRootD the bytes a
-    /// request may take at the slowest rate include those of the requests queued before it on
-    /// its connection.
+    /// timeout is the longest wait for connecting and logging in, and the window over which a
+    /// connection with requests waiting must receive `min_rate × timeout` bytes (any at all when
+    /// silent): one that does not is closed and its requests sent again on a new one, whatever
+    /// their size (default 60 s; see `source::min_rate`).
     pub policy: RequestPolicy,
     /// Redirects followed while opening the file, or by one read. Default 8.
     pub max_redirects: usize,
@@ -37,6 +36,9 @@ pub struct XrootdOptions {
     /// round trip); a redirector answers with its data servers, which
     /// [`XrootdSource::other_replicas`](super::XrootdSource::other_replicas) lists. Default true.
     pub discover: bool,
+    /// When discovery finds replicas, the head and tail of the file they must hold the same bytes
+    /// in, besides the size (see `multi::MultiOptions::compare`). Default nothing.
+    pub opening: OpeningHint,
     /// When discovery finds replicas, require their servers' checksums to agree (see
     /// [`MultiOptions::verify_checksums`](crate::source::multi::MultiOptions)). Default false.
     pub verify_checksums: bool,
@@ -60,6 +62,7 @@ impl Default for XrootdOptions {
             readv_iov_max: None,
             readv_ior_max: None,
             discover: true,
+            opening: OpeningHint::default(),
             verify_checksums: false,
             tls: TlsOptions::default(),
             token: None,

@@ -3,6 +3,7 @@
 //! and no decoder trusts a length read off the wire: each checks it against the bytes it was given
 //! or the ranges that were asked for.
 
+use crate::error::IoKind;
 use crate::source::{join, ByteRange};
 use bytes::Bytes;
 
@@ -98,23 +99,6 @@ impl Request {
         out.extend_from_slice(&(self.body.len() as u32).to_be_bytes());
         out.extend_from_slice(&self.body);
         out
-    }
-
-    /// What this request is, for error messages.
-    pub fn name(&self) -> &'static str {
-        match self.code {
-            KXR_AUTH => "kXR_auth",
-            KXR_QUERY => "kXR_query",
-            KXR_CLOSE => "kXR_close",
-            KXR_PROTOCOL => "kXR_protocol",
-            KXR_LOGIN => "kXR_login",
-            KXR_OPEN => "kXR_open",
-            KXR_READ => "kXR_read",
-            KXR_STAT => "kXR_stat",
-            KXR_READV => "kXR_readv",
-            KXR_LOCATE => "kXR_locate",
-            _ => "request",
-        }
     }
 }
 
@@ -351,7 +335,7 @@ pub const KXR_TLS_REQUIRED: u32 = 3028;
 
 /// The name of an XRootD error code, for messages.
 pub fn error_name(code: u32) -> &'static str {
-    const NAMES: [&str; 35] = [
+    const NAMES: [&str; 36] = [
         "kXR_ArgInvalid",
         "kXR_ArgMissing",
         "kXR_ArgTooLong",
@@ -387,11 +371,22 @@ pub fn error_name(code: u32) -> &'static str {
         "kXR_Conflict",
         "kXR_TooManyErrs",
         "kXR_ReqTimedOut",
+        "kXR_TimerExpired",
     ];
     code.checked_sub(3000)
         .and_then(|i| NAMES.get(i as usize))
         .copied()
         .unwrap_or("unknown error")
+}
+
+/// What callers may handle apart in an XRootD error code (see `IoKind`).
+pub fn error_kind(code: u32) -> IoKind {
+    match code {
+        3011 => IoKind::NotFound,         // kXR_NotFound
+        3010 | 3030 => IoKind::Forbidden, // kXR_NotAuthorized, kXR_AuthFailed
+        3034 | 3035 => IoKind::TimedOut,  // kXR_ReqTimedOut, kXR_TimerExpired
+        _ => IoKind::Other,
+    }
 }
 
 /// A `kXR_wait` body: seconds to wait before sending the request again, and why.
@@ -676,6 +671,10 @@ mod tests {
         err.extend_from_slice(b"no such file\0");
         assert_eq!(parse_error(&err), (3011, "no such file".to_string()));
         assert_eq!(error_name(3011), "kXR_NotFound");
+        assert_eq!(error_kind(3011), IoKind::NotFound);
+        assert_eq!(error_kind(3010), IoKind::Forbidden);
+        assert_eq!(error_name(3030), "kXR_AuthFailed");
+        assert_eq!(error_name(3034), "kXR_ReqTimedOut");
         assert_eq!(error_name(12), "unknown error");
         assert_eq!(parse_error(&[1]), (0, String::new()));
 

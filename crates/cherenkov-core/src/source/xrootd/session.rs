@@ -38,11 +38,14 @@ pub(super) async fn open_with_retries(
     let mut retries = Retries::new(options.policy.retry);
     loop {
         match open_session(origin.clone(), options).await {
-            Err(Failure::Transport(m)) => match retries.after_failure() {
+            Err(f) if f.is_transient() => match retries.after_failure() {
                 Some(wait) => tokio::time::sleep(wait).await,
                 None => {
-                    let m = format!("{m} (gave up after {})", retries.describe());
-                    return Err(Failure::Transport(m));
+                    let m = format!("{f} (gave up after {})", retries.describe());
+                    return Err(match f {
+                        Failure::TimedOut(_) => Failure::TimedOut(m),
+                        _ => Failure::Transport(m),
+                    });
                 }
             },
             other => return other.map(Arc::new),

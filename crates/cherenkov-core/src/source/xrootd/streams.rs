@@ -1,14 +1,20 @@
-//! The two tasks behind a connection and the table between them: requests in flight by stream id.
+//! The three tasks behind a connection and the table between them: requests in flight by stream
+//! id.
 //!
 //! The writer task sends encoded requests whole, several per system call when they queue up. The
 //! reader task reads responses as they come and hands each to the request waiting for it:
 //! `kXR_oksofar` bodies are gathered until the final answer, a `kXR_waitresp` answer is picked out
-//! of the later `kXR_attn`, and late answers to requests that gave up are read and dropped.
+//! of the later `kXR_attn`, and late answers to requests that gave up are read and dropped. The
+//! watch task fails every request waiting on a connection that is silent, or slower than the
+//! slowest transfer accepted, for a window (see `source::min_rate`): they are sent again on a new
+//! connection. The connection is watched, not each request: it answers its requests one after
+//! another, so one queued behind others receives nothing while the connection works.
 
 use super::protocol::{self as proto, ResponseHeader, RESPONSE_HEADER_LEN};
 use super::reply::{ConnError, Reply, SMALL_BODY_MAX};
+use crate::source::min_rate::{self, MinRate, Progress, RateWindow};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -17,6 +23,8 @@ use tokio::time::Instant;
 #[derive(Default)]
 pub(super) struct Shared {
     state: Mutex<State>,
+    /// Bytes received on the connection (counted as they arrive, without the lock).
+    received: Progress,
 }
 
 #[derive(Default)]
@@ -25,8 +33,9 @@ pub(super) struct State {
     pub(super) next_id: u16,
     /// Why the connection closed, once it has.
     pub(super) closed: Option<String>,
-    /// When the last bytes came from the server.
-    pub(super) last_heard: Option<Instant>,
+    /// Since when requests wait on the connection without a pause, and the bytes received by
+    /// then: where the watch's window starts.
+    busy_since: Option<(Instant, u64)>,
 }
 
 pub(super) struct Pending {
@@ -49,25 +58,6 @@ impl Shared {
     pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic elsewhere while holding the lock leaves plain data behind; keep going.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    pub(super) fn heard(&self) {
-        self.lock().last_heard = Some(Instant::now());
-    }
-
-    pub(super) fn last_heard(&self) -> Option<Instant> {
-        self.lock().last_heard
-    }
-
-    /// Bytes the requests in flight may still receive: what a new request waits behind (one
-    /// connection answers its requests one after another).
-    pub(super) fn bytes_in_flight(&self) -> u64 {
-        let state = self.lock();
-        state
-            .pending
-            .values()
-            .map(|p| p.max_len.saturating_sub(p.body.len()) as u64)
-            .sum()
     }
 
     pub(super) fn register(
@@ -93,6 +83,9 @@ impl Shared {
             }
         }
         state.next_id = id;
+        if state.pending.is_empty() {
+            state.busy_since = Some((Instant::now(), self.received.get()));
+        }
         state.pending.insert(
             id,
             Pending {
@@ -105,18 +98,28 @@ impl Shared {
     }
 
     pub(super) fn close(&self, reason: &str) {
+        self.fail(ConnError::Lost(reason.to_string()));
+    }
+
+    /// Close the connection: every request waiting on it fails with `error`.
+    pub(super) fn fail(&self, error: ConnError) {
         let mut state = self.lock();
         if state.closed.is_none() {
-            state.closed = Some(reason.to_string());
+            state.closed = Some(error.to_string());
         }
+        state.busy_since = None;
         for (_, p) in state.pending.drain() {
-            let _ = p.reply.send(Err(ConnError::Lost(reason.to_string())));
+            let _ = p.reply.send(Err(error.clone()));
         }
     }
 
     pub(super) fn finish(&self, stream_id: u16, result: Result<Reply, ConnError>) {
-        if let Some(p) = self.lock().pending.remove(&stream_id) {
+        let mut state = self.lock();
+        if let Some(p) = state.pending.remove(&stream_id) {
             let _ = p.reply.send(result);
+        }
+        if state.pending.is_empty() {
+            state.busy_since = None;
         }
     }
 
@@ -128,11 +131,13 @@ impl Shared {
         };
         if p.body.len().saturating_add(len) > p.max_len {
             let max_len = p.max_len;
-            if let Some(p) = state.pending.remove(&stream_id) {
-                let _ = p.reply.send(Err(ConnError::Protocol(format!(
+            drop(state);
+            self.finish(
+                stream_id,
+                Err(ConnError::Protocol(format!(
                     "the server sent more than the {max_len} bytes the request asked for"
-                ))));
-            }
+                ))),
+            );
             return Destination::Discard;
         }
         if p.body.capacity() == 0 && len > 0 {
@@ -151,8 +156,8 @@ impl Shared {
     }
 }
 
-/// The socket's read side, noting when bytes arrive: proof that the server is alive even while a
-/// large answer is still incomplete.
+/// The socket's read side, counting the bytes that arrive: the watch's measure of the
+/// connection's rate, a large answer still incomplete included.
 pub(super) struct Heard<R> {
     pub(super) inner: R,
     pub(super) shared: Arc<Shared>,
@@ -166,8 +171,9 @@ impl<R: AsyncRead + Unpin> AsyncRead for Heard<R> {
     ) -> std::task::Poll<std::io::Result<()>> {
         let before = buf.filled().len();
         let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.shared.heard();
+        let got = buf.filled().len() - before;
+        if got > 0 {
+            self.shared.received.add(got as u64);
         }
         polled
     }
@@ -187,6 +193,42 @@ pub(super) async fn write_requests<W: AsyncWrite + Unpin>(
         }
         if let Err(e) = written.and(writer.flush().await) {
             shared.close(&format!("sending to {address} failed: {e}"));
+            return;
+        }
+    }
+}
+
+/// The watch task: while requests wait on the connection, it must keep `rule` (see
+/// `source::min_rate`); silent or too slow for a window, every request waiting fails with a
+/// timeout (and is sent again on a new connection) and the connection closes. Ends with it.
+pub(super) async fn watch_rate(shared: Weak<Shared>, rule: MinRate, address: String) {
+    let mut ticks = tokio::time::interval(min_rate::sampling(rule));
+    // The window of the busy stretch that began at the instant it is keyed by.
+    let mut window: Option<(Instant, RateWindow)> = None;
+    loop {
+        let now = ticks.tick().await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let busy_since = {
+            let state = shared.lock();
+            if state.closed.is_some() {
+                return;
+            }
+            state.busy_since
+        };
+        let Some((since, received_then)) = busy_since else {
+            window = None;
+            continue;
+        };
+        if window.as_ref().is_none_or(|(started, _)| *started != since) {
+            window = Some((since, RateWindow::new(rule, since, received_then)));
+        }
+        let Some((_, current)) = window.as_mut() else {
+            continue;
+        };
+        if let Some(slow) = current.sample(now, shared.received.get()) {
+            shared.fail(ConnError::Timeout(format!("{address}: {slow}")));
             return;
         }
     }

@@ -78,7 +78,7 @@ fn build_config(options: &TlsOptions) -> Result<ClientConfig, String> {
 /// The name `host`'s certificate must carry (an IP address is checked against IP entries).
 pub fn server_name(host: &str) -> Result<ServerName<'static>, ConnError> {
     ServerName::try_from(host.to_string())
-        .map_err(|_| ConnError::Refused(format!("'{host}' is not a host name TLS can check")))
+        .map_err(|_| ConnError::Tls(format!("'{host}' is not a host name TLS can check")))
 }
 
 /// Why TLS with `address` failed: the plain XRootD answer when that was the problem (no TLS
@@ -92,12 +92,12 @@ pub fn tls_failure(address: &str, error: std::io::Error, plain: &PlainAnswers) -
         .and_then(|e| e.downcast_ref::<rustls::Error>())
         .is_some_and(|e| matches!(e, rustls::Error::InvalidCertificate(_)));
     if certificate {
-        ConnError::Refused(format!(
+        ConnError::Tls(format!(
             "TLS with {address} failed, its certificate was not accepted: {error} (trusted: \
              ca=, else the system's CAs, $X509_CERT_DIR and $SSL_CERT_FILE)"
         ))
     } else if error.get_ref().is_some_and(|e| e.is::<rustls::Error>()) {
-        ConnError::Refused(format!("TLS with {address} failed: {error}"))
+        ConnError::Tls(format!("TLS with {address} failed: {error}"))
     } else {
         ConnError::Lost(format!(
             "connection to {address} failed during TLS: {error}"
@@ -285,7 +285,7 @@ fn judge_plain_answers(plain: &[u8], address: &str) -> Result<u32, ConnError> {
         proto::KXR_OK => {}
         proto::KXR_ERROR => {
             let (code, message) = proto::parse_error(body);
-            return Err(ConnError::Refused(format!(
+            return Err(ConnError::Tls(format!(
                 "{address} refused TLS (roots://): {message} ({} {code})",
                 proto::error_name(code)
             )));
@@ -296,7 +296,7 @@ fn judge_plain_answers(plain: &[u8], address: &str) -> Result<u32, ConnError> {
         ConnError::Protocol(format!("{address} sent a malformed kXR_protocol answer"))
     })?;
     if flags & proto::KXR_GOTO_TLS == 0 {
-        return Err(ConnError::Refused(format!(
+        return Err(ConnError::Tls(format!(
             "{address} does not offer TLS, which roots:// requires (use root:// to read without \
              encryption)"
         )));
