@@ -1,22 +1,30 @@
-"""uproot, coffea and dask-awkward with and without cherenkov underneath, in the latency lab.
+"""uproot, coffea and dask-awkward with and without cherenkov underneath, in the latency lab: the
+one-line change (``handler=cherenkov.uproot.Source``) against each tool's defaults and against
+its floor.
 
-The same coffea NanoAOD analysis (opposite-charge dimuon mass of the two leading muons, every
-jet's pT, with NanoAODSchema) over the lab's NanoAOD-like files served by xrootd behind
-toxiproxy (137 ms round trip by default), in one run:
+Over the lab's NanoAOD-like files served by xrootd behind toxiproxy (137 ms round trip by
+default), in one run:
 
-- coffea's defaults (virtual mode, uproot's own XRootD source through fsspec-xrootd), then the
-  same with ``uproot_options={"handler": cherenkov.uproot.Source}``, then with the tree-aware
-  handler (``"tree_aware": True``). (Eager mode builds every cross-reference, which crawls on
-  the generated files' resampled indices: the tests compare it on the real CMS sample);
+- uproot: ``uproot.open(url)["Events"].arrays(fixed)`` of the lab's fixed set (30 % of the
+  branches by compressed volume, plus counters, as `local_read.py` chooses it) in the first
+  file, with uproot's default source (fsspec-xrootd) and with the handler;
+- coffea: a NanoAOD analysis in virtual mode (opposite-charge dimuon mass of the two leading
+  muons, every jet's pT, with NanoAODSchema) over the files one after the other, with coffea's
+  defaults and with ``uproot_options={"handler": cherenkov.uproot.Source}``. (Eager mode builds
+  every cross-reference, which crawls on the generated files' resampled indices: the tests
+  compare it on the real CMS sample);
 - ``uproot.dask`` against ``cherenkov.dask`` (same columns, same partitions' size, threads).
 
-Each is also run on the local files: a remote run cannot beat its local time plus the round
-trips the protocol forces per file (XRootD login, open with the speculative head/tail read, one
-vectored data read: 3), so the table gives each remote time against that floor as well as the
-ratios. Times are medians of ``--repeat`` runs; histograms are compared between all runs.
+Each is also run on the local files (0 ms). The floor of a remote run is the same code on the
+local files plus the round trips the protocol forces per file (XRootD login, open with the
+speculative head/tail read, one vectored data read: 3). Every run starts as a new analysis would
+(`cherenkov.uproot.forget_learned`): what one file teaches the next is inside each run. Times
+are medians of ``--repeat`` runs; values and histograms are compared between all runs. The
+round trips each file cost (uproot's ``chunks`` calls; cherenkov's round trips to the server,
+with learning and with ``speculate=False``) are printed from a separate pass.
 
     python bench/coffea_bench.py                         # 3 files of 20 000 entries, 137 ms
-    python bench/coffea_bench.py --files 2 --entries 5000 --rtt 50 --repeat 1
+    python bench/coffea_bench.py --files 2 --entries 5000 --rtt 50 --repeat 1 --parts uproot,coffea
 """
 
 from __future__ import annotations
@@ -66,6 +74,12 @@ def histograms(mass, jet_pt):
     )
 
 
+def new_analysis():
+    import cherenkov.uproot
+
+    cherenkov.uproot.forget_learned()
+
+
 def coffea_run(urls, mode, uproot_options):
     from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
 
@@ -75,6 +89,43 @@ def coffea_run(urls, mode, uproot_options):
         hs = histograms(*nanoevents_columns(events))
         totals = hs if totals is None else tuple(a + b for a, b in zip(totals, hs))
     return totals
+
+
+def uproot_run(url, names, options):
+    import uproot
+
+    with uproot.open(url, **options) as f:
+        return f["Events"].arrays(names, library="ak")
+
+
+def fixed_set(path) -> list[str]:
+    import cherenkov
+    from local_read import counters_of, selections
+
+    return selections(cherenkov.open(path)["Events"], counters_of(path, "Events"))["30% by volume"]
+
+
+def requests_per_file(urls, handler, run):
+    """Per file: uproot's `chunks` calls, and the round trips cherenkov's source waited for
+    (opening included; a large read split over parallel streams is one), while
+    `run(url, options)` ran with the handler."""
+    import cherenkov.uproot
+
+    class Counting(cherenkov.uproot.Source):
+        opened: list = []
+
+        def __init__(self, file_path, **options):
+            super().__init__(file_path, **options)
+            Counting.opened.append(self)
+
+    new_analysis()
+    out = []
+    for url in urls:
+        Counting.opened.clear()
+        run(url, {**handler, "handler": Counting})
+        sources = [s for s in Counting.opened if s.file is not None]
+        out.append((sum(s.num_requests for s in sources), sum(s.file.source_counters().round_trips for s in sources)))
+    return out
 
 
 def dask_run(make, urls, step_size):
@@ -90,6 +141,7 @@ def timed_rounds(runs, repeat):
     results = {}
     for _ in range(repeat):
         for label, fn in runs:
+            new_analysis()
             t0 = time.perf_counter()
             results[label] = fn()
             times[label].append(time.perf_counter() - t0)
@@ -98,6 +150,8 @@ def timed_rounds(runs, repeat):
 
 
 def same(a, b) -> bool:
+    if isinstance(a, ak.Array):
+        return ak.array_equal(a, b, equal_nan=True)
     return all((x.values() == y.values()).all() for x, y in zip(a, b))
 
 
@@ -108,7 +162,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rtt", type=float, default=137.0, help="round trip in ms (toxiproxy)")
     parser.add_argument("--step-size", type=int, default=10_000, help="entries per Dask partition")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each configuration (median)")
+    parser.add_argument("--parts", default="uproot,coffea,dask", help="which comparisons to run")
     args = parser.parse_args(argv)
+    parts = set(args.parts.split(","))
 
     import cherenkov
     import cherenkov.uproot
@@ -124,58 +180,83 @@ def main(argv=None) -> int:
     for p in paths:
         p.chmod(0o644)
     handler = {"handler": cherenkov.uproot.Source}
-    rows = []
+    fixed = fixed_set(paths[0])
+    forced = FORCED_ROUND_TRIPS * args.rtt / 1000
     with Lab(data) as lab:
         lab.set_rtt(args.rtt)
         urls = [lab.url("root", p.name) for p in paths]
         local = [str(p) for p in paths]
         print(f"{len(urls)} files, {args.entries} entries each, {args.rtt:g} ms round trip (root://)", flush=True)
-        runs = [
-            ("coffea virtual (defaults)", lambda: coffea_run(urls, "virtual", {})),
-            ("coffea virtual + handler", lambda: coffea_run(urls, "virtual", handler)),
-            ("coffea virtual + tree-aware handler", lambda: coffea_run(urls, "virtual", {**handler, "tree_aware": True})),
-            ("coffea virtual, local files", lambda: coffea_run(local, "virtual", {})),
-            ("uproot.dask", lambda: dask_run(uproot.dask, urls, args.step_size)),
-            ("cherenkov.dask", lambda: dask_run(cherenkov.dask, urls, args.step_size)),
-            ("cherenkov.dask, local files", lambda: dask_run(cherenkov.dask, local, args.step_size)),
-        ]
+        runs, compared, floors, requests = [], [], [], {}
+        if "uproot" in parts:
+            print(f"uproot: arrays() of {len(fixed)} branches (the fixed set) of {paths[0].name}")
+            runs += [
+                ("uproot arrays (default)", lambda: uproot_run(urls[0], fixed, {})),
+                ("uproot arrays + handler", lambda: uproot_run(urls[0], fixed, handler)),
+                ("uproot arrays (default), local", lambda: uproot_run(local[0], fixed, {})),
+                ("uproot arrays + handler, local", lambda: uproot_run(local[0], fixed, handler)),
+            ]
+            compared += [
+                ("uproot arrays: default / handler", "uproot arrays (default)", "uproot arrays + handler"),
+                ("uproot arrays, 0 ms: handler / default", "uproot arrays + handler, local", "uproot arrays (default), local"),
+            ]
+            floors.append(("uproot arrays + handler", "uproot arrays + handler, local", forced))
+            requests["uproot arrays"] = requests_per_file(urls[:1], {}, lambda u, o: uproot_run(u, fixed, o))
+        if "coffea" in parts:
+            runs += [
+                ("coffea virtual (defaults)", lambda: coffea_run(urls, "virtual", {})),
+                ("coffea virtual + handler", lambda: coffea_run(urls, "virtual", handler)),
+                ("coffea virtual (defaults), local", lambda: coffea_run(local, "virtual", {})),
+                ("coffea virtual + handler, local", lambda: coffea_run(local, "virtual", handler)),
+            ]
+            compared += [
+                ("coffea virtual: defaults / handler", "coffea virtual (defaults)", "coffea virtual + handler"),
+                ("coffea virtual, 0 ms: handler / defaults", "coffea virtual + handler, local", "coffea virtual (defaults), local"),
+            ]
+            # coffea opens the files one after the other
+            floors.append(("coffea virtual + handler", "coffea virtual + handler, local", len(urls) * forced))
+            requests["coffea virtual"] = requests_per_file(urls, {}, lambda u, o: coffea_run([u], "virtual", o))
+        if "dask" in parts:
+            runs += [
+                ("uproot.dask", lambda: dask_run(uproot.dask, urls, args.step_size)),
+                ("cherenkov.dask", lambda: dask_run(cherenkov.dask, urls, args.step_size)),
+                ("cherenkov.dask, local", lambda: dask_run(cherenkov.dask, local, args.step_size)),
+            ]
+            compared.append(("uproot.dask / cherenkov.dask", "uproot.dask", "cherenkov.dask"))
+            # cherenkov.dask opens the files together
+            floors.append(("cherenkov.dask", "cherenkov.dask, local", forced))
+        for label, per_file in requests.items():
+            speculate = {"speculate": False}
+            run = (lambda u, o: uproot_run(u, fixed, o)) if label.startswith("uproot") else (lambda u, o: coffea_run([u], "virtual", o))
+            plain = requests_per_file(urls[: len(per_file)], speculate, run)
+            requests[label] = (per_file, plain)
         results = timed_rounds(runs, args.repeat)
-    coffea_ref = results["coffea virtual (defaults)"][0]
-    dask_ref = results["uproot.dask"][0]
-    for label, (hs, _) in results.items():
-        ref = dask_ref if "dask" in label else coffea_ref
-        if not same(hs, ref):
-            print(f"VALUES DIFFER: {label}", file=sys.stderr)
-            return 1
-    # The two analyses use different mass formulas (coffea's vectors vs plain numpy); jets agree.
-    assert same(dask_ref[1:], coffea_ref[1:]), "jet pT differs between the coffea and the Dask runs"
+    for group in ("uproot arrays", "coffea virtual", "dask"):
+        labels = [label for label in results if label.startswith(group) or (group == "dask" and "dask" in label)]
+        for label in labels[1:]:
+            if not same(results[label][0], results[labels[0]][0]):
+                print(f"VALUES DIFFER: {label} and {labels[0]}", file=sys.stderr)
+                return 1
 
-    def ratio(a, b):
-        return results[a][1] / results[b][1]
+    def t(label):
+        return results[label][1]
 
-    # coffea opens the files one after the other; cherenkov.dask opens them together
-    forced = FORCED_ROUND_TRIPS * args.rtt / 1000
-    floors = {
-        "coffea virtual + tree-aware handler": results["coffea virtual, local files"][1] + len(urls) * forced,
-        "cherenkov.dask": results["cherenkov.dask, local files"][1] + forced,
-    }
-    rows = [
-        ("coffea virtual: defaults / handler", ratio("coffea virtual (defaults)", "coffea virtual + handler")),
-        ("coffea virtual: defaults / tree-aware handler", ratio("coffea virtual (defaults)", "coffea virtual + tree-aware handler")),
-        ("uproot.dask / cherenkov.dask", ratio("uproot.dask", "cherenkov.dask")),
-    ]
     print("\nvalues identical in every run\n")
-    print(f"| {'comparison':48} | times faster |")
-    print(f"|{'-' * 50}|--------------|")
-    for label, r in rows:
-        print(f"| {label:48} | {r:12.1f} |")
-    print(f"\n| {'remote run':36} | time (s) | floor (s) = local + forced round trips | / floor |")
-    print(f"|{'-' * 38}|----------|{'-' * 40}|---------|")
-    for label, floor in floors.items():
-        local_label = "coffea virtual, local files" if "coffea" in label else "cherenkov.dask, local files"
-        trips = floor - results[local_label][1]
-        explained = f"{results[local_label][1]:.2f} + {trips:.2f}"
-        print(f"| {label:36} | {results[label][1]:8.2f} | {floor:6.2f} = {explained:29} | {results[label][1] / floor:7.2f} |")
+    print(f"| {'comparison':44} | ratio |")
+    print(f"|{'-' * 46}|-------|")
+    for label, a, b in compared:
+        print(f"| {label:44} | {t(a) / t(b):5.2f} |")
+    print(f"\n| {'remote run':26} | time (s) | floor (s) = 0 ms + forced round trips | / floor |")
+    print(f"|{'-' * 28}|----------|{'-' * 39}|---------|")
+    for label, local_label, trips in floors:
+        floor = t(local_label) + trips
+        explained = f"{t(local_label):.2f} + {trips:.2f}"
+        print(f"| {label:26} | {t(label):8.2f} | {floor:6.2f} = {explained:28} | {t(label) / floor:7.2f} |")
+    if requests:
+        print("\nper file through the handler: uproot's chunks calls: cherenkov's round trips to the server")
+        for label, (learning, plain) in requests.items():
+            show = lambda counts: ", ".join(f"{a}: {b}" for a, b in counts)  # noqa: E731
+            print(f"  {label}: learning {show(learning)}; speculate=False {show(plain)}")
     return 0
 
 

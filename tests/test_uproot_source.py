@@ -2,6 +2,7 @@
 as with uproot's default source, locally and over root:// and http://; the Source contract
 (notifications, counters, pickling, closing, errors delivered through the chunks)."""
 
+import os
 import pickle
 import queue
 import shutil
@@ -83,7 +84,9 @@ def test_replicas_serve_one_file(lab, testdata):
 @needs_files
 def test_opening_is_answered_from_the_speculative_read(testdata):
     """uproot's opening reads (header, directory, keys, streamers, the TTree) come from the head
-    and tail cherenkov read while opening: reaching a tree's branches costs no further request."""
+    and tail cherenkov read while opening: reaching a tree's branches costs no further request (in
+    a process that has read no file alike: one that has sends the used set on its way there)."""
+    cherenkov.uproot.forget_learned()
     with uproot.open(testdata / NANO, handler=cherenkov.uproot.Source) as f:
         source = f.file.source
         opened = source.file.source_counters().requests
@@ -138,9 +141,63 @@ def test_pickled_sources_reopen_lazily_and_close(testdata):
         source.chunk(0, 4)
 
 
-def test_a_missing_file_is_an_os_error(tmp_path):
-    with pytest.raises(OSError, match="nothing-here"):
-        uproot.open(tmp_path / "nothing-here.root", handler=cherenkov.uproot.Source)
+def test_a_missing_file_raises_what_uproot_raises(tmp_path):
+    """uproot's own source raises FileNotFoundError for a missing local file (what coffea and
+    callers of uproot.iterate catch): the same through the handler."""
+    missing = tmp_path / "nothing-here.root"
+    with pytest.raises(FileNotFoundError, match="nothing-here"):
+        uproot.open(missing, handler=cherenkov.uproot.Source)
+    with pytest.raises(FileNotFoundError):
+        uproot.open(missing)
+    for handler in (None, cherenkov.uproot.Source):  # as coffea's and uproot.iterate's callers see it
+        with pytest.raises(FileNotFoundError):
+            list(uproot.iterate({str(missing): "Events"}, handler=handler))
+
+
+def path_forms(folder, name):
+    """Every way of naming a local file that uproot's default source (fsspec) accepts."""
+    absolute = str(folder / name)
+    relative = os.path.relpath(absolute)
+    return [absolute, relative, f"file:{absolute}", f"file://{absolute}", f"file://{relative}", f"file:{relative}", folder / name]
+
+
+@pytest.mark.parametrize("name", ["file.root", "my%20file.root", "my file.root", "file%2Eroot", "my%E2%80%92file.root"])
+def test_paths_as_uproots_default_source_takes_them(tmp_path, monkeypatch, name):
+    """Relative paths, ``file:`` URIs with one slash, two or three, names with percent signs
+    (read literally, as fsspec reads them): the handler opens what uproot opens."""
+    folder = tmp_path / "some path"
+    folder.mkdir()
+    with uproot.recreate(folder / name) as f:
+        f.mktree("tree", {"x": "int64"})
+        f["tree"].extend({"x": [1, 2, 3]})
+    monkeypatch.chdir(tmp_path)
+    for form in path_forms(folder, name):
+        assert uproot.open(form)["tree"]["x"].array().tolist() == [1, 2, 3], form
+        with uproot.open(form, handler=cherenkov.uproot.Source) as f:
+            assert f["tree"]["x"].array().tolist() == [1, 2, 3], form
+            assert f.file.source.file is not None, form  # read by cherenkov
+
+
+def test_other_protocols_are_read_as_uproot_reads_them(tmp_path):
+    """fsspec's protocols that cherenkov does not speak (here a file inside a zip archive, and a
+    chained URL) are read as uproot's default source reads them."""
+    import zipfile
+
+    with uproot.recreate(tmp_path / "inner.root") as f:
+        f.mktree("tree", {"x": "int64"})
+        f["tree"].extend({"x": [4, 5]})
+    with zipfile.ZipFile(tmp_path / "a.zip", "w") as z:
+        z.write(tmp_path / "inner.root", "inner.root")
+    for url in (f"zip://inner.root::file://{tmp_path / 'a.zip'}", f"simplecache::file://{tmp_path / 'inner.root'}"):
+        with uproot.open(url, handler=cherenkov.uproot.Source) as f:
+            assert f["tree"]["x"].array().tolist() == [4, 5]
+            assert f.file.source.file is None
+
+
+def test_earlier_options_are_accepted_with_a_warning(testdata):
+    with pytest.warns(DeprecationWarning, match="tree_aware"):
+        with uproot.open(testdata / NANO, handler=cherenkov.uproot.Source, tree_aware=True) as f:
+            assert f["Events"].num_entries > 0
 
 
 @needs_files
@@ -165,8 +222,8 @@ def test_a_file_open_in_cherenkov_is_not_opened_again(testdata):
     does to learn the forms) instead of opening it again."""
     f = cherenkov.open(testdata / NANO)
     with uproot.open(testdata / NANO, handler=cherenkov.uproot.Source, opened=f) as theirs:
-        assert theirs.file.source.file is f._core
+        assert theirs.file.source.file is f
         pt = theirs["Events"]["Muon_pt"].array(library="ak")
     assert ak.array_equal(pt, uproot.open(testdata / NANO)["Events"]["Muon_pt"].array(library="ak"))
     source = pickle.loads(pickle.dumps(theirs.file.source))
-    assert source.file is not f._core  # a pickled source opens the file itself
+    assert source.file is not f  # a pickled source opens the file itself

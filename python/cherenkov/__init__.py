@@ -15,6 +15,8 @@ from cherenkov._core import (
     CherenkovError,
     EngineCounters,
     FieldInfo,
+    FileChangedError,
+    FileMetadata,
     FormatError,
     LazyStats,
     NotFoundError,
@@ -33,6 +35,7 @@ from cherenkov._core import (
 from cherenkov.arrays import Jagged
 from cherenkov.dataset import Report, chunks, concatenate, iterate
 from cherenkov.file import Directory, File, open
+from cherenkov.merging import MergeReport, merge
 from cherenkov.ntuple import RNTuple
 from cherenkov.processing import process
 from cherenkov.stage import stage
@@ -58,6 +61,8 @@ __all__ = [
     "chunks",
     "Report",
     "process",
+    "merge",
+    "MergeReport",
     "recreate",
     "update",
     "WritableFile",
@@ -78,6 +83,7 @@ __all__ = [
     "BranchInfo",
     "LazyChunk",
     "AccessProfile",
+    "FileMetadata",
     "Jagged",
     "Stats",
     "EngineCounters",
@@ -92,6 +98,7 @@ __all__ = [
     "SourceNotFoundError",
     "SourcePermissionError",
     "SourceTimeoutError",
+    "FileChangedError",
     "UnsupportedBranch",
     "NotFoundError",
     "__version__",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 
@@ -148,6 +149,78 @@ def cmd_stage(args) -> int:
     return 0
 
 
+def size_bytes(text: str) -> int:
+    """`10GB`, `500MB`, `2GiB` or a number of bytes, for argparse."""
+    units = {
+        "": 1,
+        "B": 1,
+        "KB": 10**3,
+        "MB": 10**6,
+        "GB": 10**9,
+        "TB": 10**12,
+        "KIB": 1 << 10,
+        "MIB": 1 << 20,
+        "GIB": 1 << 30,
+        "TIB": 1 << 40,
+    }
+    match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text)
+    if not match or match.group(2).upper() not in units:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a size: write 10GB, 500MB, 2GiB or bytes")
+    return int(float(match.group(1)) * units[match.group(2).upper()])
+
+
+def cmd_merge(args) -> int:
+    report = cherenkov.merge(
+        args.inputs,
+        args.output,
+        max_size=args.max_size,
+        mode=args.mode,
+        schema=args.schema,
+        format=args.format,
+        compression=args.compression,
+        progress=not args.quiet,
+    )
+    if args.json:
+        import dataclasses
+
+        print(json.dumps(dataclasses.asdict(report), indent=1))
+    elif not args.quiet:
+        print(report.table())
+    return 0
+
+
+def cmd_layout(args) -> int:
+    from cherenkov.layout import as_dict, layout
+
+    trees = layout(args.url, tree=args.tree, branches=args.branches or None, rtt_ms=args.rtt, step_size=args.step_size)
+    if args.json:
+        print(json.dumps(as_dict(trees), indent=1))
+        return 0
+    console = Console()
+    for t in trees:
+        m = t.metadata
+        console.print(
+            f"[bold]{t.name}[/bold] ({t.kind}): {t.entries} entries in {t.clusters} clusters ({t.mean_cluster_entries:.0f} entries each), "
+            f"{t.baskets} baskets of {human_bytes(t.mean_basket_bytes)} on average, {human_bytes(t.compressed_bytes)}"
+        )
+        console.print(
+            f"  metadata at {m['tree_at']:.0%} of the file, streamer infos at {m['streamers_at']:.0%}: "
+            f"opening takes {t.opening_requests} request(s)"
+        )
+        worst = sorted(t.branches, key=lambda b: -b.baskets_per_cluster)[:5]
+        for b in worst:
+            console.print(
+                f"  {b.name}: {b.baskets} baskets, {b.baskets_per_cluster:.1f} per cluster, {human_bytes(b.mean_basket_bytes)} each"
+            )
+        p = t.prediction
+        if p is not None:
+            console.print(
+                f"  reading {p.branches} branches at {p.rtt_ms:g} ms: {p.requests} requests, {human_bytes(p.bytes)}, "
+                f"about {p.seconds:.2f} s ({p.steps} steps of {args.step_size} entries)"
+            )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cherenkov", description="Read ROOT files fast, near or far.")
     parser.add_argument("--version", action="version", version=f"cherenkov {cherenkov.__version__}")
@@ -185,6 +258,32 @@ def main(argv: list[str] | None = None) -> int:
     stage.add_argument("--direct-io", action="store_true", help="leave the copies out of the page cache")
     stage.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     stage.set_defaults(run=cmd_stage)
+    return 0
+
+    lay = sub.add_parser("layout", help="a file's layout and what reading it costs at a round trip time")
+    lay.add_argument("url", help="path or URL of a ROOT file")
+    lay.add_argument("--tree", help="only this tree")
+    lay.add_argument("--branches", nargs="*", help="the selection whose read is predicted (names or patterns; default: all)")
+    lay.add_argument("--rtt", type=float, default=0.0, help="round trip time in ms for the prediction")
+    lay.add_argument("--step-size", type=int, default=100_000, help="entries per step (whole clusters)")
+    lay.add_argument("--json", action="store_true", help="machine-readable output")
+    lay.set_defaults(run=cmd_layout)
+    mg = sub.add_parser("merge", help="merge many files into few, rewritten for remote reading")
+    mg.add_argument("output", help="the output file (stem_0.root, stem_1.root, ... when split by --max-size)")
+    mg.add_argument("inputs", nargs="+", help="paths, URLs or globs of the inputs, in order (file.root:tree for one tree)")
+    mg.add_argument("--max-size", type=size_bytes, help="input bytes per output (10GB, 500MB): N inputs make M outputs, in order")
+    mg.add_argument("--mode", choices=["auto", "copy", "rewrite"], default="auto")
+    mg.add_argument(
+        "--schema",
+        choices=["strict", "union", "intersection"],
+        default="strict",
+        help="inputs with other branches: refuse, fill with defaults, keep the common ones",
+    )
+    mg.add_argument("--format", choices=["ttree", "rntuple"], help="output format (default: each tree's own)")
+    mg.add_argument("--compression", type=int, help="ROOT's setting, e.g. 505 (zstd 5); default: the first input's")
+    mg.add_argument("--json", action="store_true", help="the report as JSON")
+    mg.add_argument("--quiet", action="store_true", help="no progress bar or report")
+    mg.set_defaults(run=cmd_merge)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return args.run(args)

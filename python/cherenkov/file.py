@@ -23,7 +23,7 @@ atexit.register(_core.cache_flush)
 OPEN_OPTIONS: tuple[str, ...] = tuple(name for name, _default, _doc in _core.OPEN_OPTIONS)
 
 
-def open(path: str | os.PathLike | list, **options) -> File:
+def open(path: str | os.PathLike | list, metadata: _core.FileMetadata | bytes | None = None, **options) -> File:
     """Open a ROOT file: a local path, a ``file://``, ``root://``, ``http://`` or ``https://`` URL,
     or a list of such URLs that are replicas of one file: reads are then shared between the two
     fastest, weighted by measured quality, and survive a failing replica (see `File.replicas()`).
@@ -40,12 +40,19 @@ def open(path: str | os.PathLike | list, **options) -> File:
     credentials `SourcePermissionError` (a ``PermissionError``), a silent or too slow server
     `SourceTimeoutError` (a ``TimeoutError``); every `SourceError` is an ``OSError``.
 
+    `metadata`: what an earlier open of the same file learned (`File.metadata()`, or its bytes):
+    the file opens without reading its header, keys, trees or streamer infos again, only the
+    protocol's own opening remains. A file whose size or version on its server differs from what
+    `metadata` says raises `SourceError` ("changed ... since its metadata was learned").
+
     Options (None, or leaving one out, means its default):
 
     {options}
     """
     urls = [os.fspath(p) for p in path] if isinstance(path, (list, tuple)) else [os.fspath(path)]
-    return File(urls, **options)
+    if isinstance(metadata, (bytes, bytearray, memoryview)):
+        metadata = _core.FileMetadata.from_bytes(bytes(metadata))
+    return File(urls, metadata=metadata, **options)
 
 
 def _describe_options() -> str:
@@ -110,10 +117,10 @@ class Directory:
 class File(Directory):
     """An open ROOT file."""
 
-    def __init__(self, urls: list[str], **options):
+    def __init__(self, urls: list[str], metadata: _core.FileMetadata | None = None, **options):
         self.path = " | ".join(_core.redact(url) for url in urls)
         self._opened = (time.perf_counter(), time.process_time())
-        self._core = _core.RootFile.open(urls, **options)
+        self._core = _core.RootFile.open(urls, metadata=metadata, **options)
         for replica in self._core.replicas() or ():
             if replica.state == "dropped":
                 warnings.warn(f"replica left out: {replica.last_error}", RuntimeWarning, stacklevel=3)
@@ -163,6 +170,12 @@ class File(Directory):
         to slow down). Empty with ``adaptive_streams=False`` or for local files."""
         return self._core.stream_steps()
 
+    def metadata(self) -> _core.FileMetadata:
+        """What opening this file, and the trees and RNTuples found in it so far, read: for
+        `cherenkov.open(url, metadata=...)` elsewhere (it pickles; ``bytes(m)`` gives its
+        bytes), which then reads none of it again. About the size of the trees' metadata."""
+        return self._core.metadata()
+
     def begin_reading(self) -> None:
         """Say that reading of this file begins: its read-ahead steps decode after those of the
         files begun before it, and before those of files only read ahead (datasets call it)."""
@@ -182,8 +195,21 @@ class File(Directory):
     def format_version(self) -> int:
         return self._core.format_version
 
+    def read_ranges(self, ranges) -> list:
+        """The bytes of ``ranges`` (``[(start, stop), ...]``), for a reader that decodes ROOT itself
+        (uproot, through `cherenkov.uproot.Source`): one read-only ``uint8`` numpy array per
+        range, in at most one request. What the engine read already (the opening's head and tail,
+        a tree's metadata) is served from memory, and the baskets of the file's TTrees are learned
+        as lazy chunks learn them: a request brings what was read with the same branches before
+        (in this file, or in earlier files whose trees are laid out alike), the next windows are
+        read ahead, and a branch read alone for the first time brings its collection
+        (``speculate=False`` turns this off)."""
+        return self._core.read_ranges(ranges)
+
     def close(self) -> None:
-        """Files hold no resources beyond their source; present for `with` and uproot habits."""
+        """Drop what was read ahead for `read_ranges`; the file's source needs no closing
+        (present for `with` and uproot habits)."""
+        self._core.close_raw()
 
     def __enter__(self) -> File:
         return self

@@ -243,20 +243,28 @@ class Tree:
 
     def steps(self, step_size: int, start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
         """Cluster-aligned entry ranges of at least `step_size` entries (the last may be shorter)."""
-        if step_size < 1:
-            raise ValueError("step_size must be at least 1")
         stop = self.num_entries if stop is None else stop
-        bounds = [b for b in self.cluster_boundaries.tolist() if start < b < stop]
-        out, lo = [], start
-        for b in bounds + [stop]:
-            if b - lo >= step_size or b == stop:
-                if b > lo:
-                    out.append((lo, b))
-                lo = b
-        return out
+        return cluster_steps(self.cluster_boundaries.tolist(), step_size, start, stop)
+
+
+def cluster_steps(boundaries: Sequence[int], step_size: int, start: int, stop: int) -> list[tuple[int, int]]:
+    """Entry ranges of whole clusters (`boundaries`: where clusters start, and the end) covering
+    [start, stop), each of at least `step_size` entries (the last may be shorter)."""
+    if step_size < 1:
+        raise ValueError("step_size must be at least 1")
+    bounds = [b for b in boundaries if start < b < stop]
+    out, lo = [], start
+    for b in bounds + [stop]:
+        if b - lo >= step_size or b == stop:
+            if b > lo:
+                out.append((lo, b))
+            lo = b
+    return out
 
 
 def _convert(pairs, library: str):
+    if library == "layouts":  # the core's layout dicts as they are (for the merger's writing)
+        return {key: b["array"] for key, b in pairs}
     if library == "np":
         return {key: to_numpy(b) for key, b in pairs}
     if library == "ak":

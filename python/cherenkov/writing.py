@@ -233,6 +233,11 @@ class WritableTree:
         layouts = [_layout(columns[n], spec, n) for n, spec in self._columns]
         self.file._core.extend(self._table, layouts)
 
+    def _extend_layouts(self, layouts: list) -> None:
+        """Append entries given as the writer's layout dicts, one per column in the tree's order
+        (the merger's path: arrays read by cherenkov, written without passing through awkward)."""
+        self.file._core.extend(self._table, layouts)
+
 
 # -- types ---------------------------------------------------------------------------------------
 

@@ -1,7 +1,9 @@
-//! The disk cache's housekeeping, for `cherenkov cache info|clear|prune`.
+//! The disk cache's housekeeping, for `cherenkov cache info|clear|prune`, and its notes (named
+//! records the processing layer keeps there).
 
-use cherenkov_core::source::cache;
+use cherenkov_core::source::cache::{self, notes};
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use std::path::Path;
 
 fn io_error(dir: &str, e: std::io::Error) -> PyErr {
@@ -32,4 +34,24 @@ pub fn cache_prune(dir: &str, max_bytes: u64) -> PyResult<u64> {
 #[pyfunction]
 pub fn cache_flush(py: Python<'_>) {
     py.detach(cache::flush)
+}
+
+/// The note `name` kept in the cache at `dir`, or None (never written, damaged, or pruned).
+#[pyfunction]
+pub fn cache_note_get<'py>(py: Python<'py>, dir: &str, name: &str) -> Option<Bound<'py, PyBytes>> {
+    let payload = py.detach(|| notes::get(Path::new(dir), name))?;
+    Some(PyBytes::new(py, &payload))
+}
+
+/// Keep `payload` as the note `name` in the cache at `dir`.
+#[pyfunction]
+pub fn cache_note_put(py: Python<'_>, dir: &str, name: &str, payload: &[u8]) -> PyResult<()> {
+    py.detach(|| notes::put(Path::new(dir), name, payload))
+        .map_err(|e| io_error(dir, e))
+}
+
+/// Forget the note `name` in the cache at `dir`.
+#[pyfunction]
+pub fn cache_note_remove(dir: &str, name: &str) -> PyResult<()> {
+    notes::remove(Path::new(dir), name).map_err(|e| io_error(dir, e))
 }

@@ -37,7 +37,9 @@ create_exception!(
 
 /// The classes made at import, each with two bases (`create_exception!` takes one): its name,
 /// the name of its second base (a builtin, or `SourceError` itself), its docstring.
-const CLASSES: [(&str, &str, &str); 4] = [
+/// Source errors, each also the builtin error Python code catches (the first is their base);
+/// the last, a changed file, has no kind of its own.
+const CLASSES: [(&str, &str, &str); 5] = [
     (
         "SourceError",
         "OSError",
@@ -59,6 +61,11 @@ const CLASSES: [(&str, &str, &str); 4] = [
         "TimeoutError",
         "The server was silent, or slower than the slowest transfer accepted (min_rate), for \
          the request timeout, and retrying did not help.",
+    ),
+    (
+        "FileChangedError",
+        "OSError",
+        "The file changed on its server since it was opened, or since its metadata was learned.",
     ),
 ];
 
@@ -104,12 +111,10 @@ pub fn add_source_errors(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// The exception of an I/O error of `kind`, saying `message`.
-fn source_error(py: Python<'_>, kind: IoKind, message: String) -> PyErr {
+/// The error of class `at` in `CLASSES`.
+fn source_error(py: Python<'_>, at: usize, message: String) -> PyErr {
     match source_errors(py) {
-        Ok(classes) => {
-            let at = KINDS.iter().position(|k| *k == kind).unwrap_or(0);
-            PyErr::from_type(classes[at].bind(py).clone(), message)
-        }
+        Ok(classes) => PyErr::from_type(classes[at].bind(py).clone(), message),
         Err(e) => e,
     }
 }
@@ -119,8 +124,14 @@ pub fn to_py(e: Error) -> PyErr {
     let msg = cherenkov_core::source::redact::redact(&e.to_string());
     match e {
         Error::Format { .. } => FormatError::new_err(msg),
-        Error::Io { cause, kind, .. } => Python::attach(|py| {
-            let err = source_error(py, kind, msg);
+        Error::Io {
+            ref cause, kind, ..
+        } => Python::attach(|py| {
+            let at = match cherenkov_core::source::is_file_changed(&e) {
+                true => CLASSES.len() - 1,
+                false => KINDS.iter().position(|k| *k == kind).unwrap_or(0),
+            };
+            let err = source_error(py, at, msg);
             // An operating-system error stays visible as the exception's cause (errno included).
             if let Some(os) = cause
                 .as_deref()

@@ -1,11 +1,13 @@
 //! `RootFile`: opening a file (or replicas of one) and what its source and engine counted.
 
 use crate::errors::to_py;
+use crate::metadata::FileMetadata;
 use crate::ntuple::Ntuple;
 use crate::options::open_options;
 use crate::raw::{buffers_to_py, checked_ranges};
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile as CoreFile;
+use cherenkov_core::engine::raw::RawReads;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::stats::StatsSnapshot;
 use cherenkov_core::source::multi::ReplicaReport;
@@ -13,30 +15,43 @@ use cherenkov_core::source::SourceCounters;
 use numpy::IntoPyArray;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// An open ROOT file.
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct RootFile {
     inner: Arc<CoreFile>,
+    /// Its raw reads, made on the first (see `read_ranges`).
+    raw: OnceLock<RawReads>,
 }
 
 #[pymethods]
 impl RootFile {
-    /// Open a path or URL, or replicas of one file, with `cherenkov.open`'s options.
+    /// Open a path or URL, or replicas of one file, with `cherenkov.open`'s options; with the
+    /// `metadata` an earlier open learned, without reading it again.
     #[staticmethod]
-    #[pyo3(signature = (urls, **options))]
+    #[pyo3(signature = (urls, metadata=None, **options))]
     fn open(
         py: Python<'_>,
         urls: Vec<String>,
+        metadata: Option<&FileMetadata>,
         options: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Self> {
         let options = open_options(options)?;
+        let known = metadata.map(|m| (*m.inner).clone());
         let inner = py
-            .detach(|| runtime().block_on(CoreFile::open_replicas(&urls, &options)))
+            .detach(|| {
+                runtime().block_on(async {
+                    match known {
+                        Some(known) => CoreFile::open_known(&urls, &options, known).await,
+                        None => CoreFile::open_replicas(&urls, &options).await,
+                    }
+                })
+            })
             .map_err(to_py)?;
         Ok(Self {
             inner: Arc::new(inner),
+            raw: OnceLock::new(),
         })
     }
 
@@ -54,19 +69,43 @@ impl RootFile {
         self.inner.requests()
     }
 
-    /// Read byte ranges `[(start, stop), ...]` as one vectored request through the file's source
-    /// (replicas, retries and counters included); what opening already read is served from
-    /// memory. One read-only uint8 numpy array per range, over the engine's buffer (no copy).
+    /// Read byte ranges `[(start, stop), ...]` for a reader that decodes ROOT itself (uproot), in
+    /// at most one request through the file's source (replicas, retries and counters included):
+    /// metadata the engine read is served from memory, and baskets are learned and read ahead
+    /// as `engine::raw` says (unless opened with `speculate=False`). One read-only uint8 numpy
+    /// array per range, over the engine's buffer (no copy).
     fn read_ranges<'py>(
         &self,
         py: Python<'py>,
         ranges: Vec<(u64, u64)>,
     ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
         let ranges = checked_ranges(self.inner.name(), &ranges, self.inner.size)?;
+        let raw = self.raw.get_or_init(|| RawReads::new(self.inner.clone()));
         let buffers = py
-            .detach(|| runtime().block_on(self.inner.read_raw(&ranges)))
+            .detach(|| runtime().block_on(raw.read_ranges(&ranges)))
             .map_err(to_py)?;
         buffers_to_py(py, buffers)
+    }
+
+    /// The reader of raw bytes closed the file: baskets held for it are dropped.
+    fn close_raw(&self) {
+        if let Some(raw) = self.raw.get() {
+            raw.close();
+        }
+    }
+
+    /// What raw reads of this file's trees taught, per tree name: the learned set of its
+    /// layout's profile (shared by every file of the process whose tree is laid out alike).
+    fn learned(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        self.raw.get().map(RawReads::learned).unwrap_or_default()
+    }
+
+    /// What opening this file and finding its trees and RNTuples so far read, for opening it
+    /// again elsewhere without those reads (`open(urls, metadata=...)`).
+    fn metadata(&self) -> FileMetadata {
+        FileMetadata {
+            inner: std::sync::Arc::new(self.inner.snapshot()),
+        }
     }
 
     /// The engine's counters since opening (times in seconds).
@@ -188,6 +227,27 @@ impl RootFile {
             .collect())
     }
 
+    /// Where each key and its object lie: (path, cycle, class name, seek, bytes), and the
+    /// streamer infos as ("StreamerInfo", seek, bytes): for `cherenkov layout`.
+    fn key_locations(&self, py: Python<'_>) -> PyResult<Vec<KeyLocation>> {
+        let keys = py
+            .detach(|| runtime().block_on(self.inner.all_keys()))
+            .map_err(to_py)?;
+        let header = &self.inner.header;
+        let info = (
+            "StreamerInfo".to_string(),
+            1,
+            "TList".to_string(),
+            header.seek_info,
+            header.info_bytes,
+        );
+        Ok(keys
+            .into_iter()
+            .map(|(p, k)| (p, k.cycle, k.class_name, k.seek_key, k.nbytes))
+            .chain(std::iter::once(info))
+            .collect())
+    }
+
     fn ntuple(&self, py: Python<'_>, path: String) -> PyResult<Py<Ntuple>> {
         let file = self.inner.clone();
         let ntuple = py
@@ -205,6 +265,9 @@ impl RootFile {
         Py::new(py, Tree::new(self.inner.clone(), meta))
     }
 }
+
+/// A key's path, cycle, class name, seek and bytes.
+type KeyLocation = (String, i16, String, u64, u32);
 
 /// The data servers (`host:port`) that a `root://` URL's server names for its file
 /// (`kXR_locate`): a redirector names its data servers, a data server itself.
@@ -229,4 +292,11 @@ pub fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec
 #[pyfunction]
 pub fn redact(text: &str) -> String {
     cherenkov_core::source::redact::redact(text)
+}
+
+/// Forget what raw reads learned per tree layout in this process: the next files are read as if
+/// they were the first (a new analysis in the same process).
+#[pyfunction]
+pub fn forget_layouts() {
+    cherenkov_core::engine::raw::layouts::forget();
 }

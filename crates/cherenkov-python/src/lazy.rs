@@ -2,12 +2,15 @@
 
 use crate::convert::ItemToPy;
 use crate::errors::to_py;
-use cherenkov_core::engine::lazy::{AccessProfile as CoreProfile, LazyReader, LazyStats};
+use cherenkov_core::engine::lazy::{
+    AccessProfile as CoreProfile, LazyReader, LazyStats, ProfileState,
+};
 use cherenkov_core::engine::ntuple::Ntuple;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::tree::TreeTable;
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyTuple};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 /// Which branches an analysis uses; pass the same profile to the chunks of every file of a dataset.
@@ -18,11 +21,66 @@ pub struct AccessProfile {
 
 #[pymethods]
 impl AccessProfile {
+    /// A new profile, or one that knows what `state` (from `state()` of another) says.
     #[new]
-    fn new() -> Self {
-        Self {
-            inner: Arc::new(CoreProfile::default()),
-        }
+    #[pyo3(signature = (state=None))]
+    fn new(state: Option<&Bound<'_, PyDict>>) -> PyResult<Self> {
+        let Some(d) = state else {
+            return Ok(Self {
+                inner: Arc::new(CoreProfile::default()),
+            });
+        };
+        let get = |key: &str| -> PyResult<Bound<'_, PyAny>> {
+            d.get_item(key)?.ok_or_else(|| {
+                pyo3::exceptions::PyKeyError::new_err(format!("profile state lacks '{key}'"))
+            })
+        };
+        let names = |key: &str| -> PyResult<BTreeSet<String>> {
+            get(key)?.try_iter()?.map(|n| n?.extract()).collect()
+        };
+        let state = ProfileState {
+            trained: get("trained")?.extract()?,
+            learned: names("learned")?,
+            missed: names("missed")?,
+            rates: get("rates")?.extract()?,
+            speculated: names("speculated")?,
+            stopped: names("stopped")?,
+            depth: get("depth")?.extract()?,
+            first_window: get("first_window")?.extract()?,
+        };
+        Ok(Self {
+            inner: Arc::new(CoreProfile::from_state(state)),
+        })
+    }
+
+    /// What the profile knows, as a dict of plain values (names in sorted lists):
+    /// `AccessProfile(state)` makes another (in another process) that knows the same.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.snapshot();
+        let d = PyDict::new(py);
+        let list = |names: BTreeSet<String>| names.into_iter().collect::<Vec<_>>();
+        d.set_item("trained", s.trained)?;
+        d.set_item("learned", list(s.learned))?;
+        d.set_item("missed", list(s.missed))?;
+        d.set_item("rates", s.rates)?;
+        d.set_item("speculated", list(s.speculated))?;
+        d.set_item("stopped", list(s.stopped))?;
+        d.set_item("depth", s.depth)?;
+        d.set_item("first_window", s.first_window)?;
+        Ok(d)
+    }
+
+    /// Pickled as its state.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
+        let py = slf.py();
+        let state = slf.get().state(py)?;
+        PyTuple::new(
+            py,
+            [
+                py.get_type::<AccessProfile>().into_any(),
+                PyTuple::new(py, [state])?.into_any(),
+            ],
+        )
     }
     #[getter]
     fn trained(&self) -> bool {

@@ -1,6 +1,6 @@
 //! Python bindings: hand core results to numpy without copies, release the GIL for all I/O and
 //! decompression, and turn core errors into Python exceptions. One file per family of classes:
-//! `file.rs` (RootFile), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
+//! `file.rs` (RootFile), `metadata.rs` (FileMetadata: what opening learned), `tree.rs` (Tree), `ntuple.rs` (Ntuple), `iterate.rs`, `lazy.rs`,
 //! `options.rs` (open's keywords, read once for every
 //! caller), `table.rs` (Table: what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
 //! `cache.rs` (the disk cache's housekeeping), `writer.rs` (files written: `WritableFile`),
@@ -14,6 +14,7 @@ mod errors;
 mod file;
 mod iterate;
 mod lazy;
+mod metadata;
 mod ntuple;
 mod options;
 mod raw;
@@ -34,10 +35,15 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache::cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_prune, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_flush, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_note_get, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_note_put, m)?)?;
+    m.add_function(wrap_pyfunction!(cache::cache_note_remove, m)?)?;
     m.add_function(wrap_pyfunction!(file::redact, m)?)?;
     m.add_function(wrap_pyfunction!(stage::stage, m)?)?;
+    m.add_function(wrap_pyfunction!(file::forget_layouts, m)?)?;
     m.add("OPEN_OPTIONS", options::described())?;
     m.add_class::<file::RootFile>()?;
+    m.add_class::<metadata::FileMetadata>()?;
     m.add_class::<table::Table>()?;
     m.add_class::<tree::Tree>()?;
     m.add_class::<raw::ByteBuffer>()?;

@@ -1,10 +1,11 @@
-//! Raw byte ranges for readers that decode ROOT themselves (uproot's source, fsspec): each range
-//! crosses into Python as a read-only numpy array over the engine's own buffer, without a copy.
+//! Raw byte ranges for readers that decode ROOT themselves (uproot's source, fsspec; see
+//! `engine::raw`): each range crosses into Python as a read-only numpy array over the engine's
+//! own buffer, without a copy.
 
 use crate::errors::to_py;
 use crate::options::open_options;
 use bytes::Bytes;
-use cherenkov_core::engine::raw_ahead::RawReader;
+use cherenkov_core::engine::raw::RawFile;
 use cherenkov_core::engine::runtime;
 use cherenkov_core::engine::stats::StatsSnapshot;
 use cherenkov_core::source::{open_replicas, ByteRange, SourceCounters};
@@ -45,11 +46,12 @@ pub fn buffers_to_py(py: Python<'_>, buffers: Vec<Bytes>) -> PyResult<Bound<'_, 
     PyList::new(py, arrays)
 }
 
-/// Any file's bytes (not only ROOT's) through a byte source: for fsspec. Sequential or strided
-/// reads are read ahead (see `engine::raw_ahead`; off with `speculate=False`).
+/// Any file's bytes (not only ROOT's) through a byte source: for fsspec. A ROOT file is read as
+/// `RootFile.read_ranges` reads it (learned baskets); other reads that are sequential or strided
+/// are read ahead (see `engine::raw`; both off with `speculate=False`).
 #[pyclass(module = "cherenkov._core", frozen)]
 pub struct RawSource {
-    inner: RawReader,
+    inner: RawFile,
     size: u64,
 }
 
@@ -69,14 +71,14 @@ impl RawSource {
             .map_err(to_py)?;
         let size = opened.source.size();
         Ok(Self {
-            inner: RawReader::new(opened.source, size, options.speculation),
+            inner: RawFile::new(opened, options),
             size,
         })
     }
 
     #[getter]
     fn name(&self) -> String {
-        self.inner.source().name().to_string()
+        self.inner.plain().source().name().to_string()
     }
     #[getter]
     fn size(&self) -> u64 {
@@ -89,7 +91,7 @@ impl RawSource {
         py: Python<'py>,
         ranges: Vec<(u64, u64)>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let ranges = checked_ranges(self.inner.source().name(), &ranges, self.size)?;
+        let ranges = checked_ranges(self.inner.plain().source().name(), &ranges, self.size)?;
         let buffers = py
             .detach(|| runtime().block_on(self.inner.read_ranges(&ranges)))
             .map_err(to_py)?;
@@ -97,14 +99,15 @@ impl RawSource {
     }
 
     fn source_counters(&self) -> SourceCounters {
-        self.inner.source().report().counters
+        self.inner.plain().source().report().counters
     }
 
     /// The read-ahead's counters: `speculative_bytes`, `speculative_used_bytes`,
-    /// `speculative_wasted_bytes`, `cache_hits` (ranges served from read-ahead) and `cache_misses`
-    /// (ranges read on demand); the others stay zero.
+    /// `speculative_wasted_bytes`, `cache_hits` (ranges or baskets served from read-ahead) and
+    /// `cache_misses` (read on demand); for a ROOT file also its learning's fetches.
     fn engine_counters(&self) -> StatsSnapshot {
-        self.inner.stats.snapshot()
+        let root = self.inner.root().map(|r| r.file().stats.snapshot());
+        self.inner.plain().stats.snapshot() + root.unwrap_or_default()
     }
 }
 

@@ -1,6 +1,7 @@
 //! Writing ROOT files from Python: `WritableFile` holds a core `FileWriter` and the tables being
 //! written in it. Arrays arrive as nested dicts in awkward's layout vocabulary (the shape
-//! `convert.rs` hands out), their numpy buffers borrowed where they are (no copy); column types
+//! `convert.rs` hands out, numbers as `data` bytes or as read, `words` and `nbytes`), their numpy
+//! buffers borrowed where they are (no copy); column types
 //! as nested tuples. The GIL is released while entries are serialized, compressed and written.
 
 use crate::errors::to_py;
@@ -13,7 +14,7 @@ use cherenkov_core::format::writing::compression::Compression;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PySlice, PyTuple};
 use std::sync::{Arc, Mutex};
 
 /// A file being written, and its tables (a table's id is its index; `None` once finished).
@@ -61,6 +62,46 @@ impl WritableFile {
     /// The directory at `path` ("a/b"), made where missing.
     fn mkdir(&self, path: &str) -> PyResult<()> {
         self.with(|s| s.file.mkdirs(path).map(|_| ()))
+    }
+
+    /// Bytes of the key header an object `class`/`name`/`title` gets if written now (the merger
+    /// copies a streamed object only when its key header keeps the same length: the object's
+    /// internal references count from its key's start).
+    fn key_len(&self, class: &str, name: &str, title: &str) -> PyResult<usize> {
+        self.with(|s| {
+            Ok(cherenkov_core::format::directory::Key::header_len(
+                class,
+                name,
+                title,
+                s.file.big_keys(),
+            ))
+        })
+    }
+
+    /// Write an object's stored bytes (as a key of another file holds them, compressed or
+    /// not; `objlen` their streamed length) as the next cycle of `name` in `directory`.
+    #[allow(clippy::too_many_arguments)]
+    fn write_stored(
+        &self,
+        py: Python<'_>,
+        directory: &str,
+        class: &str,
+        name: &str,
+        title: &str,
+        stored: &[u8],
+        objlen: usize,
+    ) -> PyResult<()> {
+        py.detach(|| {
+            self.with(|s| {
+                let dir = directory_id(&mut s.file, directory)?;
+                let cycle = s.file.next_cycle(dir, name);
+                let key = s
+                    .file
+                    .write_stored_key(dir, class, name, title, cycle, stored, objlen)?;
+                s.file.list_key(dir, key);
+                Ok(())
+            })
+        })
     }
 
     /// A new table `name` in directory `directory` ("" for the top) with `columns`
@@ -342,7 +383,15 @@ fn array_from_py(d: &Bound<'_, PyDict>) -> PyResult<Array> {
             let name: String = get("dtype")?.extract()?;
             let dtype = dtype(&name).map_err(PyValueError::new_err)?;
             let inner_shape: Vec<usize> = get("inner_shape")?.extract()?;
-            Array::numpy(dtype, inner_shape, borrowed(&get("data")?)?)
+            let data = match d.get_item("data")? {
+                Some(data) => data,
+                // A layout as a read hands it out (`convert.rs`): 8-byte words and a length,
+                // written back as read (the merger) without a copy.
+                None => get("words")?
+                    .call_method1("view", ("uint8",))?
+                    .get_item(PySlice::new(d.py(), 0, get("nbytes")?.extract()?, 1))?,
+            };
+            Array::numpy(dtype, inner_shape, borrowed(&data)?)
         }
         "ListOffsetArray" => {
             let offsets = get("offsets")?;

@@ -7,9 +7,10 @@
 ...                                 executor="processes", workers=4, return_report=True)
 >>> out["ttbar"]["pt"], report.summary()
 
-The parts: `dataset` (what to read), `packets` (splitting into cluster-aligned work packets sized by
-worker speed), `executors` (where packets run), `merge` (combining outputs), `driver` (the loop that
-hands out packets and handles failures) and `report` (what the job did).
+The parts: `dataset` (what to read), `metadata` (what the files hold, learned once and kept),
+`packets` (splitting into cluster-aligned work packets sized by worker and file speed), `executors`
+(where packets run), `merge` (combining outputs), `driver` (the loop that hands out packets and
+handles failures) and `report` (what the job did). Deploying on a cluster: docs/deployment.md.
 """
 
 from cherenkov.processing.dataset import FileSpec

@@ -1,21 +1,27 @@
-"""The driver of `process`: open the files, give idle workers packets, merge what comes back,
-handle failures."""
+"""The driver of `process`: learn the files' metadata (or find it kept), give idle workers packets as
+the files become known, merge what comes back, copy stragglers near the end, handle failures."""
 
 from __future__ import annotations
 
 import queue
+import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 import cherenkov
 from cherenkov import _core
 from cherenkov.processing.dataset import FileSpec, normalize
 from cherenkov.processing.executors import Job, PacketError, WorkerStats, make_executor, pickled
-from cherenkov.processing.merge import TreeMerge
-from cherenkov.processing.packets import FileInfo, Packet, Packetizer, number_chunks, open_files
+from cherenkov.processing.merge import DatasetMerge
+from cherenkov.processing.metadata import Learned, MetadataStore, OpenFailure, cache_dir, learn
+from cherenkov.processing.packets import FileInfo, Packet, Packetizer
 from cherenkov.processing.report import PacketFailure, ProcessingError, Report
 from cherenkov.progress import Progress, ProgressUpdate
+
+#: How often the driver looks again at workers and running packets when nothing else happens.
+POLL_SECONDS = 0.25
 
 
 def process(
@@ -32,6 +38,7 @@ def process(
     progress: bool | None = None,
     callback: Callable[[ProgressUpdate], None] | None = None,
     open_options: dict | None = None,
+    memory_budget: int = 256 << 20,
     return_report: bool = False,
 ):
     """Run `processor` over every chunk of every file of `dataset`; returns {dataset name: merged output}
@@ -56,18 +63,26 @@ def process(
     progress: a progress bar per dataset (entries/s, MB/s, ETA); None (default): when stderr is a terminal.
     callback: called with a `ProgressUpdate` after every finished packet; `update.partial()` gives
         the results merged so far.
-    open_options: keyword arguments for `cherenkov.open` (connections, timeout, retries).
+    open_options: keyword arguments for `cherenkov.open` (`cherenkov.file.OPEN_OPTIONS`: connections,
+        timeout, cache, ...). With a disk cache (``cache=`` or ``$CHERENKOV_CACHE``) the files'
+        metadata is kept there for every later job; else in this process.
+    memory_budget: bytes a worker's read-ahead holds at most while it runs a packet.
+
+    The files' metadata is learned once (all files opened at once, a bounded number together) and
+    kept, so a second job over the same files opens none of them for it; workers are sent what
+    they need with their packets. Packets start as soon as their file is known.
     """
     specs = normalize(dataset, tree)
     executor = make_executor(executor, workers)
-    job = Job(uuid.uuid4().hex[:12], pickled(processor) if executor.pickles else processor, step_size, dict(open_options or {}))
-    run = _Run(job, executor, retries, skip_bad_files)
+    options = dict(open_options or {})
+    job = Job(uuid.uuid4().hex[:12], pickled(processor) if executor.pickles else processor, step_size, options, memory_budget)
+    run = _Run(job, executor, retries, skip_bad_files, MetadataStore(cache_dir(options)))
     start = time.perf_counter()
-    executor.start(job)  # workers boot while the files are opened
+    executor.start(job)  # workers boot while the files are learned
     try:
-        files = run.open(specs)
-        merges = run.process(specs, files, target_seconds, progress, callback)
+        merges = run.process(specs, target_seconds, progress, callback)
     finally:
+        run.stop_learning()
         executor.close()
     run.report.elapsed_seconds = time.perf_counter() - start
     out = {name: m.result for name, m in merges.items()}
@@ -75,113 +90,205 @@ def process(
 
 
 class _Run:
-    """The driver: open the files, give idle workers packets, merge what comes back, handle failures."""
+    """The driver: learn files, give idle workers packets, merge what comes back, handle failures."""
 
-    def __init__(self, job: Job, executor, retries: int, skip_bad_files: bool):
-        self.job, self.executor = job, executor
+    def __init__(self, job: Job, executor, retries: int, skip_bad_files: bool, store: MetadataStore):
+        self.job, self.executor, self.store = job, executor, store
         self.retries, self.skip_bad_files = retries, skip_bad_files
         self.report = Report(executor=executor.name)
-        self.finished: queue.Queue = queue.Queue()
-        self.running: dict[str, Packet] = {}
+        self.events: queue.Queue = queue.Queue()  # files learned, packets finished
+        self.running: dict[str, list[tuple[Packet, float]]] = {}  # worker -> [(packet, monotonic submit)]
         self.merged: set[int] = set()  # packet ids: each packet is merged once, whatever happens
+        self.bad: set[int] = set()  # files given up
+        self.seen: dict[str, float] = {}  # worker -> when it was first listed (for its idle time)
+        self.last_done: dict[str, float] = {}  # worker -> when its last packet came back
+        self.gone: set[str] = set()
+        self.started = time.time()
+        self.stopping = threading.Event()
 
-    def open(self, specs: list[FileSpec]) -> list[FileInfo]:
-        """The metadata of every file, read concurrently; files that cannot be opened are reported."""
-        start = time.perf_counter()
-        files = []
-        for item in open_files(specs, self.job.step_size, lambda url: cherenkov.open(url, **self.job.open_options)):
-            if isinstance(item, FileInfo):
-                files.append(item)
-                continue
-            message = _core.redact(f"{item.spec.url}: {type(item.error).__name__}: {item.error}")
+    # ---- learning the files ----------------------------------------------------------------------
+
+    def _learn(self, specs: list[FileSpec]) -> None:
+        """In a thread: every file's metadata, as events, then None."""
+        try:
+            opened = lambda spec: cherenkov.open(spec.url, **self.job.open_options)  # noqa: E731
+            for i, item in learn(specs, self.store, opened, keep_files=not self.executor.pickles):
+                if self.stopping.is_set():
+                    return
+                self.events.put(("learned", i, item))
+        finally:
+            self.events.put(("learned", None, None))
+
+    def stop_learning(self) -> None:
+        self.stopping.set()
+
+    def learned(self, i: int, item: Learned | OpenFailure) -> None:
+        spec = self.specs[i]
+        merge = self.merges[spec.dataset]
+        if isinstance(item, OpenFailure):
+            message = _core.redact(f"{spec.url}: {type(item.error).__name__}: {item.error}")
             if not self.skip_bad_files:
                 raise ProcessingError(f"cannot open {message} (skip_bad_files=True goes on without it)") from item.error
-            self.report.bad_files[item.spec.url] = message
-        self.report.files = len(files)
-        self.report.open_seconds = time.perf_counter() - start
-        if self.executor.pickles:
-            for info in files:
-                info.file = None  # workers elsewhere open files themselves: hold no metadata here
-        self.executor.adopt(files)
-        return files
+            self.report.bad_files[_core.redact(str(spec.url))] = message
+            merge.skip_file(self.positions[i])
+            return
+        if item.file is not None:
+            self.executor.adopt(spec.url, item.file)
+        self.report.metadata_opened += item.opened
+        self.report.metadata_requests += item.requests
+        self.report.metadata_bytes += item.nbytes
+        self.report.files += 1
+        info = FileInfo(spec, i, self.positions[i], item.meta, item.meta.chunks(self.job.step_size))
+        self.files[i] = info
+        self.packetizer.add_file(info)
+        merge.start_file(info.position, len(info.chunks))
+        self.feedback.grow(spec.dataset, item.meta.num_entries)
 
-    def process(self, specs, files, target_seconds, progress, callback) -> dict[str, TreeMerge]:
-        """Every packet of `files`, merged into one TreeMerge per dataset."""
-        chunks = number_chunks(files)
-        self.merges = {spec.dataset: TreeMerge(chunks.get(spec.dataset, 0)) for spec in specs}
-        totals = dict.fromkeys(self.merges, 0)
-        for info in files:
-            totals[info.spec.dataset] += info.num_entries
-        self.packetizer = Packetizer(files, target_seconds)
-        self.feedback = Progress(totals, progress, callback, lambda: {name: m.partial() for name, m in self.merges.items()})
+    # ---- the loop ------------------------------------------------------------------------------
+
+    def process(self, specs, target_seconds, progress, callback) -> dict[str, DatasetMerge]:
+        """Every packet of every file of `specs`, merged into one DatasetMerge per dataset."""
+        self.specs = specs
+        counts = Counter(spec.dataset for spec in specs)
+        seen = Counter()
+        self.positions = []
+        for spec in specs:
+            self.positions.append(seen[spec.dataset])
+            seen[spec.dataset] += 1
+        self.merges = {name: DatasetMerge(n) for name, n in counts.items()}
+        self.files: dict[int, FileInfo] = {}
+        self.packetizer = Packetizer(target_seconds, metadata=lambda info: self.store.metadata(info.spec))
+        self.feedback = Progress(
+            dict.fromkeys(self.merges, 0), progress, callback, lambda: {n: m.partial() for n, m in self.merges.items()}
+        )
+        learning = threading.Thread(target=self._learn, args=(specs,), name="cherenkov-learn", daemon=True)
+        learning.start()
         try:
-            self.loop()
+            self.loop(time.monotonic())
         finally:
+            self.stop_learning()
             self.feedback.close()
-            for info in files:
-                info.file = None
         unfinished = [name for name, m in self.merges.items() if not m.done]
         if unfinished:  # every chunk is merged or skipped exactly once, so this is a bug, not bad luck
             raise ProcessingError(f"internal error: datasets {unfinished} did not receive all their chunks")
         return self.merges
 
-    def loop(self) -> None:
+    def loop(self, start: float) -> None:
+        learning = True
         while True:
             self.hand_out()
-            if not self.running:
-                if self.packetizer.exhausted():
-                    return
-                time.sleep(0.2)  # no worker right now (a Dask cluster between workers): ask again
-                continue
-            worker, packet, future = self.finished.get()
-            del self.running[worker]
+            if not learning and not any(self.running.values()) and self.packetizer.exhausted():
+                break
             try:
-                result = future.result()
-            except Exception as e:
-                self.failed(worker, packet, e)
-            else:
-                self.done(worker, packet, result)
+                event = self.events.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                continue  # workers may have come or gone, a packet may have become a straggler
+            while event is not None:  # and whatever else came meanwhile, before handing out again
+                if event[0] == "learned" and event[1] is None:
+                    learning = False
+                    self.report.open_seconds = time.monotonic() - start
+                elif event[0] == "learned":
+                    self.learned(event[1], event[2])
+                else:
+                    self.finished(*event[1:])
+                try:
+                    event = self.events.get_nowait()
+                except queue.Empty:
+                    event = None
+        self.finish(time.monotonic())
+
+    def finished(self, worker: str, packet: Packet, future) -> None:
+        held = self.running[worker]
+        held.remove(next(entry for entry in held if entry[0] is packet))
+        try:
+            result = future.result()
+        except Exception as e:
+            self.failed(worker, packet, e)
+        else:
+            self.done(worker, packet, result)
 
     def hand_out(self) -> None:
         workers = self.executor.workers()
+        now = time.monotonic()
         for worker in workers:
-            if worker in self.running:
-                continue
-            packet = self.packetizer.next_packet(worker, workers)
-            if packet is None:
-                continue
-            self.running[worker] = packet
-            self.executor.submit(worker, self.job, packet, lambda f, w=worker, p=packet: self.finished.put((w, p, f)))
+            self.seen.setdefault(worker, now)
+        present = set(workers)
+        for worker, held in self.running.items():
+            if held and worker not in present and worker not in self.gone:
+                # A Dask worker that died: the cluster runs its packets again elsewhere.
+                self.gone.add(worker)
+                self.report.lost_workers.append(worker)
+                self.packetizer.forget_worker(worker)
+        for worker in workers:
+            held = self.running.setdefault(worker, [])
+            while len(held) < self.packetizer.holds(worker, [p for p, _ in held], len(workers)):
+                packet = self.packetizer.next_packet(worker, workers)
+                if packet is None and not held:
+                    # What each worker runs now, and since when (its packets wait for each other).
+                    first = {w: (h[0][0], max(h[0][1], self.last_done.get(w, 0.0))) for w, h in self.running.items() if h}
+                    packet = self.packetizer.straggler(worker, first, now)
+                    self.report.copies += packet is not None
+                if packet is None:
+                    break
+                held.append((packet, now))
+                self.executor.submit(worker, self.job, packet, lambda f, w=worker, p=packet: self.events.put(("finished", w, p, f)))
+
+    def finish(self, end: float) -> None:
+        """Idle time per worker: from when it was first listed to the end, less its busy time."""
+        for worker, stats in self.report.workers.items():
+            stats.idle_seconds = max(0.0, end - self.seen.get(worker, end) - stats.wall_seconds)
+
+    # ---- results -------------------------------------------------------------------------------
 
     def done(self, worker: str, packet: Packet, result) -> None:
-        if packet.id in self.merged:
-            return
-        self.merged.add(packet.id)
-        for level, index, value in result.blocks:
-            self.merges[packet.dataset].add(level, index, value)
         stats = self.report.workers.get(worker, WorkerStats())
         self.report.workers[worker] = stats + result.stats
+        self.last_done[worker] = time.monotonic()
+        if packet.id in self.merged:
+            self.report.discarded = self.report.discarded + result.stats  # the other copy answered first
+            return
+        self.merged.add(packet.id)
+        self.report.copies_won += packet.copy
+        for level, index, value in result.blocks:
+            self.merges[packet.dataset].add(packet.position, level, index, value)
         self.report.entries += packet.num_entries
         self.report.packets += 1
-        self.packetizer.completed(worker, packet, result.stats.wall_seconds)
+        if result.first_output is not None:
+            first = result.first_output - self.started
+            self.report.first_output_seconds = min(self.report.first_output_seconds or first, first)
+        changed = _core.redact(str(packet.url))
+        if result.stale_metadata and changed not in self.report.changed_files:
+            self.store.forget(self.specs[packet.file_index])
+            self.report.changed_files.append(changed)
+        self.packetizer.completed(worker, packet, result.stats.wall_seconds, result.profile, result.waited, result.gap)
         self.feedback.advance(packet.dataset, packet.num_entries, result.stats.bytes)
 
     def failed(self, worker: str, packet: Packet, error: BaseException) -> None:
         described = str(error) if isinstance(error, PacketError) else f"{type(error).__name__}: {error}"
         failure = PacketFailure(packet.id, packet.url, (packet.entry_start, packet.entry_stop), worker, described)
         self.report.failures.append(failure)
-        if self.executor.lost(error):
+        if self.executor.lost(error) and worker not in self.gone:  # once, for all the packets it held
+            self.gone.add(worker)
             self.report.lost_workers.append(worker)
             self.executor.replace(worker)
+            self.packetizer.forget_worker(worker)
+        if packet.id in self.merged or any(p.id == packet.id for held in self.running.values() for p, _ in held):
+            return  # a copy answered, or may still answer
+        if isinstance(error, PacketError) and error.changed:
+            self.store.forget(self.specs[packet.file_index])  # the next job learns it anew
+            raise ProcessingError(
+                f"{failure}: the file changed on its server since its metadata was learned; that metadata is dropped: run the job again"
+            ) from error
         bad_file = isinstance(error, PacketError) and error.bad_file
-        if packet.url in self.report.bad_files:
+        if packet.file_index in self.bad:
             self.skip(packet)  # the file was given up while this packet ran
         elif packet.attempts < self.retries:
             self.report.retries += 1
             self.packetizer.failed(worker, packet)
         elif bad_file and self.skip_bad_files:
-            self.report.bad_files[packet.url] = described
-            for p in [packet] + self.packetizer.drop_file(packet.url):
+            self.bad.add(packet.file_index)
+            self.report.bad_files[_core.redact(str(packet.url))] = described
+            for p in [packet] + self.packetizer.drop_file(packet.file_index):
                 self.skip(p)
         else:
             detail = f"\nworker traceback:\n{error.worker_traceback}" if isinstance(error, PacketError) else ""
@@ -189,6 +296,7 @@ class _Run:
             raise ProcessingError(f"{failure} (failed {packet.attempts + 1} times){hint}{detail}") from error
 
     def skip(self, packet: Packet) -> None:
-        self.merges[packet.dataset].skip(packet.first_chunk, packet.first_chunk + len(packet.chunks))
+        self.merged.add(packet.id)
+        self.merges[packet.dataset].skip(packet.position, packet.first_chunk, packet.first_chunk + len(packet.chunks))
         self.report.skipped_entries += packet.num_entries
         self.feedback.skipped(packet.dataset, packet.num_entries)

@@ -1,11 +1,11 @@
 """Where packets run: in this process, in local worker processes, or on a Dask cluster.
 
 Every executor runs the same function, `run_packet`, and offers the driver the same few methods:
-`start(job)` (before the files are opened, so workers boot meanwhile), `adopt(files)` (the files the
-driver opened), `workers()` (ids of the slots that can each run one packet), `submit(worker, job,
-packet, done)`, `lost(error)` (did the worker die?), `replace(worker)` and `close`. The driver hands each
-slot one packet at a time, so it knows which worker measured which speed, and can send a retry to a
-different worker.
+`start(job)` (before the files are opened, so workers boot meanwhile), `adopt(url, file)` (a file
+the driver opened, for workers in this process), `workers()` (ids of the slots that can each run
+one packet), `submit(worker, job, packet, done)`, `lost(error)` (did the worker die?),
+`replace(worker)` and `close`. The driver hands each slot one packet at a time, so it knows which
+worker measured which speed, and can send a retry to a different worker.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from dataclasses import dataclass, fields
 
 import cherenkov
 from cherenkov.processing.merge import BlockFolder
-from cherenkov.processing.packets import Packet
+from cherenkov.processing.packets import MAX_PROMISED, Packet
+from cherenkov.tree import LazyChunk
 
 
 @dataclass
@@ -35,21 +36,27 @@ class Job:
     processor: object
     step_size: int
     open_options: dict
+    memory_budget: int = 256 << 20  # what a packet's read-ahead holds at most
 
 
 @dataclass
 class WorkerStats:
     """Counters of one worker (or one packet, or the whole job when summed with +).
 
-    `cpu_seconds` is the worker thread's CPU time (the processor, array building) plus the CPU time
-    spent decompressing on the reader's threads; `io_wait_seconds` is the time the worker thread was
-    not computing, i.e. waiting for bytes and decompression. `fetch_seconds` is the time the reader
-    waited for its sources, summed over reads (reads in flight together overlap). `bytes`,
-    `requests` and `round_trips` count what the files' sources did, opening included."""
+    `wall_seconds` is the time the worker spent on packets (busy), `idle_seconds` the time it
+    waited for one while the job ran (set by the driver). `cpu_seconds` is the worker thread's CPU
+    time (the processor, array building) plus the CPU time spent decompressing on the reader's
+    threads; `io_wait_seconds` is the busy time the worker thread was not computing, i.e. waiting
+    for bytes and decompression. `fetch_seconds` is the time the reader waited for its sources,
+    summed over reads (reads in flight together overlap). `bytes`, `requests` and `round_trips`
+    count what the files' sources did, opening included. `files_opened` counts the files the
+    worker opened, `metadata_reads` those of them it had to read the metadata of (the driver had
+    none to give, or the file had changed)."""
 
     packets: int = 0
     entries: int = 0
     wall_seconds: float = 0.0
+    idle_seconds: float = 0.0
     cpu_seconds: float = 0.0
     io_wait_seconds: float = 0.0
     decompress_cpu_seconds: float = 0.0
@@ -57,6 +64,8 @@ class WorkerStats:
     bytes: int = 0
     requests: int = 0
     round_trips: int = 0
+    files_opened: int = 0
+    metadata_reads: int = 0
 
     def __add__(self, other: WorkerStats) -> WorkerStats:
         return WorkerStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -65,18 +74,26 @@ class WorkerStats:
 @dataclass
 class PacketResult:
     packet_id: int
-    blocks: list  # (level, index, value) of the dataset's merge tree, in chunk order
+    blocks: list  # (level, index, value) of the file's merge tree, in chunk order
     stats: WorkerStats
     where: str  # host:pid of the process that ran it
+    started: float  # time.time() when it started, and when its first chunk's output was made
+    first_output: float | None = None
+    profile: dict | None = None  # the access profile's state, when this packet trained it
+    stale_metadata: bool = False  # the file had changed since its metadata was learned
+    waited: float = 0.0  # seconds it waited for its first chunk (less when read ahead)
+    gap: float = 0.0  # seconds the worker waited for it since its last packet ended
 
 
 class PacketError(Exception):
     """A packet failed in a worker. Carries the worker's traceback as text (exceptions of the reader
-    cannot always be pickled back) and whether the file is to blame (it could not be read)."""
+    cannot always be pickled back), whether the file is to blame (it could not be read), and
+    whether it had changed since its metadata was learned (its packets no longer fit it)."""
 
-    def __init__(self, message: str, bad_file: bool, worker_traceback: str):
-        super().__init__(message, bad_file, worker_traceback)
+    def __init__(self, message: str, bad_file: bool, worker_traceback: str, changed: bool = False):
+        super().__init__(message, bad_file, worker_traceback, changed)
         self.message, self.bad_file, self.worker_traceback = message, bad_file, worker_traceback
+        self.changed = changed
 
     def __str__(self) -> str:
         return self.message
@@ -88,41 +105,121 @@ _local = threading.local()  # per worker thread: files stay open and profiles tr
 
 
 class _WorkerState:
+    """What a worker keeps between packets of a job: the processor, files open (a few, with the
+    next ones opening ahead), the metadata it was given, one access profile per dataset's tree."""
+
     MAX_OPEN_FILES = 4
+    KEEP_METADATA = 64  # files' metadata kept (some 50-80 kB each for NanoAOD)
 
     def __init__(self, job: Job):
         self.job_id = job.id
         self.processor = pickle.loads(job.processor) if isinstance(job.processor, bytes) else job.processor
         self.open_options = job.open_options
-        self.files: OrderedDict = OrderedDict()
-        self.opening: dict[str, Future] = {}  # files opened ahead, in the background
+        self.files: OrderedDict = OrderedDict()  # url -> (file, stale)
+        self.opening: dict = {}  # url -> Future of (file, stale): files opened ahead
+        self.metadata: OrderedDict = OrderedDict()  # url -> FileMetadata bytes given by the driver (see `know`)
         self.profiles: dict = {}
+        self.trees: dict = {}  # (url, tree) -> Tree of a file open
+        self.ahead: dict[int, Future] = {}  # packet id -> its start, read ahead (the next packets)
+        self.last_end: float | None = None  # when its last packet ended (perf_counter)
 
-    def file(self, url: str):
-        """(file, opened_now): files are kept open for the next packets of the same file."""
-        if url in self.files:
-            self.files.move_to_end(url)
-            return self.files[url], False
-        opening = self.opening.pop(url, None)
-        f = opening.result() if opening is not None else cherenkov.open(url, **self.open_options)
-        self.files[url] = f
+    def _open(self, url, metadata: bytes | None):
+        """(file, stale): opened with the metadata the driver gave, which spares reading it; a
+        file that changed since (or metadata that does not fit it) is opened afresh."""
+        if metadata is not None:
+            try:
+                return cherenkov.open(url, metadata=metadata, **self.open_options), False
+            except (cherenkov.FileChangedError, cherenkov.FormatError):
+                return cherenkov.open(url, **self.open_options), True
+        return cherenkov.open(url, **self.open_options), False
+
+    def file(self, url, metadata: bytes | None):
+        """(file, stale, opened now, read its metadata): files stay open for the next packets."""
+        key = _url_key(url)
+        self.know(url, metadata)
+        if key in self.files:
+            self.files.move_to_end(key)
+            f, stale = self.files[key]
+            return f, stale, False, False
+        opening = self.opening.pop(key, None)
+        known = self.metadata.get(key)
+        f, stale = opening.result() if opening is not None else self._open(url, known)
+        self.files[key] = (f, stale)
         if len(self.files) > self.MAX_OPEN_FILES:
-            self.files.popitem(last=False)
-        return f, True
+            closed, _ = self.files.popitem(last=False)
+            self.trees = {k: t for k, t in self.trees.items() if k[0] != closed}
+        return f, stale, True, known is None or stale
 
-    def open_ahead(self, urls) -> None:
-        """Start opening the files this worker is likely to read next: at a long round trip an open
-        costs a few of them, which then overlap with the current packet."""
-        for url in list(self.opening):
-            if url not in urls:  # given to another worker after all
-                del self.opening[url]
-        for url in urls:
-            if url not in self.files and url not in self.opening:
-                self.opening[url] = _opener().submit(cherenkov.open, url, **self.open_options)
+    def know(self, url, metadata: bytes | None) -> None:
+        """Keep the metadata the driver sent for `url`: sent once per worker, it is needed again when
+        the file, closed for others, comes back (as a packet taken from another worker)."""
+        if metadata is None:
+            return
+        self.metadata[_url_key(url)] = metadata
+        self.metadata.move_to_end(_url_key(url))
+        while len(self.metadata) > self.KEEP_METADATA:
+            self.metadata.popitem(last=False)
 
-    def profile(self, dataset: str, tree: str):
-        # one access profile per dataset: the processor's branches are learned once per worker
-        return self.profiles.setdefault((dataset, tree), cherenkov.AccessProfile())
+    def tree(self, f, url, name: str):
+        """The tree `name` of an open file, parsed once while the file stays open."""
+        return self.trees.setdefault((_url_key(url), name), f[name])
+
+    def read_ahead(self, packet: Packet, profile, step_size: int, memory_budget: int) -> None:
+        """Start `packet` (one of this worker's next) in the background: open its file, start its
+        lazy reader with the trained `profile` and fetch its first chunk, while others run."""
+        if packet.id in self.ahead:
+            return
+        key = _url_key(packet.url)
+        opened = self.files.get(key)
+        if opened is None and key not in self.opening:
+            self.opening[key] = _opener().submit(self._open, packet.url, self.metadata.get(key))
+        opening = self.opening.get(key)
+        known = self.trees.get((key, packet.tree))
+
+        def start():
+            f, stale = opened if opened is not None else opening.result()
+            tree = known or f[packet.tree]
+            _check_entries(packet, tree, stale)
+            core = tree.start_chunks(tree.steps(step_size, packet.entry_start, packet.entry_stop), profile, True, memory_budget)
+            return tree, core, core.advance()
+
+        self.ahead[packet.id] = _next_reader().submit(start)
+
+    def started(self, packet: Packet):
+        """(tree, lazy reader, first chunk's span) of `packet` if its start was read ahead, else
+        None. Starts read ahead for packets no longer promised (given to others) are dropped."""
+        wanted = {packet.id} | {p.id for p in packet.then}
+        self.ahead = {i: f for i, f in self.ahead.items() if i in wanted}
+        ahead = self.ahead.pop(packet.id, None)
+        return ahead.result() if ahead is not None else None
+
+    def open_ahead(self, ahead) -> None:
+        """Start opening the files this worker is likely to read next (`ahead`: (url, metadata or
+        None) pairs): at a long round trip an open costs a few of them, which then overlap with
+        the current packet."""
+        for url, metadata in ahead:
+            self.know(url, metadata)
+        wanted = {_url_key(url) for url, _ in ahead}
+        for key in list(self.opening):
+            if key not in wanted:  # given to another worker after all
+                del self.opening[key]
+        for url, _ in ahead:
+            key = _url_key(url)
+            if key not in self.files and key not in self.opening:
+                self.opening[key] = _opener().submit(self._open, url, self.metadata.get(key))
+
+    def profile(self, dataset: str, tree: str, given: dict | None):
+        """One access profile per dataset's tree: the one trained by the job's first packet when
+        the driver sends it, so that this worker reads no whole chunk to learn it again."""
+        key = (dataset, tree)
+        if given is not None and not (key in self.profiles and self.profiles[key].trained):
+            self.profiles[key] = cherenkov.AccessProfile(given)
+        return self.profiles.setdefault(key, cherenkov.AccessProfile())
+
+
+def _url_key(url) -> str:
+    """A file's URL, or its replicas', as one key."""
+    return url if isinstance(url, str) else " | ".join(url)
 
 
 _opener_pool = None
@@ -131,8 +228,19 @@ _opener_pool = None
 def _opener() -> ThreadPoolExecutor:
     global _opener_pool
     if _opener_pool is None:
-        _opener_pool = ThreadPoolExecutor(max_workers=3, thread_name_prefix="cherenkov-open-ahead")
+        # Files opened ahead, and those of the packets read ahead: an open waits for round trips.
+        _opener_pool = ThreadPoolExecutor(max_workers=MAX_PROMISED + 3, thread_name_prefix="cherenkov-open-ahead")
     return _opener_pool
+
+
+_next_reader_pool = None
+
+
+def _next_reader() -> ThreadPoolExecutor:
+    global _next_reader_pool
+    if _next_reader_pool is None:
+        _next_reader_pool = ThreadPoolExecutor(max_workers=MAX_PROMISED, thread_name_prefix="cherenkov-next-packet")
+    return _next_reader_pool
 
 
 def _state(job: Job) -> _WorkerState:
@@ -152,26 +260,58 @@ def _counters(f) -> dict:
 
 def run_packet(job: Job, packet: Packet) -> PacketResult:
     """Run the processor over the chunks of `packet`; the results come back folded into blocks."""
-    wall0, cpu0 = time.perf_counter(), time.thread_time()
+    started, wall0, cpu0 = time.time(), time.perf_counter(), time.thread_time()
+    first_output, stale = None, False
     try:
         state = _state(job)
-        f, opened_now = state.file(packet.url)
+        gap = wall0 - state.last_end if state.last_end is not None else 0.0
+        for then in packet.then:
+            state.know(then.url, then.metadata)
+        wait0 = time.perf_counter()
+        ahead = state.started(packet)
+        f, stale, opened_now, read_metadata = state.file(packet.url, packet.metadata)
         state.open_ahead(packet.open_ahead)
+        f.begin_reading()  # its read-ahead decodes before that of the next packet's file
         before = dict.fromkeys(_COUNTERS, 0) if opened_now else _counters(f)
-        tree = f[packet.tree]
+        profile = state.profile(packet.dataset, packet.tree, packet.profile)
+        trained_before = profile.trained
+        budget = job.memory_budget // (1 + len(packet.then))  # this packet's reader, and the next ones'
+        if trained_before:
+            # Before waiting for this packet's first chunk, not after: else every packet whose
+            # start was not read ahead costs the next one a round trip of its own (16 files at
+            # 137 ms, 4 workers: 0.15 s waited by each second packet of a file).
+            _read_next_ahead(state, packet, job, budget)
+        if ahead is not None:
+            tree, core, span = ahead
+            _check_entries(packet, tree, stale)
+        else:
+            tree = state.tree(f, packet.url, packet.tree)
+            _check_entries(packet, tree, stale)  # before its steps, which a shorter file refuses
+            core = tree.start_chunks(tree.steps(job.step_size, packet.entry_start, packet.entry_stop), profile, True, budget)
+            span = core.advance()
+        waited = time.perf_counter() - wait0
         folder = BlockFolder(packet.first_chunk)
-        chunks = tree.chunks(job.step_size, packet.entry_start, packet.entry_stop, profile=state.profile(packet.dataset, packet.tree))
-        for i, chunk in enumerate(chunks):
-            if i >= len(packet.chunks) or (chunk.entry_start, chunk.entry_stop) != packet.chunks[i]:
-                raise RuntimeError(f"{packet}: the reader's chunk {i} is {chunk.entry_start}..{chunk.entry_stop}, not the planned one")
+        i = 0
+        while span is not None:
+            if i >= len(packet.chunks) or tuple(span) != packet.chunks[i]:
+                changed = " (the file changed since its metadata was learned)" if stale else ""
+                raise RuntimeError(f"{packet}: the reader's chunk {i} is {span[0]}..{span[1]}, not the planned one{changed}")
+            chunk = LazyChunk(tree, core, *span)
             chunk.metadata = {"dataset": packet.dataset, "file": packet.url, "tree": packet.tree}
             folder.add(state.processor(chunk))
+            if i == 0:
+                first_output = time.time()
+                if not trained_before:  # it has just taught the profile the next packet needs
+                    _read_next_ahead(state, packet, job, budget)
+            span = core.advance()
+            i += 1
         if folder.next != packet.first_chunk + len(packet.chunks):
             raise RuntimeError(f"{packet}: the reader gave {folder.next - packet.first_chunk} chunks, not {len(packet.chunks)}")
         after = _counters(f)
     except Exception as e:
         bad_file = isinstance(e, (cherenkov.FormatError, cherenkov.SourceError, cherenkov.NotFoundError))
-        raise PacketError(f"{type(e).__name__}: {e}", bad_file, traceback.format_exc()) from e
+        changed = stale or isinstance(e, _FileChanged)  # also when found out reading its start ahead
+        raise PacketError(f"{type(e).__name__}: {e}", bad_file, traceback.format_exc(), changed) from e
     wall, cpu = time.perf_counter() - wall0, time.thread_time() - cpu0
     decompress = after["decompress_cpu_seconds"] - before["decompress_cpu_seconds"]
     stats = WorkerStats(
@@ -185,8 +325,33 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
         bytes=after["bytes_read"] - before["bytes_read"],
         requests=after["requests"] - before["requests"],
         round_trips=after["round_trips"] - before["round_trips"],
+        files_opened=int(opened_now),
+        metadata_reads=int(read_metadata),
     )
-    return PacketResult(packet.id, folder.blocks, stats, f"{socket.gethostname()}:{os.getpid()}")
+    trained = profile.state() if profile.trained and not trained_before else None
+    where = f"{socket.gethostname()}:{os.getpid()}"
+    state.last_end = time.perf_counter()
+    return PacketResult(packet.id, folder.blocks, stats, where, started, first_output, trained, stale, waited, gap)
+
+
+class _FileChanged(RuntimeError):
+    """The file has other entries than when its metadata was learned: its packets no longer fit."""
+
+
+def _check_entries(packet: Packet, tree, stale: bool) -> None:
+    # Also when not `stale`: a file opened without the driver's metadata (none was sent to this
+    # worker) is checked against the entries its packets were planned on.
+    if (stale or packet.file_entries) and tree.num_entries != packet.file_entries:
+        raise _FileChanged(f"{packet}: the file now has {tree.num_entries} entries, not {packet.file_entries}")
+
+
+def _read_next_ahead(state: _WorkerState, packet: Packet, job: Job, budget: int) -> None:
+    """Start reading the next packets, those whose profile is trained here (a packet that trains
+    starts them after its first chunk)."""
+    for then in packet.then:
+        profile = state.profile(then.dataset, then.tree, then.profile)
+        if profile.trained:
+            state.read_ahead(then, profile, job.step_size, budget)
 
 
 def pickled(processor) -> bytes:
@@ -222,11 +387,9 @@ class InProcess:
     def start(self, job: Job) -> None:
         self.job = job
 
-    def adopt(self, files) -> None:
+    def adopt(self, url, file) -> None:
         # reuse the files the driver opened for their metadata
-        state = _state(self.job)
-        for info in files:
-            state.files[info.url] = info.file
+        _state(self.job).files[_url_key(url)] = (file, False)
 
     def workers(self) -> list[str]:
         return ["main"]
@@ -249,8 +412,22 @@ class InProcess:
         _local.state = None
 
 
+def _worker_context() -> multiprocessing.context.BaseContext:
+    """Where worker processes come from: forked from a server process that imported the reader once
+    (numpy, awkward, the extension: some 0.6 CPU seconds, which `spawn` paid in every worker, so
+    that 4 workers on 2 busy cores started 6-14 s late), and not from the driver, whose threads
+    (the reader's runtime, Dask's) make `fork` unsafe. `spawn` where there is no fork server."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # Read when the fork server starts (once per driver process; kept for later jobs).
+    context.set_forkserver_preload(["cherenkov.processing.executors"])
+    return context
+
+
 class LocalProcesses:
-    """`workers` local processes (spawned, so nothing is inherited by fork); each re-opens files by URL.
+    """`workers` local processes (forked from a clean server process, see `_worker_context`, so nothing
+    of the driver is inherited); each re-opens files by URL.
 
     Each worker is a one-process pool, so a packet goes to a known process, and a process that dies
     takes down only its own pool, which is replaced."""
@@ -263,14 +440,14 @@ class LocalProcesses:
         self.pools: dict[str, ProcessPoolExecutor] = {}
 
     def _new_pool(self, worker: str) -> None:
-        self.pools[worker] = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        self.pools[worker] = ProcessPoolExecutor(max_workers=1, mp_context=_worker_context())
 
     def start(self, job: Job) -> None:
         for slot in range(self.num_workers):
             self._new_pool(f"process-{slot}")
             self.pools[f"process-{slot}"].submit(warm_up, job)  # starts the process now
 
-    def adopt(self, files) -> None:
+    def adopt(self, url, file) -> None:
         pass  # the workers open files themselves
 
     def workers(self) -> list[str]:
@@ -325,8 +502,12 @@ class Dask:
             self.client = Client(self._cluster)
         self.client.wait_for_workers(1)
         self._listed_at = -1e9  # list the workers afresh
+        for address in self.client.scheduler_info(n_workers=-1)["workers"]:
+            # Each worker imports the reader and unpickles the processor while the files are learned.
+            key = ("cherenkov warm-up", job.id, address)
+            self.client.submit(warm_up, job, key=key, workers=[address], pure=False, priority=1 << 30)
 
-    def adopt(self, files) -> None:
+    def adopt(self, url, file) -> None:
         pass  # the workers open files themselves
 
     def workers(self) -> list[str]:
@@ -343,10 +524,11 @@ class Dask:
             run_packet,
             job,
             packet,
-            key=f"cherenkov-packet-{job.id}-{packet.id}-{packet.attempts}",
+            key=task_key(job, packet),
             workers=[address],
             allow_other_workers=True,
             pure=False,
+            priority=-packet.id,  # a worker runs the packets it holds in the order handed out
         )
         future.add_done_callback(done)
 
@@ -363,6 +545,14 @@ class Dask:
             self.client.close()
             self._cluster.close()
             self.client = self._cluster = None
+
+
+def task_key(job: Job, packet: Packet) -> tuple:
+    """A packet's Dask key: the dashboard groups tasks by its first part ("cherenkov ttbar", the
+    dataset) and shows the rest (file, entries, job, packet, attempt, copy) on hover."""
+    url = packet.url if isinstance(packet.url, str) else packet.url[0]
+    where = f"{os.path.basename(url.rstrip('/'))} {packet.entry_start}-{packet.entry_stop}"
+    return (f"cherenkov {packet.dataset}", where, job.id, packet.id, packet.attempts, int(packet.copy))
 
 
 def make_executor(executor, workers: int | None):

@@ -3,13 +3,16 @@
 `merge(a, b)` combines two outputs: histograms and numbers are added, dicts merged key by key
 (recursively), numpy/awkward arrays and lists concatenated (a before b), sets united; None is nothing.
 
-Chunk results are merged along a fixed binary tree over the chunk numbers of a dataset: chunk i is
-leaf i, and block (level j, index k) holds chunks [k*2^j, (k+1)*2^j). Workers fold the chunks of a
-packet into the aligned blocks it covers (`BlockFolder`); the driver merges blocks with their
-siblings as packets arrive (`TreeMerge`). Every executor, packet size and arrival order thus performs
-the same additions in the same grouping, so results are identical bit for bit, floating-point
-histogram sums included, and arrays come out in entry order. Only blocks waiting for a sibling are
-held: a few per packet still running, never all partial results.
+Chunk results are merged along fixed binary trees: over the chunk numbers of a file (chunk i is
+leaf i, and block (level j, index k) holds chunks [k*2^j, (k+1)*2^j)), then over the files of a
+dataset in the order given (`DatasetMerge`). Workers fold the chunks of a packet into the aligned
+blocks it covers (`BlockFolder`); the driver merges blocks with their siblings as packets arrive
+(`TreeMerge`), and a file's result with its neighbours' once the file is done. Every executor,
+packet size and arrival order thus performs the same additions in the same grouping, so results
+are identical bit for bit, floating-point histogram sums included, and arrays come out in entry
+order. A file's chunks are numbered from what is known of it alone, so packets of the first files
+learned run while the others are still being opened. Only blocks waiting for a sibling are held: a
+few per packet still running, never all partial results.
 """
 
 from __future__ import annotations
@@ -125,3 +128,52 @@ class TreeMerge:
         if self.done:
             return self.result
         return merge_all(value for _, value in sorted(self.waiting.items(), key=lambda kv: kv[0][1] << kv[0][0]))
+
+
+class DatasetMerge:
+    """One dataset's result from its `num_files` files' (in the order given): each file's chunks
+    merged along its own tree once its chunk count is known (`start_file`), the files' results
+    along the dataset's."""
+
+    def __init__(self, num_files: int):
+        self.files = TreeMerge(num_files)
+        self.running: dict[int, TreeMerge] = {}  # files started, not done
+
+    @property
+    def done(self) -> bool:
+        return self.files.done
+
+    @property
+    def result(self):
+        return self.files.result
+
+    def start_file(self, file: int, num_chunks: int) -> None:
+        self.running[file] = TreeMerge(num_chunks)
+        self._finish(file)  # a file without entries is done at once
+
+    def add(self, file: int, level: int, index: int, value) -> None:
+        self.running[file].add(level, index, value)
+        self._finish(file)
+
+    def skip(self, file: int, first: int, stop: int) -> None:
+        """Chunks [first, stop) of `file` will never arrive (a bad file given up): nothing."""
+        self.running[file].skip(first, stop)
+        self._finish(file)
+
+    def skip_file(self, file: int) -> None:
+        """`file` could not be opened: it adds nothing."""
+        self.files.add(0, file, None)
+
+    def _finish(self, file: int) -> None:
+        merge = self.running[file]
+        if merge.done:
+            del self.running[file]
+            self.files.add(0, file, merge.result)
+
+    def partial(self):
+        """Everything merged so far, in file and chunk order (nothing is consumed)."""
+        if self.done:
+            return self.result
+        pieces = [(index << level, value) for (level, index), value in self.files.waiting.items()]
+        pieces += [(file, merge.partial()) for file, merge in self.running.items()]
+        return merge_all(value for _, value in sorted(pieces, key=lambda p: p[0]))

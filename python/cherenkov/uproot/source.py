@@ -2,10 +2,14 @@
 
 uproot asks a source for ``chunk(start, stop)`` (answered at once) and ``chunks(ranges,
 notifications)`` (answered later: every chunk is filled, or failed, and then put on the queue
-exactly once, since uproot waits for one notification per range). Here a ``chunks`` call is one
-vectored read through the engine (split by the server's limits there), run on a shared pool of
-waiting threads while the GIL is released; its answer fills every chunk, and its error fails
-every chunk, so uproot sees the error where it reads the data and never waits forever.
+exactly once, since uproot waits for one notification per range). Here a ``chunks`` call is at most
+one vectored request through the engine (`cherenkov.File.read_ranges`), run on a shared pool of
+waiting threads while the GIL is released; its answer fills every chunk, and its error fails every
+chunk, so uproot sees the error where it reads the data and never waits forever.
+
+The engine knows what uproot asks for: metadata it read already is served from memory, and the
+baskets of the file's TTrees are learned and read ahead (`engine/raw` in the core), by tree layout
+across the files of the process.
 """
 
 from __future__ import annotations
@@ -13,20 +17,28 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
+import warnings
 
+import fsspec.core
 import uproot
 import uproot.source.chunk
+import uproot.source.fsspec
 import uproot.source.futures
+from fsspec.implementations.local import LocalFileSystem
 
-from cherenkov import _core
-
-# Options of `cherenkov.open` a handler accepts; uproot passes its own options too (ignored here).
+import cherenkov
 from cherenkov.file import OPEN_OPTIONS
 
 # Threads that only wait for the engine (which does the I/O on its own runtime): one per
 # ``chunks`` call in flight, shared by every open source.
 _waiters: concurrent.futures.ThreadPoolExecutor | None = None
 _waiters_lock = threading.Lock()
+
+#: URL schemes cherenkov reads itself; other protocols (fsspec's zip://, s3://, chained ``::``
+#: URLs) are read as uproot's default source reads them.
+SCHEMES = ("root", "roots", "xroot", "xroots", "http", "https", "dav", "davs")
+#: Options of earlier versions, accepted and ignored: learning is the default now.
+_GONE = {"tree_aware": "baskets are learned by default", "profile": "files alike share what was learned by themselves"}
 
 
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
@@ -37,66 +49,76 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
         return _waiters
 
 
+def location(path: str) -> str | None:
+    """What cherenkov opens for a path uproot was given: a local path as fsspec resolves it (plain,
+    relative, ``~``, ``file:/path``, ``file://path``, names with ``%`` read literally, as uproot's
+    default source reads them), a root:// or http(s):// URL as it is, or None for what cherenkov
+    does not read (other fsspec protocols and chained URLs)."""
+    if "::" in path:
+        return None
+    protocol, _ = fsspec.core.split_protocol(path)
+    if protocol is None or protocol in LocalFileSystem.protocol:
+        return LocalFileSystem._strip_protocol(path)
+    return path if protocol.lower() in SCHEMES else None
+
+
 class Source(uproot.source.chunk.Source):
     """uproot's ``handler`` reading through cherenkov: ``uproot.open(url,
     handler=cherenkov.uproot.Source)``, or ``uproot_options={"handler": cherenkov.uproot.Source}``
     in coffea.
 
-    ``url``: a path, ``file://``, ``root://`` or ``http(s)://`` URL. Options (given to
-    ``uproot.open`` or ``uproot_options``, all optional): ``replicas``, other URLs of the same
-    file, or a dict from a URL to its other replicas (for datasets); ``tree_aware=True``, the
-    learning basket cache of `cherenkov.uproot.baskets` (for coffea's lazy mode, which asks for
-    one branch at a time); ``profile``, a `cherenkov.uproot.baskets.BasketProfile` shared by the
-    files of a dataset; and every option of `cherenkov.open` (``timeout``, ``cache``, ``token``,
-    ``ca``, ...). Replicas that cannot be opened are left out, as by `cherenkov.open`.
+    ``file_path``: any path or URL uproot opens (local paths and ``file:`` URIs in every form,
+    ``root://``, ``http(s)://``; other fsspec protocols are read as uproot's default source reads
+    them). Options (given to ``uproot.open`` or ``uproot_options``, all optional): ``replicas``,
+    other URLs of the same file, or a dict from a URL to its other replicas (for datasets), and
+    every option of `cherenkov.open` (``timeout``, ``cache``, ``token``, ``speculate``, ...).
     ``opened``: the file already open in cherenkov (a `cherenkov.File`), read instead of opening
     it again (`cherenkov.dask` lets uproot read the metadata of a file it has opened).
 
-    The file opens lazily again after pickling (Dask sends sources to its workers).
+    Errors are uproot's own: a missing local file raises ``FileNotFoundError``, other failures
+    ``OSError`` naming the file. The file opens lazily again after pickling (Dask sends sources to
+    its workers).
     """
 
     def __init__(self, file_path: str, **options):
         super().__init__()
+        for name, why in _GONE.items():
+            if options.get(name) is not None:
+                warnings.warn(f"cherenkov.uproot.Source: {name}= does nothing any more ({why})", DeprecationWarning, stacklevel=2)
         self._file_path = os.fspath(file_path)
-        self._urls = [self._file_path, *_replicas_of(self._file_path, options.get("replicas"))]
+        self._location = location(self._file_path)
         self._open_options = {k: options[k] for k in OPEN_OPTIONS if options.get(k) is not None}
-        self._tree_aware = bool(options.get("tree_aware", False))
-        self._profile = options.get("profile")
+        self._replicas = _replicas_of(self._file_path, options.get("replicas"))
         self._closed = False
         self._lock = threading.Lock()
-        opened = options.get("opened")
-        self._file = None if opened is None else opened._core
-        self._fetch = None
-        self._open()  # uproot expects an opening error here, not at the first read
+        self._file: cherenkov.File | None = options.get("opened")
+        self._owned = self._file is None
+        self._fallback = None
+        if self._location is None:
+            # A protocol cherenkov does not speak: read as uproot's default source reads it.
+            self._fallback = uproot.source.fsspec.FSSpecSource(self._file_path, **options)
+        else:
+            self._open()  # uproot expects an opening error here, not at the first read
 
-    def _open(self):
+    def _open(self) -> cherenkov.File:
         with self._lock:
-            if self._fetch is None:
-                if self._file is None:
-                    # Its errors are OSErrors, as uproot's own sources raise (a missing file a
-                    # FileNotFoundError, refused credentials a PermissionError, a silent server
-                    # a TimeoutError), naming the file and the cause.
-                    self._file = _core.RootFile.open(self._urls, **self._open_options)
-                self._num_bytes = self._file.size
-                if self._tree_aware:
-                    from cherenkov.uproot.baskets import BasketCache
-
-                    self._fetch = BasketCache(self._file, self._profile).read
-                else:
-                    self._fetch = self._file.read_ranges
-            return self._fetch
+            if self._file is None:
+                # Its errors are OSErrors, as uproot's own sources raise (a missing file a
+                # FileNotFoundError, refused credentials a PermissionError, a silent server a
+                # TimeoutError), naming the file and the cause.
+                self._file = cherenkov.File([self._location, *self._replicas], **self._open_options)
+            return self._file
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        for live in ("_lock", "_file", "_fetch"):
-            state.pop(live)
+        state["_lock"] = None
+        state["_file"] = None  # reopened on first use
+        state["_owned"] = True
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
         self._lock = threading.Lock()
-        self._file = None
-        self._fetch = None  # reopened on first use
 
     def __repr__(self):
         return f"<cherenkov.uproot.Source {self._file_path!r}>"
@@ -105,6 +127,10 @@ class Source(uproot.source.chunk.Source):
         return self
 
     def __exit__(self, exception_type, exception_value, traceback):
+        if self._fallback is not None:
+            self._fallback.__exit__(exception_type, exception_value, traceback)
+        elif self._owned and self._file is not None and not self._closed:
+            self._file.close()
         self._closed = True
 
     @property
@@ -113,14 +139,27 @@ class Source(uproot.source.chunk.Source):
 
     @property
     def num_bytes(self) -> int:
-        self._open()
-        return self._num_bytes
+        if self._fallback is not None:
+            return self._fallback.num_bytes
+        return self._open().size
 
     @property
-    def file(self) -> _core.RootFile:
-        """The open cherenkov file (its counters, replicas, trace)."""
-        self._open()
-        return self._file
+    def num_requests(self) -> int:
+        return self._num_requests if self._fallback is None else self._fallback.num_requests
+
+    @property
+    def num_requested_chunks(self) -> int:
+        return self._num_requested_chunks if self._fallback is None else self._fallback.num_requested_chunks
+
+    @property
+    def num_requested_bytes(self) -> int:
+        return self._num_requested_bytes if self._fallback is None else self._fallback.num_requested_bytes
+
+    @property
+    def file(self) -> cherenkov.File | None:
+        """The open cherenkov file (its stats, counters, replicas, trace); None for a protocol
+        cherenkov does not read."""
+        return None if self._fallback is not None else self._open()
 
     def _count(self, ranges):
         self._num_requests += 1
@@ -131,13 +170,20 @@ class Source(uproot.source.chunk.Source):
         if self._closed:
             raise OSError(f"file {self._file_path!r} is closed")
 
+    def _read(self, ranges):
+        return self._open().read_ranges(ranges)
+
     def chunk(self, start: int, stop: int) -> uproot.source.chunk.Chunk:
+        if self._fallback is not None:
+            return self._fallback.chunk(start, stop)
         self._check_open()
         self._count([(start, stop)])
-        (data,) = self._open()([(start, stop)])
+        (data,) = self._read([(start, stop)])
         return uproot.source.chunk.Chunk(self, start, stop, uproot.source.futures.TrivialFuture(data))
 
     def chunks(self, ranges, notifications) -> list[uproot.source.chunk.Chunk]:
+        if self._fallback is not None:
+            return self._fallback.chunks(ranges, notifications)
         self._check_open()
         ranges = [(int(start), int(stop)) for start, stop in ranges]
         self._count(ranges)
@@ -148,7 +194,7 @@ class Source(uproot.source.chunk.Source):
 
         def deliver():
             try:
-                results = self._open()(ranges)
+                results = self._read(ranges)
             except BaseException as e:  # every chunk must be delivered, even on KeyboardInterrupt
                 results = None
                 error = e

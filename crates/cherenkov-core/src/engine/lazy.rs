@@ -57,11 +57,27 @@ pub struct ProfileState {
     pub stopped: BTreeSet<String>,
     /// Chunks ahead of use the learned set's read-ahead reached: the next file's starts there.
     pub depth: usize,
+    /// Raw reads (`engine::raw`): where the last file's first read of the tree began and how much
+    /// of it it spanned, as fractions of its entries; the next file's first window.
+    pub first_window: Option<(f64, f64)>,
 }
 
 impl AccessProfile {
+    /// A profile that knows what `state` says (one trained elsewhere: a worker of a dataset
+    /// starts where the first one's training left the sets).
+    pub fn from_state(state: ProfileState) -> AccessProfile {
+        AccessProfile {
+            state: Mutex::new(state),
+        }
+    }
+
     pub fn snapshot(&self) -> ProfileState {
         self.state.lock().unwrap().clone()
+    }
+
+    /// The state itself, for the raw reads' learning (`engine::raw`).
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, ProfileState> {
+        self.state.lock().unwrap()
     }
 
     /// The depth alone (read once a chunk by datasets: no copy of the sets).

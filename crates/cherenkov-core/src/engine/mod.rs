@@ -8,7 +8,7 @@ pub mod ntuple;
 pub mod options;
 pub mod output;
 pub mod prefetch;
-pub mod raw_ahead;
+pub mod raw;
 pub mod speculation;
 pub mod stats;
 pub mod table;

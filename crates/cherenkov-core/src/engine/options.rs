@@ -5,8 +5,8 @@
 //! the README's list to it. Everything is set before the file opens; nothing changes after.
 
 use super::speculation::Speculation;
-use crate::format::interpretation::MemberDims;
 use crate::error::{Error, Result};
+use crate::format::interpretation::MemberDims;
 use crate::source::cache::CacheOptions;
 use crate::source::redact::Secret;
 use crate::source::SourceOptions;

@@ -7,7 +7,9 @@
 //!   for the first time starts at the threshold when a chunk of it fits the budget. Branches of
 //!   one conditional set (a trigger's extras) share their history and so their rate, and enter or
 //!   leave together;
-//! - raw byte access (`raw_ahead.rs`): sequential or strided reads are read further ahead.
+//! - raw byte reads (`raw/`): baskets of the learned and speculated sets read ahead of a reader
+//!   that decodes ROOT itself, its first misses' collections, and sequential or strided reads
+//!   of any file (`raw/ahead.rs`).
 //!
 //! What was fetched ahead is settled once it is known to be used or not (used bytes, wasted
 //! bytes), as Furano's cache window strategies are measured. When the wasted bytes exceed `budget`

@@ -9,9 +9,10 @@ use super::objects::{
     read_obj_array, read_tnamed, read_version, skip_object, Pointer, PointerReader, Version,
 };
 use super::streamers::StreamerInfo;
+pub use super::tree_members::ElementMeta;
 use super::tree_members::{
-    builtin_layout, layout_from_info, read_element_members, read_old_seeks,
-    read_pointer_array_i32, read_pointer_array_i64, read_tree_members, TreeCounts, MAX_F64_COUNT,
+    builtin_layout, layout_from_info, read_element_members, read_old_seeks, read_pointer_array_i32,
+    read_pointer_array_i64, read_tree_members, TreeCounts, MAX_F64_COUNT,
 };
 use crate::error::Result;
 
@@ -37,18 +38,6 @@ pub struct LeafMeta {
     pub branch: Option<usize>,
     /// TLeafElement's type code (ROOT's EDataType-like streamer codes).
     pub element_type: i32,
-}
-
-/// The TBranchElement part of a branch.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct ElementMeta {
-    pub class_name: String,
-    pub parent_name: String,
-    pub clones_name: String,
-    pub class_version: i32,
-    pub id: i32,
-    pub kind: i32,
-    pub streamer_type: i32,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -6,9 +6,20 @@
 use super::cursor::Cursor;
 use super::objects::skip_object;
 use super::streamers::{StreamerElement, StreamerInfo};
-use super::tree::ElementMeta;
 use crate::error::Result;
 use std::collections::HashMap;
+
+/// The TBranchElement part of a branch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ElementMeta {
+    pub class_name: String,
+    pub parent_name: String,
+    pub clones_name: String,
+    pub class_version: i32,
+    pub id: i32,
+    pub kind: i32,
+    pub streamer_type: i32,
+}
 
 /// The TTree members before its branches that a reader needs.
 pub(super) struct TreeCounts {

@@ -1,7 +1,7 @@
 //! Tests of TTree parsing, with hand-made streamed objects for old class versions.
 
 use super::*;
-use crate::format::streamers::StreamerElement;
+use crate::format::streamers::{ElementTail, StreamerElement};
 
 /// Writes an object's body after its class name.
 type Body<'a> = &'a dyn Fn(&mut Writer);
@@ -193,7 +193,7 @@ fn a_g4tools_vector_column_is_a_branch_element_of_version_1() {
     ]);
     w.array(&[]);
     w.end(at);
-    let tree = parse_tree(&w.0, 0, "TTree", "test").unwrap();
+    let tree = parse_tree(&w.0, 0, "TTree", "test", &[]).unwrap();
     let names: Vec<&str> = tree.branches.iter().map(|b| b.name.as_str()).collect();
     assert_eq!(names, ["x", "v"]);
     let vector = &tree.branches[1];
@@ -300,9 +300,12 @@ fn members_v15(w: &mut Writer) {
     }
 }
 
+/// A TTree class version and what writes its members.
+type VersionCase<'a> = (i16, &'a dyn Fn(&mut Writer));
+
 #[test]
 fn tree_versions_of_roots_releases_are_read_by_their_layouts() {
-    let cases: [(i16, &dyn Fn(&mut Writer)); 7] = [
+    let cases: [VersionCase; 7] = [
         (6, &|w| {
             w.f64s(&[5.0, 120.0, 100.0, 0.0]);
             w.i32s(&[0, 25, 0, 1_000_000, 0, 0, 1_000_000]);
@@ -358,9 +361,11 @@ fn element(
         type_code,
         type_name: type_name.into(),
         title: title.into(),
+        size: 0,
+        array_length: 0,
         array_dims: vec![],
-        stl_type: 0,
-        content_type: 0,
+        max_index: [0; 5],
+        tail: ElementTail::None,
     }
 }
 
@@ -391,6 +396,7 @@ fn other_tree_versions_are_read_by_the_files_streamer_info() {
     let info = StreamerInfo {
         class_name: "TTree".into(),
         class_version: 13,
+        checksum: 0,
         elements,
     };
     let members = |w: &mut Writer| {

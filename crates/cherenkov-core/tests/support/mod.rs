@@ -6,6 +6,7 @@
 pub mod federation;
 pub mod nginx;
 pub mod pki;
+pub mod reads;
 pub mod toxiproxy;
 pub mod xrootd;
 

@@ -5,6 +5,8 @@
 //! is started with `-R nobody`: the data directory must be readable by every user.
 
 use super::{find_binary, free_port, wait_for_port, TempDir};
+use cherenkov_core::source::xrootd::XrootdOptions;
+use cherenkov_core::source::RequestPolicy;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -176,5 +178,16 @@ impl XrootdServer {
 impl Drop for XrootdServer {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Options for tests: short timeouts so that faults show quickly.
+/// Three retries, within a window they cannot outlast: error messages count 4 attempts.
+pub fn test_options() -> XrootdOptions {
+    XrootdOptions {
+        policy: RequestPolicy::with_timeout(Duration::from_secs(5))
+            .with_retries(3)
+            .with_retry_window(Duration::from_secs(60)),
+        ..XrootdOptions::default()
     }
 }

@@ -1,6 +1,6 @@
 //! The file's metadata regions read so far (the opening's head and tail, keys lists, objects):
-//! later reads of them cost no request, and raw readers (uproot's source, fsspec) are served
-//! from them too.
+//! later reads of them cost no request, and raw readers (uproot's source, fsspec: see
+//! `engine::raw`) are served from them too.
 
 use super::RootFile;
 use crate::error::{Error, Result};
@@ -16,7 +16,7 @@ impl RootFile {
     }
 
     /// The bytes of `r` when an earlier metadata read holds them.
-    fn held(&self, r: &ByteRange) -> Option<Bytes> {
+    pub(crate) fn held(&self, r: &ByteRange) -> Option<Bytes> {
         if r.len == 0 {
             return Some(Bytes::new());
         }
@@ -30,8 +30,9 @@ impl RootFile {
             })
     }
 
-    /// Read metadata ranges, serving what earlier reads hold and fetching the rest in one request.
-    pub(crate) async fn read_metadata(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+    /// Bring metadata regions into memory (in one request, those not held yet) without parsing
+    /// them: a guess at where the metadata is, which a snapshot does not keep.
+    pub(crate) async fn fetch_regions(&self, ranges: &[ByteRange]) -> Result<()> {
         let missing: Vec<ByteRange> = ranges
             .iter()
             .filter(|r| self.held(r).is_none())
@@ -44,6 +45,14 @@ impl RootFile {
                 .unwrap()
                 .extend(missing.into_iter().zip(got));
         }
+        Ok(())
+    }
+
+    /// Read metadata ranges to parse them, serving what earlier reads hold and fetching the rest
+    /// in one request; the ranges are kept for the file's snapshot.
+    pub(crate) async fn read_metadata(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+        self.fetch_regions(ranges).await?;
+        self.used.lock().unwrap().extend_from_slice(ranges);
         ranges
             .iter()
             .map(|r| {
@@ -57,47 +66,37 @@ impl RootFile {
             .collect()
     }
 
-    /// Read byte ranges for a reader of raw bytes (uproot's source, fsspec): what opening already
-    /// read (the speculative head and tail, keys lists) is served from memory, the rest in one
-    /// request; the answer is not kept. Ranges must lie inside the file.
-    pub async fn read_raw(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
-        if let Some(r) = ranges.iter().find(|r| {
+    /// Refuse ranges that do not lie inside the file (a raw reader's request).
+    pub(crate) fn check_raw(&self, ranges: &[ByteRange]) -> Result<()> {
+        match ranges.iter().find(|r| {
             r.offset
                 .checked_add(r.len)
                 .is_none_or(|end| end > self.size)
         }) {
-            return Err(Error::InvalidArgument(format!(
+            Some(r) => Err(Error::InvalidArgument(format!(
                 "{}: bytes {}..{} asked for, past the end of the file ({} bytes)",
                 self.name(),
                 r.offset,
                 r.offset.saturating_add(r.len),
                 self.size
-            )));
+            ))),
+            None => Ok(()),
         }
-        let mut out: Vec<Option<Bytes>> = ranges.iter().map(|r| self.held(r)).collect();
-        let missing: Vec<ByteRange> = ranges
-            .iter()
-            .zip(&out)
-            .filter(|(_, got)| got.is_none())
-            .map(|(r, _)| *r)
-            .collect();
-        if !missing.is_empty() {
-            let mut got = self.source.read_ranges(&missing).await?.into_iter();
-            for slot in out.iter_mut().filter(|s| s.is_none()) {
-                *slot = got.next();
-            }
+    }
+
+    /// Keep a small region a raw reader read that is no basket (a directory, a keys list, an
+    /// object): the engine's own reads of it (finding a tree in a directory) then cost no request.
+    /// At most `KEPT_RAW_REGIONS` such regions of at most `KEPT_RAW_BYTES` each are kept.
+    pub(crate) fn remember(&self, range: ByteRange, bytes: &Bytes) {
+        const KEPT_RAW_REGIONS: usize = 256;
+        const KEPT_RAW_BYTES: u64 = 1 << 20;
+        let mut regions = self.metadata.lock().unwrap();
+        if range.len <= KEPT_RAW_BYTES
+            && regions.len() < KEPT_RAW_REGIONS
+            && bytes.len() as u64 == range.len
+        {
+            regions.push((range, bytes.clone()));
         }
-        out.into_iter()
-            .zip(ranges)
-            .map(|(b, r)| {
-                b.filter(|b| b.len() as u64 == r.len).ok_or_else(|| {
-                    Error::io(
-                        self.name(),
-                        format!("range {}..{} was not returned whole", r.offset, r.end()),
-                    )
-                })
-            })
-            .collect()
     }
 
     /// The uncompressed bytes of a key's object.

@@ -1,11 +1,15 @@
 //! An open ROOT file: header, directories, streamer infos and trees, read through a byte source.
 //! Opening is here; directories and keys in `keys.rs`, the metadata already read (and raw reads
-//! served from it) in `metadata.rs`, streamer infos in `streamers.rs`.
+//! served from it) in `metadata.rs`, streamer infos in `streamers.rs`, and what opening learned
+//! in a form that travels (to open the file again without reading it) in `snapshot.rs`.
 
 mod keys;
 mod metadata;
 mod recover;
+mod snapshot;
 mod streamers;
+
+pub use snapshot::MetadataSnapshot;
 
 use super::options::OpenOptions;
 use crate::error::{Error, Result};
@@ -18,7 +22,7 @@ use crate::format::interpretation::MemberDims;
 use crate::format::streamers::StreamerInfo;
 use crate::format::tree::{parse_tree, tree_needs_streamer_infos, tree_version, TreeMeta};
 use crate::source::trace::TraceLog;
-use crate::source::{ByteRange, Opened, OpeningHint, SharedSource, SourceOptions};
+use crate::source::{file_changed, ByteRange, Opened, OpeningHint, SharedSource, SourceOptions};
 use bytes::Bytes;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -34,6 +38,8 @@ pub const ROOT_OPENING: OpeningHint = OpeningHint {
     tail: 1 << 20,
 };
 const TAIL_FRACTION: u64 = 32;
+/// Streamer infos read with a keys list that costs a request, at most (larger ones when needed).
+const STREAMERS_WITH_KEYS: u64 = 1 << 20;
 
 #[derive(Debug)]
 pub struct RootFile {
@@ -59,6 +65,10 @@ pub struct RootFile {
     pub trace: Option<Arc<TraceLog>>,
     /// Metadata regions already read (the speculative head and tail, keys lists, objects).
     metadata: Mutex<Vec<(ByteRange, Bytes)>>,
+    /// The metadata ranges parsed (inside those regions): what a snapshot keeps.
+    used: Mutex<Vec<ByteRange>>,
+    /// The version of the file its source opened (see `Opened::version`).
+    pub version: Option<String>,
     /// Its place in the order read-ahead steps decode (a dataset begins its files in order).
     pub order: std::sync::Arc<super::cpu_turns::FileOrder>,
 }
@@ -77,20 +87,67 @@ impl RootFile {
         Self::open(opened, options).await
     }
 
-    /// Open the ROOT file an opened source holds.
-    pub async fn open(opened: Opened, options: &OpenOptions) -> Result<RootFile> {
+    /// Open a file (or replicas of one) whose metadata an earlier open learned (`snapshot`): no
+    /// read beyond the protocol's own opening. A file whose size or version on its server is
+    /// not the snapshot's is refused as changed (`source::is_file_changed`).
+    pub async fn open_known(
+        urls: &[String],
+        options: &OpenOptions,
+        known: MetadataSnapshot,
+    ) -> Result<RootFile> {
+        // Replicas still compare their head and tail with each other while opening.
+        let source_options = match urls {
+            [_] => SourceOptions {
+                opening: OpeningHint::default(),
+                ..options.source.clone()
+            },
+            _ => with_root_opening(&options.source),
+        };
+        let opened = crate::source::open_replicas(urls, &source_options).await?;
+        Self::open_as_known(opened, options, known).await
+    }
+
+    /// Open the ROOT file an opened source holds, with the metadata an earlier open learned
+    /// (see `open_known`).
+    pub async fn open_as_known(
+        opened: Opened,
+        options: &OpenOptions,
+        known: MetadataSnapshot,
+    ) -> Result<RootFile> {
         let name = opened.source.name().to_string();
-        Self::open_inner(opened, options)
+        let (size, version) = (opened.source.size(), opened.version.as_deref());
+        let other_version = matches!((version, &known.version), (Some(v), Some(k)) if v != k);
+        if size != known.size || other_version {
+            let was = describe_version(known.size, known.version.as_deref());
+            let now = describe_version(size, version);
+            return Err(file_changed(
+                &name,
+                format!("{was} when its metadata was learned, {now} now"),
+            ));
+        }
+        Self::open_inner(opened, options, Some(known))
             .await
             .map_err(|e| e.in_file(&name))
     }
 
-    async fn open_inner(opened: Opened, options: &OpenOptions) -> Result<RootFile> {
+    /// Open the ROOT file an opened source holds.
+    pub async fn open(opened: Opened, options: &OpenOptions) -> Result<RootFile> {
+        let name = opened.source.name().to_string();
+        Self::open_inner(opened, options, None)
+            .await
+            .map_err(|e| e.in_file(&name))
+    }
+
+    async fn open_inner(
+        opened: Opened,
+        options: &OpenOptions,
+        known: Option<MetadataSnapshot>,
+    ) -> Result<RootFile> {
         let Opened {
             source,
-            reads: opening,
+            reads: mut opening,
             trace,
-            ..
+            version,
         } = opened;
         let requests_before_open = source.report().counters.requests;
         let size = source.size();
@@ -101,13 +158,13 @@ impl RootFile {
             ));
         }
         // Sources that read the head and tail while opening (HTTP) spare the speculative read.
-        let head = ByteRange::new(0, size.min(ROOT_OPENING.head));
-        let tail_len = (size / TAIL_FRACTION)
-            .clamp(ROOT_OPENING.tail / 4, ROOT_OPENING.tail * 4)
-            .min(size - head.len);
-        let mut speculative = vec![head];
-        if tail_len > 0 && opening.is_empty() {
-            speculative.push(ByteRange::new(size - tail_len, tail_len));
+        let mut speculative = opening_reads(size);
+        if !opening.is_empty() {
+            speculative.truncate(1);
+        }
+        if let Some(known) = known {
+            opening.extend(known.regions);
+            speculative.clear();
         }
         let mut file = RootFile {
             source,
@@ -122,9 +179,14 @@ impl RootFile {
             speculation: options.speculation,
             member_dims: options.member_dims,
             metadata: Mutex::new(opening),
+            used: Mutex::default(),
+            version,
             order: Default::default(),
         };
-        let got = file.read_metadata(&speculative).await?;
+        file.fetch_regions(&speculative).await?;
+        let got = file
+            .read_metadata(&[ByteRange::new(0, size.min(FILE_HEADER_LEN as u64))])
+            .await?;
         let header = FileHeader::parse(&got[0])?;
         // As ROOT checks: a file shorter than its header's fEND was cut short.
         if header.end > size {
@@ -153,7 +215,29 @@ impl RootFile {
                 "the top directory's keys list",
             )?;
             let keys_range = ByteRange::new(record.seek_keys, record.keys_bytes as u64);
-            let raw_keys = file.read_metadata(&[keys_range]).await?.remove(0);
+            // uproot reads a keys list with 8 bytes past its end: read as it does, its read is
+            // served from what opening read.
+            let padded = ByteRange::new(
+                keys_range.offset,
+                (keys_range.len + 8).min(size - keys_range.offset),
+            );
+            let mut reads = vec![padded];
+            // When the keys list costs a request, the streamer infos come with it (split objects
+            // need them, and uproot reads them at once): they cost no round trip of their own.
+            let info = ByteRange::new(file.header.seek_info, file.header.info_bytes as u64);
+            if !file.holds(&padded)
+                && info.offset > 0
+                && info.end() <= size
+                && info.len <= STREAMERS_WITH_KEYS
+                && !file.holds(&info)
+            {
+                reads.push(info);
+            }
+            let raw_keys = file
+                .read_metadata(&reads)
+                .await?
+                .remove(0)
+                .slice(..keys_range.len as usize);
             file.keys = parse_keys_list(&raw_keys, record.seek_keys)?;
         } else {
             // Never closed: its objects are found by walking the records, as ROOT recovers them.
@@ -208,6 +292,24 @@ impl RootFile {
         }
         Ok(tree)
     }
+}
+
+/// What opening reads of a file of `size` bytes: its head, and its tail (if any is left).
+pub fn opening_reads(size: u64) -> Vec<ByteRange> {
+    let head = ByteRange::new(0, size.min(ROOT_OPENING.head));
+    let tail_len = (size / TAIL_FRACTION)
+        .clamp(ROOT_OPENING.tail / 4, ROOT_OPENING.tail * 4)
+        .min(size - head.len);
+    let mut reads = vec![head];
+    if tail_len > 0 {
+        reads.push(ByteRange::new(size - tail_len, tail_len));
+    }
+    reads
+}
+
+/// "1234 bytes, version mtime 1700000000" (or "version unknown").
+fn describe_version(size: u64, version: Option<&str>) -> String {
+    format!("{size} bytes, version {}", version.unwrap_or("unknown"))
 }
 
 /// `options`, asking sources to read where ROOT keeps what opening needs.

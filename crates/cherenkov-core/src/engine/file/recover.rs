@@ -38,7 +38,10 @@ impl RootFile {
                 let len = WINDOW.max(KEY_HEADER_MAX as u64).min(self.size - pos);
                 window = (
                     pos,
-                    self.read_raw(&[ByteRange::new(pos, len)]).await?.remove(0),
+                    self.source
+                        .read_ranges(&[ByteRange::new(pos, len)])
+                        .await?
+                        .remove(0),
                 );
             }
             let at = (pos - window.0) as usize;

@@ -76,7 +76,7 @@ impl Ntuple {
             )?;
             // From before the head's end too: held regions serve only ranges they contain whole.
             let from = key.seek_key.saturating_sub(HEADER_BEFORE_ANCHOR);
-            file.read_metadata(&[ByteRange::new(from, anchor_key.end() - from)])
+            file.fetch_regions(&[ByteRange::new(from, anchor_key.end() - from)])
                 .await?;
         }
         let object = file.read_object(&key).await?;

@@ -144,8 +144,9 @@ impl FileWriter {
         let in_file = |e: Error| e.in_file(path);
         let read = |offset: u64, len: u64| -> Result<Vec<u8>> {
             let r = ByteRange::new(offset, len);
+            existing.check_raw(&[r])?;
             Ok(runtime()
-                .block_on(existing.read_raw(&[r]))?
+                .block_on(existing.read_metadata(&[r]))?
                 .remove(0)
                 .to_vec())
         };

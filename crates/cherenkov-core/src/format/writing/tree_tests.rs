@@ -85,7 +85,7 @@ fn trees_round_trip_through_the_parser() {
     let tree = sample();
     let key_len = 70;
     let raw = write_tree(&tree, key_len);
-    let meta: TreeMeta = parse_tree(&raw, key_len as usize, "TTree", "t").unwrap();
+    let meta: TreeMeta = parse_tree(&raw, key_len as usize, "TTree", "t", &[]).unwrap();
     assert_eq!(
         (meta.name.as_str(), meta.title.as_str()),
         ("Events", "a title")
@@ -161,7 +161,7 @@ fn empty_trees_round_trip() {
         b.entries = 0;
         b.baskets.clear();
     }
-    let meta = parse_tree(&write_tree(&tree, 0), 0, "TTree", "t").unwrap();
+    let meta = parse_tree(&write_tree(&tree, 0), 0, "TTree", "t", &[]).unwrap();
     assert_eq!(meta.entries, 0);
     assert!(meta
         .branches
@@ -209,7 +209,7 @@ fn cluster_sizes_round_trip_through_the_cluster_iterator() {
             b.entries = tree.entries;
             b.baskets = baskets.clone();
         }
-        let meta = parse_tree(&write_tree(&tree, 0), 0, "TTree", "t").unwrap();
+        let meta = parse_tree(&write_tree(&tree, 0), 0, "TTree", "t", &[]).unwrap();
         let mut expected = vec![0];
         for n in &sizes {
             expected.push(expected.last().unwrap() + n);

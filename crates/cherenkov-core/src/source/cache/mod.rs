@@ -17,10 +17,12 @@
 //! Processes sharing the cache lock the ranges they fetch (`lock`) until their entry is written,
 //! so a range wanted by several at once travels once. A cache directory that cannot be written
 //! (full disk, read-only) turns into a pass-through with one warning. Entries are evicted least
-//! recently used first when the cache outgrows its cap.
+//! recently used first when the cache outgrows its cap. Beside the ranges, the cache keeps small
+//! named records for the layers above (`notes`: what a dataset's files hold), pruned with them.
 
 mod index;
 mod lock;
+pub mod notes;
 mod store;
 mod writer;
 
@@ -443,7 +445,10 @@ fn layout_root(root_or_dir: &Path) -> PathBuf {
 
 /// What the cache at `dir` holds.
 pub fn summary(dir: &Path) -> CacheSummary {
-    let mut s = CacheSummary::default();
+    let mut s = CacheSummary {
+        bytes: notes::list(dir).iter().map(|n| n.size).sum(),
+        ..CacheSummary::default()
+    };
     for file_dir in file_dirs(&dir.join(LAYOUT)) {
         s.files += 1;
         for found in store::list(&file_dir) {
@@ -457,8 +462,9 @@ pub fn summary(dir: &Path) -> CacheSummary {
 /// Remove least recently used entries until the cache holds at most `max_bytes`; returns the
 /// bytes removed.
 pub fn prune(root_or_dir: &Path, max_bytes: u64) -> std::io::Result<u64> {
-    let mut all = Vec::new();
-    for file_dir in file_dirs(&layout_root(root_or_dir)) {
+    let root = layout_root(root_or_dir);
+    let mut all = notes::list(root.parent().unwrap_or(&root));
+    for file_dir in file_dirs(&root) {
         store::remove_stale_partials(&file_dir);
         all.extend(store::list(&file_dir));
     }
@@ -479,7 +485,7 @@ pub fn prune(root_or_dir: &Path, max_bytes: u64) -> std::io::Result<u64> {
 /// Remove everything the cache at `dir` holds; returns the bytes removed.
 pub fn clear(dir: &Path) -> std::io::Result<u64> {
     let bytes = summary(dir).bytes;
-    for layout in OLD_LAYOUTS.iter().chain([&LAYOUT]) {
+    for layout in OLD_LAYOUTS.iter().chain([&LAYOUT, &notes::FOLDER]) {
         match fs::remove_dir_all(dir.join(layout)) {
             Err(e) if e.kind() != ErrorKind::NotFound => return Err(e),
             _ => {}

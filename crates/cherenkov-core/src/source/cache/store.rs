@@ -155,10 +155,15 @@ pub struct Found {
 
 /// Entry files in `file_dir`.
 pub fn list(file_dir: &Path) -> Vec<Found> {
+    list_named(file_dir, is_entry)
+}
+
+/// Files in `dir` whose names `wanted` accepts, with their sizes and last use.
+pub(super) fn list_named(dir: &Path, wanted: impl Fn(&str) -> bool) -> Vec<Found> {
     let mut out = Vec::new();
-    for entry in fs::read_dir(file_dir).into_iter().flatten().flatten() {
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
         let name = entry.file_name();
-        if !name.to_str().is_some_and(is_entry) {
+        if !name.to_str().is_some_and(&wanted) {
             continue;
         }
         if let Ok(meta) = entry.metadata() {

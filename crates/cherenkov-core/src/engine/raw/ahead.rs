@@ -7,8 +7,8 @@
 //! budget: see `read_ahead`); a read off the pattern drops what was fetched ahead. The bytes
 //! fetched ahead and never used are the cost, measured as for lazy chunks (`speculation.rs`).
 
-use super::speculation::{Ledger, Speculation};
-use super::stats::EngineStats;
+use crate::engine::speculation::{Ledger, Speculation};
+use crate::engine::stats::EngineStats;
 use crate::error::Result;
 use crate::source::{ByteRange, SharedSource};
 use bytes::Bytes;

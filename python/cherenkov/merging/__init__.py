@@ -1,0 +1,228 @@
+"""Merging many small ROOT files into few large ones, laid out for reading from far away.
+
+>>> report = cherenkov.merge("jobs/*.root", "merged.root", max_size=10 << 30)
+>>> report.outputs                # ["merged_0.root", "merged_1.root"] when split by max_size
+>>> print(report.table())
+
+Inputs are given as every dataset function takes them (paths, URLs, globs, replicas,
+``{file: tree}``) and read with the engine's read-ahead (`cherenkov.iterate`: the next files
+opened and their first clusters fetched while one is read). Trees are concatenated in input order
+and written by cherenkov's writer with its layout policy (*rewrite*: clusters of ROOT's AutoFlush
+size, one basket per branch per cluster, metadata at the end); histograms are summed and other
+objects copied from the first input (see `cherenkov.merging.objects`). Each output is written
+under a temporary name and appears under its own when complete: an interrupted merge leaves no
+output that looks complete, and a rerun starts it again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import awkward as ak
+
+from cherenkov.arrays import to_layout
+from cherenkov.dataset import file_specs, iterate
+from cherenkov.merging.objects import copy_objects
+from cherenkov.merging.schema import InputInfo, column_types, combine, default_column, describe
+from cherenkov.writing import _layout, recreate
+
+MODES = ("auto", "copy", "rewrite")
+FORMATS = (None, "ttree", "rntuple")
+STEP_ENTRIES = 100_000
+
+
+@dataclass
+class TableReport:
+    """What the merge did with one tree: the mode chosen and why, entries and columns written,
+    columns filled with defaults (``schema="union"``: {column: inputs lacking it}) or left out
+    (``"intersection"``), inputs without the tree (``"union"``)."""
+
+    mode: str
+    reason: str
+    entries: int = 0
+    columns: int = 0
+    filled: dict[str, list[str]] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    lacking: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MergeReport:
+    """What `merge` wrote: the outputs and the inputs each holds, each tree's `TableReport`,
+    histograms summed, objects copied from the first input, objects not copied and why."""
+
+    outputs: list[str] = field(default_factory=list)
+    inputs: list[list[str]] = field(default_factory=list)
+    trees: dict[str, TableReport] = field(default_factory=dict)
+    histograms: list[str] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)
+    bytes_read: int = 0
+    bytes_written: int = 0
+    seconds: float = 0.0
+
+    def table(self) -> str:
+        """A few lines for a terminal."""
+        lines = [
+            f"{sum(len(i) for i in self.inputs)} inputs ({self.bytes_read / 1e6:.1f} MB) -> {len(self.outputs)} outputs "
+            f"({self.bytes_written / 1e6:.1f} MB) in {self.seconds:.2f} s"
+        ]
+        for output, inputs in zip(self.outputs, self.inputs):
+            lines.append(f"  {output}: {len(inputs)} inputs")
+        for name, t in self.trees.items():
+            lines.append(f"  tree {name}: {t.mode} ({t.reason}), {t.entries} entries, {t.columns} branches")
+            if t.filled:
+                lines.append(f"    filled with defaults where missing: {', '.join(t.filled)}")
+            if t.dropped:
+                lines.append(f"    left out (not in every input): {', '.join(t.dropped)}")
+            if t.lacking:
+                lines.append(f"    inputs without it: {', '.join(t.lacking)}")
+        if self.histograms:
+            lines.append(f"  summed: {', '.join(self.histograms)}")
+        if self.copied:
+            lines.append(f"  copied from the first input: {', '.join(self.copied)}")
+        for path, why in self.skipped.items():
+            lines.append(f"  not copied: {path}: {why}")
+        return "\n".join(lines)
+
+
+def merge(
+    inputs,
+    output: str | os.PathLike,
+    *,
+    max_size: int | None = None,
+    mode: str = "auto",
+    schema: str = "strict",
+    format: str | None = None,
+    compression=None,
+    progress=True,
+    **open_options,
+) -> MergeReport:
+    """Merge `inputs` into `output` (see the module's help). `max_size` (bytes of input per
+    output) splits the inputs, in order, into outputs named ``stem_0.root``, ``stem_1.root``, ...;
+    `mode` ``"rewrite"`` re-clusters (``"auto"`` picks it; ``"copy"``, baskets copied as they are,
+    is not in this build); `schema` ``"strict"`` (the inputs' branches must agree), ``"union"``
+    (missing branches filled with defaults) or ``"intersection"`` (common branches only);
+    `format` ``"ttree"`` or ``"rntuple"`` (default: each tree's own); `compression` the writer's
+    (default: the first input's); `progress` True shows bars when stderr is a terminal, False
+    none, a callable gets `cherenkov.progress.ProgressUpdate`s. Other keywords go to
+    `cherenkov.open`."""
+    if mode not in MODES:
+        raise ValueError(f"mode={mode!r}: one of {', '.join(MODES)}")
+    if mode == "copy":
+        raise NotImplementedError("mode='copy' (baskets copied without decompression) is not in this build: use 'rewrite' or 'auto'")
+    if format not in FORMATS:
+        raise ValueError(f"format={format!r}: 'ttree' or 'rntuple'")
+    started = time.perf_counter()
+    specs = file_specs(inputs)
+    named_trees = [s.tree for s in specs if s.tree]
+    infos = describe(specs, open_options)
+    first = infos[0]
+    tables = list(dict.fromkeys(named_trees)) if named_trees else list(first.tables)
+    for table in tables:
+        if not any(table in i.tables for i in infos):
+            raise ValueError(f"no input has a tree {table!r}")
+    objects = {} if named_trees else first.objects
+    setting = first.compression if compression is None else compression
+    groups = split(infos, max_size)
+    report = MergeReport(bytes_read=sum(i.size for i in infos))
+    progress = None if progress is True else progress
+    plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
+    for n, group in enumerate(groups):
+        path = output_name(os.fspath(output), n, len(groups))
+        with recreate(path, compression=setting) as out:
+            copy_objects(out, [i.spec for i in group], objects, report)
+            for table, plan in plans.items():
+                _write_table(out, table, plan, group, progress, open_options)
+        report.outputs.append(path)
+        report.inputs.append([i.spec.replicas[0] for i in group])
+        report.bytes_written += os.path.getsize(path)
+    for table, plan in plans.items():
+        report.trees[table] = TableReport(
+            "rewrite",
+            "copy mode is not in this build" if mode == "auto" else "asked for",
+            sum(i.tables[table].entries for i in infos if table in i.tables),
+            len(plan["names"]),
+            plan["missing"],
+            plan["dropped"],
+            [i.spec.replicas[0] for i in infos if table not in i.tables],
+        )
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def split(infos: list[InputInfo], max_size: int | None) -> list[list[InputInfo]]:
+    """Consecutive inputs grouped so that each group's input bytes stay within `max_size` (a
+    group holds at least one input, however large)."""
+    if max_size is None:
+        return [infos]
+    if max_size <= 0:
+        raise ValueError(f"max_size={max_size}: a positive number of bytes")
+    groups: list[list[InputInfo]] = [[]]
+    size = 0
+    for info in infos:
+        if groups[-1] and size + info.size > max_size:
+            groups.append([])
+            size = 0
+        groups[-1].append(info)
+        size += info.size
+    return groups
+
+
+def output_name(output: str, index: int, count: int) -> str:
+    """`output` itself for one output, else ``stem_<index>.ext`` (zero-padded to sort)."""
+    if count == 1:
+        return output
+    stem, ext = os.path.splitext(output)
+    return f"{stem}_{index:0{len(str(count - 1))}d}{ext or '.root'}"
+
+
+def _plan(table: str, infos: list[InputInfo], schema: str, format: str | None, open_options: dict) -> dict:
+    names, missing = combine(table, infos, schema)
+    having = [i for i in infos if table in i.tables]
+    everything = list(dict.fromkeys(n for i in having for n in i.tables[table].columns))
+    kind = having[0].tables[table].kind
+    return {
+        "names": names,
+        "missing": missing,
+        "dropped": [n for n in everything if n not in names],
+        "types": column_types(table, names, having, open_options),
+        "format": format or ("rntuple" if kind == "RNTuple" else "ttree"),
+    }
+
+
+def _write_table(out, table: str, plan: dict, group: list[InputInfo], progress, open_options: dict) -> None:
+    """Concatenate `table` of the group's inputs into `out`, runs of inputs with the same
+    columns read by one `iterate` (its read-ahead crosses their files)."""
+    names, types = plan["names"], plan["types"]
+    tree = out.mktree(table, types, format=plan["format"])
+    runs: list[tuple[list[str], list[InputInfo]]] = []
+    for info in group:
+        if table not in info.tables:
+            continue
+        present = [n for n in names if n in info.tables[table].columns]
+        if runs and runs[-1][0] == present:
+            runs[-1][1].append(info)
+        else:
+            runs.append((present, [info]))
+    specs = dict(tree._columns)
+    for present, run in runs:
+        files = [list(i.spec.replicas) for i in run]
+        steps = iterate(
+            files, present, tree=table, library="layouts", report=True, step_size=STEP_ENTRIES, progress=progress, **open_options
+        )
+        for chunk, where in steps:
+            length = where.tree_entry_stop - where.tree_entry_start
+            tree._extend_layouts([_column(name, chunk, length, types, specs) for name in names])
+
+
+def _column(name: str, chunk: dict, length: int, types: dict, specs: dict) -> dict:
+    """Column `name` of a chunk read as layouts, as the writer takes it: as read (the writer
+    takes read layouts as they are), or defaults (lists as long as their counter, when the chunk
+    has it)."""
+    if name in chunk:
+        return chunk[name]
+    counters = {n: ak.Array(to_layout(chunk[n])) for n in (f"n{name}", f"n{name.split('_', 1)[0]}") if n in chunk}
+    return _layout(default_column(name, types[name], length, counters), specs[name], name)

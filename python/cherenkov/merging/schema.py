@@ -1,0 +1,158 @@
+"""What a merge reads from each input before writing: its tables (TTrees, RNTuples), their
+columns and types, its other objects, its size; and how the inputs' column sets combine
+(``schema="strict"``, ``"union"``, ``"intersection"``)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from cherenkov.arrays import to_layout
+from cherenkov.dataset import TABLE_CLASSES
+from cherenkov.file import open as open_file
+from cherenkov.processing.dataset import FileSpec
+from cherenkov.writing import _from_ak_type
+
+SCHEMAS = ("strict", "union", "intersection")
+OPENED_AT_ONCE = 8
+
+
+@dataclass
+class TableSchema:
+    """A table of one input: its entries and its top-level readable columns (name -> typename)."""
+
+    kind: str  # "TTree" or "RNTuple"
+    entries: int
+    columns: dict[str, str]
+
+
+@dataclass
+class InputInfo:
+    spec: FileSpec
+    size: int
+    compression: int
+    tables: dict[str, TableSchema]
+    objects: dict[str, str] = field(default_factory=dict)  # path -> class, tables and dirs left out
+
+
+def describe(specs: list[FileSpec], open_options: dict) -> list[InputInfo]:
+    """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap)."""
+    with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
+        return list(pool.map(lambda s: _describe(s, open_options), specs))
+
+
+def _describe(spec: FileSpec, open_options: dict) -> InputInfo:
+    with open_file(list(spec.replicas), **open_options) as f:
+        tables, objects = {}, {}
+        for key, cls in f.classnames().items():
+            path = key.split(";")[0]
+            if cls in TABLE_CLASSES:
+                if path not in tables:
+                    tables[path] = _table_schema(f[path])
+            elif cls not in ("TDirectory", "TDirectoryFile") and path not in objects:
+                objects[path] = cls
+        return InputInfo(spec, f.size, f._core.compression, tables, objects)
+
+
+def _table_schema(table) -> TableSchema:
+    kind = "RNTuple" if type(table).__name__ == "RNTuple" else "TTree"
+    columns = {b.name: b.typename for b in table.branches if b.readable and b.parent is None}
+    return TableSchema(kind, table.num_entries, columns)
+
+
+def combine(table: str, inputs: list[InputInfo], schema: str) -> tuple[list[str], dict[str, list[str]]]:
+    """The output's columns of `table` (in the first input's order, then new ones as met) and,
+    for ``union``, the inputs each column is missing from (filled with defaults). ``strict``
+    refuses inputs whose columns or types differ, naming the file and the column."""
+    if schema not in SCHEMAS:
+        raise ValueError(f"schema={schema!r}: one of {', '.join(SCHEMAS)}")
+    having = [i for i in inputs if table in i.tables]
+    if schema != "union" and len(having) < len(inputs):
+        lacking = next(i for i in inputs if table not in i.tables)
+        raise ValueError(f"{lacking.spec.replicas[0]} has no tree {table!r}; schema='union' merges the inputs that have it")
+    first = having[0].tables[table].columns
+    names = list(first)
+    types = dict(first)
+    for info in having[1:]:
+        columns = info.tables[table].columns
+        for name, typename in columns.items():
+            if name in types and types[name] != typename:
+                raise ValueError(
+                    f"{info.spec.replicas[0]}: tree {table!r}, branch {name!r} is {typename}, {types[name]} in {having[0].spec.replicas[0]}"
+                )
+        if schema == "strict" and list(columns) != names:
+            missing = [n for n in names if n not in columns]
+            extra = [n for n in columns if n not in types]
+            raise ValueError(
+                f"{info.spec.replicas[0]}: tree {table!r} has other branches than {having[0].spec.replicas[0]} "
+                f"(missing {missing[:10]}, more {extra[:10]}); "
+                "schema='union' fills missing ones with defaults, 'intersection' keeps common ones"
+            )
+        if schema == "union":
+            for name, typename in columns.items():
+                if name not in types:
+                    names.append(name)
+                    types[name] = typename
+        elif schema == "intersection":
+            names = [n for n in names if n in columns]
+    missing = {}
+    if schema == "union":
+        for name in names:
+            lacking = [i.spec.replicas[0] for i in having if name not in i.tables[table].columns]
+            if lacking:
+                missing[name] = lacking
+    return names, missing
+
+
+def column_types(table: str, names: list[str], inputs: list[InputInfo], open_options: dict) -> dict:
+    """The writer's type of each column, from a read of no entries in the first input having it;
+    ``std::vector`` branches stay vectors (awkward lists would become counted leaves)."""
+    types: dict = {}
+    for info in inputs:
+        wanted = [n for n in names if n not in types and n in info.tables.get(table, TableSchema("", 0, {})).columns]
+        if not wanted:
+            continue
+        with open_file(list(info.spec.replicas), **open_options) as f:
+            t = f[table]
+            empty = t.arrays(wanted, entry_start=0, entry_stop=0, library="layouts")
+            for name in wanted:
+                typename = info.tables[table].columns[name]
+                types[name] = typename if _is_vector(typename) else _from_ak_type(to_layout(empty[name]).form.type, name)
+        if len(types) == len(names):
+            break
+    return {n: types[n] for n in names}
+
+
+def _is_vector(typename: str) -> bool:
+    return typename.replace(" ", "").startswith(("std::vector<", "vector<", "ROOT::VecOps::RVec<"))
+
+
+def default_column(name: str, spec, length: int, chunk: dict):
+    """A column `name` of `length` default values (0, empty lists, empty strings) of the writer's
+    type `spec`; a list of numbers takes its lengths from its counter in `chunk` when there (as
+    the writer finds it: ``n`` + the name, or ``n`` + its prefix), so the two agree."""
+    import awkward as ak
+
+    if isinstance(spec, str):  # a C++ vector: empty vectors
+        return ak.Array(ak.contents.ListOffsetArray(ak.index.Index64(np.zeros(length + 1, np.int64)), ak.contents.EmptyArray()))
+    if spec[0] == "number":
+        return np.zeros(length, dtype=spec[1])
+    if spec[0] == "fixed":
+        shape, inner = [length], spec
+        while inner[0] == "fixed":
+            shape.append(inner[1])
+            inner = inner[2]
+        return np.zeros(shape, dtype=inner[1]) if inner[0] == "number" else ak.Array([[]] * length)
+    if spec[0] == "string":
+        return ak.Array([""] * length)
+    if spec[0] == "list":
+        counts = np.zeros(length, np.int64)
+        for counter in (f"n{name}", f"n{name.split('_', 1)[0]}"):
+            if counter in chunk and spec[1][0] in ("number", "fixed"):
+                counts = np.asarray(chunk[counter], dtype=np.int64)
+                break
+        content = default_column(name, spec[1], int(counts.sum()), chunk)
+        return ak.unflatten(content, counts)
+    raise TypeError(f"no default value for a column of type {spec}")

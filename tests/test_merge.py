@@ -1,0 +1,360 @@
+"""`cherenkov.merge` and `cherenkov merge`: many files into few, rewritten by cherenkov's writer.
+Outputs are read back by cherenkov and uproot (ROOT too where it imports) and compared with the
+concatenation of the inputs as uproot reads them; histograms are compared with their sums."""
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import awkward as ak
+import cherenkov
+import numpy as np
+import pytest
+from conftest import REPO, TESTDATA
+
+uproot = pytest.importorskip("uproot")
+hist = pytest.importorskip("hist")
+
+TYPES = {
+    "x": "float64",
+    "i": "int32",
+    "a": "3 * int16",
+    "nMuon": "int32",
+    "Muon_pt": "var * float32",
+    "v": "std::vector<float>",
+    "s": "string",
+    "vs": "var * string",
+}
+
+
+def columns(n: int, seed: int) -> dict:
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(0, 5, n)
+    return {
+        "x": rng.normal(size=n),
+        "i": np.arange(n, dtype=np.int32) + 1000 * seed,
+        "a": rng.integers(-100, 100, (n, 3)).astype(np.int16),
+        "nMuon": counts.astype(np.int32),
+        "Muon_pt": ak.unflatten(rng.random(counts.sum()).astype(np.float32), counts),
+        "v": ak.unflatten(rng.random(counts[::-1].sum()).astype(np.float32), counts[::-1]),
+        "s": ak.Array([f"s{seed}-{k}" * (k % 4) for k in range(n)]),
+        "vs": ak.Array([[f"{k}"] * (k % 3) for k in range(n)]),
+    }
+
+
+def write_input(path: Path, n: int, seed: int, *, types=TYPES, hists: bool = True) -> dict:
+    """An input of `n` entries in many small clusters, with histograms and a TObjString."""
+    data = {k: v for k, v in columns(n, seed).items() if k in types}
+    with cherenkov.recreate(path) as f:
+        tree = f.mktree("Events", types, cluster_bytes=4_000)
+        for lo in range(0, n, 250):
+            tree.extend({k: v[lo : lo + 250] for k, v in data.items()})
+    if hists:
+        rng = np.random.default_rng(seed)
+        with uproot.update(path) as f:
+            f["h1"] = hist.Hist.new.Reg(10, -3, 3).Weight().fill(rng.normal(size=500), weight=rng.random(500))
+            f["dir/h2"] = hist.Hist.new.Reg(4, 0, 1).Reg(5, 0, 1).Double().fill(rng.random(300), rng.random(300))
+            f["prof"] = hist.Hist.new.Reg(6, 0, 1).Mean().fill(rng.random(200), sample=rng.normal(size=200))
+            f["note"] = f"written by seed {seed}"
+    return data
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("merge-inputs")
+    paths, datas = [], []
+    for seed, n in enumerate([1200, 7, 3000, 1]):
+        path = folder / f"in{seed}.root"
+        datas.append(write_input(path, n, seed))
+        paths.append(path)
+    return paths, datas
+
+
+def concatenated(paths, names) -> dict:
+    parts = [uproot.open(p)["Events"].arrays(names, library="ak") for p in paths]
+    return {n: ak.concatenate([p[n] for p in parts]) for n in names}
+
+
+def assert_same(paths_out, paths_in, names):
+    want = concatenated(paths_in, names)
+    parts = [cherenkov.open(p)["Events"].arrays(names, library="ak") for p in paths_out]
+    ours = {n: ak.concatenate([p[n] for p in parts]) for n in names}
+    theirs = concatenated(paths_out, names)
+    for n in names:
+        assert ak.array_equal(ours[n], want[n], equal_nan=True), n
+        assert ak.array_equal(theirs[n], want[n], equal_nan=True), n
+
+
+def test_trees_concatenated_and_rewritten(inputs, tmp_path):
+    paths, _ = inputs
+    out = tmp_path / "merged.root"
+    report = cherenkov.merge([str(p) for p in paths], out, progress=False)
+    assert report.outputs == [str(out)] and report.inputs == [[str(p) for p in paths]]
+    assert_same([out], paths, list(TYPES))
+    tree = cherenkov.open(out)["Events"]
+    assert tree.num_entries == 1200 + 7 + 3000 + 1 == report.trees["Events"].entries
+    assert report.trees["Events"].mode == "rewrite" and report.trees["Events"].columns == len(TYPES)
+    # The writer's layout: few clusters of one basket per branch, not the inputs' many small ones.
+    inputs_baskets = sum(b.num_baskets for p in paths for b in cherenkov.open(p)["Events"].branches)
+    assert len(tree.cluster_boundaries) == 2
+    assert all(b.num_baskets == 1 for b in tree.branches)
+    assert inputs_baskets > 20 * len(tree.branches)
+    # std::vector branches stay vectors, counted leaves stay counted.
+    typenames = {b.name: b.typename for b in tree.branches}
+    assert "vector" in typenames["v"] and "vector" not in typenames["Muon_pt"]
+
+
+def test_histograms_summed_other_objects_copied(inputs, tmp_path):
+    paths, _ = inputs
+    out = tmp_path / "merged.root"
+    report = cherenkov.merge(paths, out, progress=False)
+    assert sorted(report.histograms) == ["dir/h2", "h1", "prof"] and report.copied == ["note"] and not report.skipped
+    merged = uproot.open(out)
+    ins = [uproot.open(p) for p in paths]
+    for name in ("h1", "dir/h2", "prof"):
+        got = merged[name]
+        assert got.classname == ins[0][name].classname
+        assert np.allclose(got.values(flow=True), sum(f[name].values(flow=True) for f in ins) if name != "prof" else got.values(flow=True))
+        for member in ("fEntries", "fTsumw", "fTsumw2", "fTsumwx", "fTsumwx2"):
+            assert np.isclose(got.member(member), sum(f[name].member(member) for f in ins)), (name, member)
+    assert np.allclose(merged["h1"].variances(flow=True), sum(f["h1"].variances(flow=True) for f in ins))
+    # A profile's sums of weights and of weighted values add up; its means follow from them.
+    assert np.allclose(merged["prof"].member("fBinEntries"), sum(np.asarray(f["prof"].member("fBinEntries")) for f in ins))
+    sumwy = sum(f["prof"].values(flow=True) * np.asarray(f["prof"].member("fBinEntries")) for f in ins)
+    entries = np.asarray(merged["prof"].member("fBinEntries"))
+    assert np.allclose(merged["prof"].values(flow=True)[entries > 0], (sumwy / np.where(entries > 0, entries, 1))[entries > 0])
+    assert str(merged["note"]) == "written by seed 0"
+
+
+def test_max_size_splits_in_order(inputs, tmp_path):
+    paths, _ = inputs
+    sizes = [os.path.getsize(p) for p in paths]
+    assert sizes[0] + sizes[1] + sizes[2] > max(sizes[0] + sizes[1], sizes[2] + sizes[3])  # so two outputs
+    report = cherenkov.merge(paths, tmp_path / "part.root", max_size=max(sizes[0] + sizes[1], sizes[2] + sizes[3]), progress=False)
+    assert report.outputs == [str(tmp_path / "part_0.root"), str(tmp_path / "part_1.root")]
+    assert report.inputs == [[str(paths[0]), str(paths[1])], [str(paths[2]), str(paths[3])]]
+    assert_same(report.outputs, paths, ["i", "s", "v"])
+    # Each output sums its own inputs' histograms.
+    h = uproot.open(report.outputs[1])["h1"].values(flow=True)
+    assert np.allclose(h, uproot.open(paths[2])["h1"].values(flow=True) + uproot.open(paths[3])["h1"].values(flow=True))
+
+
+def test_schema_strict_union_intersection(tmp_path):
+    full = tmp_path / "full.root"
+    less = tmp_path / "less.root"
+    write_input(full, 500, 1, hists=False)
+    write_input(less, 300, 2, types={k: v for k, v in TYPES.items() if k not in ("Muon_pt", "s")}, hists=False)
+    with pytest.raises(ValueError, match=r"less\.root.*Events.*missing \['Muon_pt', 's'\]"):
+        cherenkov.merge([full, less], tmp_path / "strict.root", progress=False)
+    assert not (tmp_path / "strict.root").exists()
+
+    report = cherenkov.merge([full, less], tmp_path / "union.root", schema="union", progress=False)
+    assert report.trees["Events"].filled == {"Muon_pt": [str(less)], "s": [str(less)]}
+    got = uproot.open(tmp_path / "union.root")["Events"].arrays(library="ak")
+    first = uproot.open(full)["Events"].arrays(library="ak")
+    second = uproot.open(less)["Events"].arrays(library="ak")
+    assert ak.array_equal(got["Muon_pt"][:500], first["Muon_pt"])
+    # Missing lists take their counter's lengths (zeros), missing strings are empty.
+    assert ak.num(got["Muon_pt"][500:]).tolist() == second["nMuon"].tolist()
+    assert ak.all(ak.flatten(got["Muon_pt"][500:]) == 0) and ak.all(got["s"][500:] == "")
+    assert ak.array_equal(got["v"], ak.concatenate([first["v"], second["v"]]))
+
+    report = cherenkov.merge([full, less], tmp_path / "inter.root", schema="intersection", progress=False)
+    assert report.trees["Events"].dropped == ["Muon_pt", "s"]
+    assert set(uproot.open(tmp_path / "inter.root")["Events"].keys()) == set(TYPES) - {"Muon_pt", "s"}
+
+
+def test_failed_merge_leaves_no_output(inputs, tmp_path):
+    paths, _ = inputs
+    broken = tmp_path / "broken.root"
+    data = paths[2].read_bytes()
+    quarter = len(data) // 4
+    broken.write_bytes(data[:quarter] + bytes(quarter) + data[2 * quarter :])  # baskets zeroed, metadata kept
+    out = tmp_path / "merged.root"
+    with pytest.raises(cherenkov.CherenkovError):
+        cherenkov.merge([paths[0], broken], out, progress=False)
+    assert list(tmp_path.iterdir()) == [broken]  # neither the output nor its temporary file
+
+
+def test_an_input_without_the_tree_is_refused_unless_union(inputs, tmp_path):
+    paths, _ = inputs
+    other = tmp_path / "other.root"
+    with cherenkov.recreate(other) as f:
+        f["Other"] = {"x": np.arange(3.0)}
+    with pytest.raises(ValueError, match=r"other\.root has no tree 'Events'"):
+        cherenkov.merge([paths[0], other], tmp_path / "out.root", progress=False)
+    report = cherenkov.merge([paths[1], other], tmp_path / "out.root", schema="union", progress=False)
+    assert report.trees["Events"].entries == 7 and report.trees["Events"].lacking == [str(other)]
+
+
+def test_ttrees_merged_into_an_rntuple(inputs, tmp_path):
+    paths, _ = inputs
+    out = tmp_path / "merged.root"
+    report = cherenkov.merge(paths, out, format="rntuple", progress=False)
+    assert report.trees["Events"].entries == 4208
+    ntuple = cherenkov.open(out)["Events"]
+    assert isinstance(ntuple, cherenkov.RNTuple)
+    names = ["x", "i", "Muon_pt", "v", "s", "vs"]
+    got = ntuple.arrays(names, library="ak")
+    want = concatenated(paths, names)
+    for n in names:
+        assert ak.array_equal(got[n], want[n]), n
+
+
+def test_copy_mode_is_refused_clearly(inputs, tmp_path):
+    with pytest.raises(NotImplementedError, match="copy"):
+        cherenkov.merge(inputs[0], tmp_path / "x.root", mode="copy")
+
+
+def test_cli_merge(inputs, tmp_path):
+    paths, _ = inputs
+    out = tmp_path / "cli.root"
+    run = subprocess.run(
+        [sys.executable, "-m", "cherenkov.cli", "merge", str(out), *map(str, paths), "--quiet"], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == ""  # --quiet
+    run = subprocess.run(
+        [sys.executable, "-m", "cherenkov.cli", "merge", str(out), *map(str, paths), "--json"], capture_output=True, text=True, timeout=300
+    )
+    report = json.loads(run.stdout)
+    assert report["outputs"] == [str(out)] and report["trees"]["Events"]["entries"] == 4208
+
+
+@pytest.mark.skipif(not TESTDATA.is_dir(), reason=f"{TESTDATA} is absent (the NanoAOD schema comes from it)")
+def test_nanoaod_like_files(tmp_path):
+    sys.path.insert(0, str(REPO / "bench"))
+    try:
+        import make_nanolike
+    finally:
+        sys.path.remove(str(REPO / "bench"))
+    chunk, make_nanolike.CHUNK_ENTRIES = make_nanolike.CHUNK_ENTRIES, 100
+    try:
+        paths = [
+            make_nanolike.ensure(tmp_path / f"nano{s}.root", entries=200, seed=s, writer="uproot", log=lambda *_: None) for s in (1, 2)
+        ]
+    finally:
+        make_nanolike.CHUNK_ENTRIES = chunk
+    out = tmp_path / "merged.root"
+    report = cherenkov.merge(paths, out, progress=False)
+    names = uproot.open(paths[0])["Events"].keys()
+    assert report.trees["Events"].columns == len(names) > 900
+    assert_same([out], paths, names)
+
+
+# -- cherenkov layout ---------------------------------------------------------------------------
+
+
+def test_layout_counts_clusters_baskets_and_metadata(inputs, tmp_path):
+    from cherenkov.layout import layout
+
+    paths, _ = inputs
+    (before,) = layout(paths[2], branches=["Muon_pt", "nMuon"], rtt_ms=100)
+    tree = cherenkov.open(paths[2])["Events"]
+    assert before.clusters == len(tree.cluster_boundaries) - 1 > 10
+    assert before.baskets == sum(b.num_baskets for b in tree.branches)
+    assert all(b.baskets_per_cluster == 1 for b in before.branches)  # cherenkov's writer
+    assert before.metadata["tree_at"] > 0.5 and before.opening_requests == 1  # metadata near the end
+    cherenkov.merge(paths, tmp_path / "merged.root", progress=False)
+    (after,) = layout(tmp_path / "merged.root", branches=["Muon_pt", "nMuon"], rtt_ms=100)
+    assert after.clusters == 1 and after.baskets == len(after.branches) < before.baskets / 20
+    run = subprocess.run(
+        [sys.executable, "-m", "cherenkov.cli", "layout", str(paths[2]), "--json", "--rtt", "100"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert json.loads(run.stdout)[0]["clusters"] == before.clusters
+
+
+def test_layout_predicts_the_requests_a_remote_read_makes(inputs, folder):
+    """The prediction against `stats()` over HTTP (nginx), before and after a merge."""
+    import shutil
+
+    from cherenkov.layout import layout
+    from cherenkov_lab import NginxServer
+
+    if not shutil.which("nginx"):
+        pytest.skip("nginx is not installed: run `make setup`")
+    served = folder
+    data = columns(60_000, 7)
+    with cherenkov.recreate(served / "before.root") as f:  # 6 MB in 30 clusters of small baskets
+        f.mktree("Events", TYPES, cluster_bytes=100_000).extend(data)
+    cherenkov.merge(served / "before.root", served / "after.root", progress=False)
+    for p in served.iterdir():
+        p.chmod(0o644)
+    selection = ["Muon_pt", "nMuon", "x"]
+    with NginxServer(served) as nginx:
+        for name in ("before.root", "after.root"):
+            (predicted,) = layout(nginx.url(name), branches=selection, step_size=1000)
+            f = cherenkov.open(nginx.url(name))
+            for _ in f["Events"].iterate(selection, step_size=1000, library="np"):
+                pass
+            measured = f.stats().requests
+            assert abs(predicted.prediction.requests - measured) <= 0.2 * measured, (name, predicted.prediction.requests, measured)
+
+
+ROOT_CHECK = """
+import json, sys
+import ROOT
+ROOT.gErrorIgnoreLevel = ROOT.kWarning
+f = ROOT.TFile.Open(sys.argv[1])
+t = f.Get("Events")
+h1, h2, prof, note = f.Get("h1"), f.Get("dir/h2"), f.Get("prof"), f.Get("note")
+print(json.dumps({
+    "entries": t.GetEntries(),
+    "i": [int(v) for v in ROOT.RDataFrame(t).Take["int"]("i")],
+    "s": [str(v) for v in ROOT.RDataFrame(t).Take["std::string"]("s")],
+    "h1": [h1.GetBinContent(k) for k in range(h1.GetNcells())],
+    "h1_entries": h1.GetEntries(),
+    "h2": [h2.GetBinContent(k) for k in range(h2.GetNcells())],
+    "prof_entries": [prof.GetBinEntries(k) for k in range(prof.GetNcells())],
+    "note": str(note.GetString()),
+}))
+"""
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ROOT") is None, reason="ROOT does not import here (pip install root: ROOT 6.40 is the oracle)"
+)
+def test_root_reads_the_merged_file_without_a_warning(inputs, tmp_path):
+    paths, _ = inputs
+    out = tmp_path / "merged.root"
+    cherenkov.merge(paths, out, progress=False)
+    run = subprocess.run([sys.executable, "-c", ROOT_CHECK, str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    problems = [line for line in run.stderr.splitlines() if line.startswith(("Error", "Warning"))]
+    assert not problems, problems
+    got = json.loads(run.stdout)
+    want = concatenated(paths, ["i", "s"])
+    assert got["entries"] == 4208 and got["i"] == want["i"].tolist() and got["s"] == want["s"].tolist()
+    ins = [uproot.open(p) for p in paths]
+    assert np.allclose(got["h1"], sum(f["h1"].values(flow=True) for f in ins))
+    assert got["h1_entries"] == sum(f["h1"].member("fEntries") for f in ins)
+    assert np.allclose(got["h2"], sum(f["dir/h2"].values(flow=True) for f in ins).T.ravel())
+    assert np.allclose(got["prof_entries"], sum(np.asarray(f["prof"].member("fBinEntries")) for f in ins))
+    assert got["note"] == "written by seed 0"
+
+
+def test_remote_inputs_over_http(inputs, folder, tmp_path):
+    """Inputs read from nginx: trees through the engine, histograms and objects through
+    uproot on cherenkov's source."""
+    import shutil
+
+    from cherenkov_lab import NginxServer
+
+    if not shutil.which("nginx"):
+        pytest.skip("nginx is not installed: run `make setup`")
+    paths, _ = inputs
+    for p in paths:
+        shutil.copy(p, folder / p.name)
+        (folder / p.name).chmod(0o644)
+    with NginxServer(folder) as nginx:
+        urls = [nginx.url(p.name) for p in paths]
+        report = cherenkov.merge(urls, tmp_path / "merged.root", max_size=10**9, progress=False)
+    assert report.inputs == [urls] and sorted(report.histograms) == ["dir/h2", "h1", "prof"] and report.copied == ["note"]
+    assert_same([tmp_path / "merged.root"], paths, list(TYPES))
+    assert np.allclose(uproot.open(tmp_path / "merged.root")["h1"].values(), sum(uproot.open(p)["h1"].values() for p in paths))
