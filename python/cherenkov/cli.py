@@ -258,8 +258,6 @@ def main(argv: list[str] | None = None) -> int:
     stage.add_argument("--direct-io", action="store_true", help="leave the copies out of the page cache")
     stage.add_argument("--quiet", action="store_true", help="no progress bar or summary")
     stage.set_defaults(run=cmd_stage)
-    return 0
-
     lay = sub.add_parser("layout", help="a file's layout and what reading it costs at a round trip time")
     lay.add_argument("url", help="path or URL of a ROOT file")
     lay.add_argument("--tree", help="only this tree")
