@@ -108,6 +108,16 @@ def wait_for(condition, seconds: float, what: str):
         time.sleep(0.05)
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A distributed.Client of a LocalCluster of 2 worker threads in this process (quick to start)."""
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
+    with distributed.Client(cluster) as c:
+        yield c
+    cluster.close()
+
+
 def bounded(work, seconds: float, what: str = "the read"):
     """Run `work()` in a thread; its result, or its exception raised here. Still running after
     `seconds` fails the test: that is a hang."""

@@ -102,15 +102,6 @@ def sequential(dataset):
     return out
 
 
-@pytest.fixture(scope="module")
-def client():
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0")
-    with distributed.Client(cluster) as c:
-        yield c
-    cluster.close()
-
-
 def assert_identical(a, b, path="result"):
     """Equal bit for bit, recursively."""
     assert type(a) is type(b), path
@@ -295,9 +286,10 @@ def test_an_access_profile_travels_with_what_it_learned():
     profile = cherenkov.AccessProfile()
     assert not profile.trained and cherenkov.AccessProfile(profile.state()).state() == profile.state()
     state = {"trained": True, "learned": ["Muon_pt", "nMuon"], "missed": ["Jet_pt"], "rates": {"Jet_pt": 0.5}}
-    state |= {"speculated": ["Jet_pt"], "stopped": [], "depth": 4}
+    state |= {"speculated": ["Jet_pt"], "stopped": [], "depth": 4, "first_window": (0.25, 0.5)}  # raw reads' first window
     copy = pickle.loads(pickle.dumps(cherenkov.AccessProfile(state)))
     assert copy.trained and copy.learned == ["Muon_pt", "nMuon"] and copy.speculated == ["Jet_pt"] and copy.depth == 4
+    assert copy.state() == cherenkov.AccessProfile(state).state() and copy.state()["first_window"] == (0.25, 0.5)
     with pytest.raises(KeyError, match="learned"):
         cherenkov.AccessProfile({"trained": True})
 

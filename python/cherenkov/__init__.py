@@ -37,7 +37,7 @@ from cherenkov.dataset import Report, chunks, concatenate, iterate
 from cherenkov.file import Directory, File, open
 from cherenkov.merging import MergeReport, merge
 from cherenkov.ntuple import RNTuple
-from cherenkov.processing import process
+from cherenkov.processing import Dataset, Events, process
 from cherenkov.stage import stage
 from cherenkov.stats import Stats
 from cherenkov.tree import LazyChunk, Tree
@@ -61,6 +61,8 @@ __all__ = [
     "chunks",
     "Report",
     "process",
+    "Events",
+    "Dataset",
     "merge",
     "MergeReport",
     "recreate",

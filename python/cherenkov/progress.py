@@ -17,13 +17,16 @@ class ProgressUpdate:
     `tasks` maps each task (the tree, or each dataset of a job) to (entries done, entries in
     total). For jobs, `partial()` merges what has arrived so far into {dataset: output} (in entry
     order, with the gaps of packets still running); it costs a merge, so call it when you want to
-    look."""
+    look. `events_written`: events the job's workers wrote to files so far (`cherenkov.Events`).
+    A job merging its output files (`output_max_size`) then reports the task "merging" (files
+    merged, of the total)."""
 
     tasks: dict[str, tuple[int, int]]
     bytes: int
     elapsed_seconds: float
     steps_done: int
     _partial: Callable | None = field(default=None, repr=False)
+    events_written: int = 0
 
     @property
     def entries(self) -> int:
@@ -75,10 +78,11 @@ class _Bars:
         self.tasks = {name: self.progress.add_task(name, total=total, rates="") for name, total in totals.items()}
         self.progress.start()
 
-    def update(self, name: str, done: int, nbytes: int, elapsed: float) -> None:
+    def update(self, name: str, done: int, nbytes: int, elapsed: float, written: int = 0) -> None:
         rates = f"{done / elapsed:,.0f}/s, {nbytes / 1e6 / elapsed:,.1f} MB/s" if elapsed > 0 else ""
         if self.unit == "bytes":
             rates = f"{nbytes / 1e6 / elapsed:,.1f} MB/s" if elapsed > 0 else ""
+        rates += f", {written:,} written" if written else ""
         self.progress.update(self.tasks[name], completed=done, rates=rates)
 
     def set_total(self, name: str, total: int) -> None:
@@ -101,6 +105,7 @@ class Progress:
         self.totals = dict(totals)
         self.done = dict.fromkeys(totals, 0)
         self.bytes = dict.fromkeys(totals, 0)
+        self.written = dict.fromkeys(totals, 0)
         self.steps = 0
         self.callback = callback
         self.partial = partial
@@ -108,16 +113,18 @@ class Progress:
         wanted = sys.stderr.isatty() if show is None else show is True
         self.bars = _Bars(self.totals, unit) if wanted else None
 
-    def advance(self, task: str, entries: int, nbytes: int) -> None:
+    def advance(self, task: str, entries: int, nbytes: int, written: int = 0) -> None:
         self.done[task] += entries
         self.bytes[task] += nbytes
+        self.written[task] += written
         self.steps += 1
         elapsed = time.perf_counter() - self.began
         if self.bars is not None:
-            self.bars.update(task, self.done[task], self.bytes[task], elapsed)
+            self.bars.update(task, self.done[task], self.bytes[task], elapsed, self.written[task])
         if self.callback is not None:
             tasks = {name: (self.done[name], total) for name, total in self.totals.items()}
-            self.callback(ProgressUpdate(tasks, sum(self.bytes.values()), elapsed, self.steps, self.partial))
+            written = sum(self.written.values())
+            self.callback(ProgressUpdate(tasks, sum(self.bytes.values()), elapsed, self.steps, self.partial, written))
 
     def grow(self, task: str, entries: int) -> None:
         """Entries found later (a dataset's files as they are opened) join the total."""

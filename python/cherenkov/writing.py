@@ -148,15 +148,21 @@ class WritableFile:
         """Write ``data`` as a new tree ``name``: awkward arrays (a record array's fields are the
         branches), a dict of numpy or awkward arrays, a chunk read by cherenkov, or an iterable of
         those (``iterate()`` / ``chunks()`` output, selected on the way), written as it comes."""
+        self.write(name, data)
+
+    def write(self, name: str, data, **options) -> WritableTree:
+        """``f[name] = data`` with `mktree`'s options (``format="rntuple"``, ``compression``, ...);
+        returns the tree, to `extend` later."""
         chunks = _chunks(data)
         first = next(chunks, None)
         if first is None:
             raise ValueError(f"tree '{name}': no data to learn its types from")
         columns = _as_columns(first)
-        tree = self.mktree(name, {n: _type_of(a) for n, a in columns.items()})
+        tree = self.mktree(name, {n: _type_of(a) for n, a in columns.items()}, **options)
         tree.extend(columns)
         for chunk in chunks:
             tree.extend(chunk)
+        return tree
 
     def __getitem__(self, name: str) -> WritableTree:
         return self._trees[name.strip("/")]
@@ -168,6 +174,10 @@ class WritableFile:
         """Finish every tree, write the file's metadata at its end and make it appear."""
         self._core.close()
 
+    def abandon(self) -> None:
+        """Stop writing and remove the file being written (a file it replaces stays as it was)."""
+        self._core.abandon()
+
     def __enter__(self) -> WritableFile:
         return self
 
@@ -175,7 +185,7 @@ class WritableFile:
         if kind is None:
             self.close()
         else:
-            self._core.abandon()
+            self.abandon()
 
 
 class WritableDirectory:

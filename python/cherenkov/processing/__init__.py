@@ -10,13 +10,16 @@
 The parts: `dataset` (what to read), `metadata` (what the files hold, learned once and kept),
 `packets` (splitting into cluster-aligned work packets sized by worker and file speed), `executors`
 (where packets run), `merge` (combining outputs), `driver` (the loop that hands out packets and
-handles failures) and `report` (what the job did). Deploying on a cluster: docs/deployment.md.
+handles failures), `report` (what the job did), `outputs` (events the workers write,
+`cherenkov.Events`) and `manifest` (the `cherenkov.Dataset` they make). Deploying on a cluster: docs/deployment.md.
 """
 
 from cherenkov.processing.dataset import FileSpec
 from cherenkov.processing.driver import process
 from cherenkov.processing.executors import Dask, InProcess, LocalProcesses, WorkerStats
+from cherenkov.processing.manifest import Dataset
 from cherenkov.processing.merge import merge
+from cherenkov.processing.outputs import Events
 from cherenkov.processing.report import PacketFailure, ProcessingError, Report
 from cherenkov.progress import ProgressUpdate
 
@@ -32,4 +35,6 @@ __all__ = [
     "ProgressUpdate",
     "FileSpec",
     "merge",
+    "Events",
+    "Dataset",
 ]

@@ -15,6 +15,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from cherenkov.processing.manifest import Dataset
+
 
 @dataclass(frozen=True)
 class FileSpec:
@@ -30,14 +32,19 @@ class FileSpec:
         return self.replicas[0] if len(self.replicas) == 1 else self.replicas
 
 
-def normalize(dataset: Mapping, default_tree: str = "Events") -> list[FileSpec]:
-    """Every file of every dataset, datasets and files in the order given."""
+def normalize(dataset: Mapping | Dataset, default_tree: str = "Events") -> list[FileSpec]:
+    """Every file of every dataset, datasets and files in the order given. A `cherenkov.Dataset`
+    (a job's output) is a dataset of its own name, or an entry of the spec."""
+    if isinstance(dataset, Dataset):
+        dataset = {dataset.name: dataset}
     if not isinstance(dataset, Mapping):
         raise TypeError(f"a dataset spec maps dataset names to lists of files, not {type(dataset).__name__}")
     specs = []
     for name, entry in dataset.items():
         tree = default_tree
         files = entry
+        if isinstance(entry, Dataset):
+            entry = entry.spec()
         if isinstance(entry, Mapping):
             if "files" not in entry:
                 raise ValueError(f"dataset {name!r}: a dict entry needs a 'files' list")

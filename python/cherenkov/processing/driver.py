@@ -1,8 +1,10 @@
 """The driver of `process`: learn the files' metadata (or find it kept), give idle workers packets as
-the files become known, merge what comes back, copy stragglers near the end, handle failures."""
+the files become known, merge what comes back, copy stragglers near the end, handle failures; then
+have the workers merge the event outputs' files, and hand those back as datasets."""
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -16,6 +18,7 @@ from cherenkov.processing.dataset import FileSpec, normalize
 from cherenkov.processing.executors import Job, PacketError, WorkerStats, make_executor, pickled
 from cherenkov.processing.merge import DatasetMerge
 from cherenkov.processing.metadata import Learned, MetadataStore, OpenFailure, cache_dir, learn
+from cherenkov.processing.outputs import MergeTask, OutputOptions, finish, forget_manifests, plan_merges
 from cherenkov.processing.packets import FileInfo, Packet, Packetizer
 from cherenkov.processing.report import PacketFailure, ProcessingError, Report
 from cherenkov.progress import Progress, ProgressUpdate
@@ -40,6 +43,10 @@ def process(
     open_options: dict | None = None,
     memory_budget: int = 256 << 20,
     return_report: bool = False,
+    output_dir: str | os.PathLike | None = None,
+    output_format: str = "ttree",
+    output_compression=505,
+    output_max_size: int | None = None,
 ):
     """Run `processor` over every chunk of every file of `dataset`; returns {dataset name: merged output}
     (None for a dataset with no entries), or (that, `Report`) with `return_report=True`.
@@ -67,6 +74,13 @@ def process(
         timeout, cache, ...). With a disk cache (``cache=`` or ``$CHERENKOV_CACHE``) the files'
         metadata is kept there for every later job; else in this process.
     memory_budget: bytes a worker's read-ahead holds at most while it runs a packet.
+    output_dir: where workers write the events a processor returns as `cherenkov.Events` (a folder
+        every worker can reach): each such output comes back as a `cherenkov.Dataset` in its place,
+        saved as `output_dir/<dataset>/<output>/dataset.json` beside its files (see
+        `cherenkov.processing.outputs`). One job at a time per `output_dir`.
+    output_format: "ttree" or "rntuple"; output_compression: as `cherenkov.recreate` takes it.
+    output_max_size: when given, the workers then merge each output's consecutive files into files
+        of at most this many bytes (`cherenkov.merge`, in parallel: one merge per target file).
 
     The files' metadata is learned once (all files opened at once, a bounded number together) and
     kept, so a second job over the same files opens none of them for it; workers are sent what
@@ -75,18 +89,39 @@ def process(
     specs = normalize(dataset, tree)
     executor = make_executor(executor, workers)
     options = dict(open_options or {})
-    job = Job(uuid.uuid4().hex[:12], pickled(processor) if executor.pickles else processor, step_size, options, memory_budget)
+    outputs = None
+    if output_dir is not None:
+        outputs = OutputOptions(os.path.abspath(output_dir), output_format, output_compression, output_max_size)
+        forget_manifests(outputs, {spec.dataset for spec in specs})
+    processor_sent = pickled(processor) if executor.pickles else processor
+    job = Job(uuid.uuid4().hex[:12], processor_sent, step_size, options, memory_budget, outputs)
     run = _Run(job, executor, retries, skip_bad_files, MetadataStore(cache_dir(options)))
     start = time.perf_counter()
     executor.start(job)  # workers boot while the files are learned
     try:
         merges = run.process(specs, target_seconds, progress, callback)
+        out = {name: m.result for name, m in merges.items()}
+        if outputs is not None and outputs.max_size:
+            out = run.merge_outputs(out, outputs, progress, callback)
     finally:
         run.stop_learning()
         executor.close()
     run.report.elapsed_seconds = time.perf_counter() - start
-    out = {name: m.result for name, m in merges.items()}
+    if outputs is not None:
+        out = {name: _finish_outputs(result, outputs, name, specs, processor) for name, result in out.items()}
     return (out, run.report) if return_report else out
+
+
+def _finish_outputs(result, outputs: OutputOptions, dataset: str, specs: list[FileSpec], processor: Callable):
+    """Event outputs of `dataset` as saved Datasets, with the job's provenance."""
+    named = processor if hasattr(processor, "__qualname__") else type(processor)  # a function or an instance
+    provenance = {
+        "inputs": [spec.url if isinstance(spec.url, str) else list(spec.url) for spec in specs if spec.dataset == dataset],
+        "processor": f"{named.__module__}.{named.__qualname__}",
+        "cherenkov": cherenkov.__version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    return finish(result, outputs, dataset, provenance)
 
 
 class _Run:
@@ -261,7 +296,7 @@ class _Run:
             self.store.forget(self.specs[packet.file_index])
             self.report.changed_files.append(changed)
         self.packetizer.completed(worker, packet, result.stats.wall_seconds, result.profile, result.waited, result.gap)
-        self.feedback.advance(packet.dataset, packet.num_entries, result.stats.bytes)
+        self.feedback.advance(packet.dataset, packet.num_entries, result.stats.bytes, result.stats.events_written)
 
     def failed(self, worker: str, packet: Packet, error: BaseException) -> None:
         described = str(error) if isinstance(error, PacketError) else f"{type(error).__name__}: {error}"
@@ -300,3 +335,58 @@ class _Run:
         self.merges[packet.dataset].skip(packet.position, packet.first_chunk, packet.first_chunk + len(packet.chunks))
         self.report.skipped_entries += packet.num_entries
         self.feedback.skipped(packet.dataset, packet.num_entries)
+
+    # ---- merging event outputs' files --------------------------------------------------------------
+
+    def merge_outputs(self, out: dict, outputs: OutputOptions, progress, callback) -> dict:
+        """Each event output's files merged into files of `outputs.max_size` by the workers, one
+        merge per target file, all at once; a failed merge is retried like a packet."""
+        start = time.perf_counter()
+        tasks: list[MergeTask] = []
+        for name, result in out.items():
+            out[name], planned = plan_merges(result, outputs, len(tasks))
+            tasks += planned
+        feedback = Progress({"merging": len(tasks)}, progress, callback)
+        try:
+            self.run_merges(tasks, feedback)
+        finally:
+            feedback.close()
+        self.report.merges = len(tasks)
+        self.report.merge_seconds = time.perf_counter() - start
+        return out
+
+    def run_merges(self, tasks: list[MergeTask], feedback: Progress) -> None:
+        """One merge at a time per worker (a merge is a whole file's work: no read-ahead to overlap)."""
+        pending = list(tasks)
+        running: dict[str, MergeTask] = {}
+        finished: queue.Queue = queue.Queue()
+        while pending or running:
+            workers = self.executor.workers()
+            for worker in workers:
+                if worker in running:
+                    continue
+                task = next((t for t in pending if worker not in t.failed_on or t.failed_on >= set(workers)), None)
+                if task is None:
+                    continue
+                pending.remove(task)
+                running[worker] = task
+                self.executor.submit(worker, self.job, task, lambda f, w=worker, t=task: finished.put((w, t, f)))
+            if not running:
+                time.sleep(POLL_SECONDS)
+                continue
+            worker, task, future = finished.get()
+            del running[worker]
+            try:
+                future.result()
+            except Exception as e:
+                if self.executor.lost(e):
+                    self.report.lost_workers.append(worker)
+                    self.executor.replace(worker)
+                if task.attempts >= self.retries:
+                    raise ProcessingError(f"merging {task.inputs} into {task.target} failed {task.attempts + 1} times: {e}") from e
+                task.attempts += 1
+                task.failed_on.add(worker)
+                self.report.retries += 1
+                pending.append(task)
+            else:
+                feedback.advance("merging", 1, 0)

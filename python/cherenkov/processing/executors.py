@@ -1,9 +1,10 @@
 """Where packets run: in this process, in local worker processes, or on a Dask cluster.
 
-Every executor runs the same function, `run_packet`, and offers the driver the same few methods:
-`start(job)` (before the files are opened, so workers boot meanwhile), `adopt(url, file)` (a file
-the driver opened, for workers in this process), `workers()` (ids of the slots that can each run
-one packet), `submit(worker, job, packet, done)`, `lost(error)` (did the worker die?),
+Every executor runs the same function, `run` (a packet: `run_packet`; a task that runs itself, such
+as merging packets' output files), and offers the driver the same few methods: `start(job)` (before
+the files are opened, so workers boot meanwhile), `adopt(url, file)` (a file the driver opened, for
+workers in this process), `workers()` (ids of the slots that can each run one packet),
+`submit(worker, job, work, done)`, `lost(error)` (did the worker die?),
 `replace(worker)` and `close`. The driver hands each slot one packet at a time, so it knows which
 worker measured which speed, and can send a retry to a different worker.
 """
@@ -24,6 +25,7 @@ from dataclasses import dataclass, fields
 
 import cherenkov
 from cherenkov.processing.merge import BlockFolder
+from cherenkov.processing.outputs import OutputOptions, PacketOutputs
 from cherenkov.processing.packets import MAX_PROMISED, Packet
 from cherenkov.tree import LazyChunk
 
@@ -37,6 +39,7 @@ class Job:
     step_size: int
     open_options: dict
     memory_budget: int = 256 << 20  # what a packet's read-ahead holds at most
+    outputs: OutputOptions | None = None  # where event outputs (`cherenkov.Events`) are written
 
 
 @dataclass
@@ -66,6 +69,7 @@ class WorkerStats:
     round_trips: int = 0
     files_opened: int = 0
     metadata_reads: int = 0
+    events_written: int = 0  # events of event outputs (`cherenkov.Events`) written to files
 
     def __add__(self, other: WorkerStats) -> WorkerStats:
         return WorkerStats(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
@@ -262,6 +266,7 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
     """Run the processor over the chunks of `packet`; the results come back folded into blocks."""
     started, wall0, cpu0 = time.time(), time.perf_counter(), time.thread_time()
     first_output, stale = None, False
+    outputs = PacketOutputs(job.outputs, packet)
     try:
         state = _state(job)
         gap = wall0 - state.last_end if state.last_end is not None else 0.0
@@ -298,7 +303,7 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
                 raise RuntimeError(f"{packet}: the reader's chunk {i} is {span[0]}..{span[1]}, not the planned one{changed}")
             chunk = LazyChunk(tree, core, *span)
             chunk.metadata = {"dataset": packet.dataset, "file": packet.url, "tree": packet.tree}
-            folder.add(state.processor(chunk))
+            folder.add(outputs.take(state.processor(chunk), chunk))
             if i == 0:
                 first_output = time.time()
                 if not trained_before:  # it has just taught the profile the next packet needs
@@ -307,8 +312,10 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
             i += 1
         if folder.next != packet.first_chunk + len(packet.chunks):
             raise RuntimeError(f"{packet}: the reader gave {folder.next - packet.first_chunk} chunks, not {len(packet.chunks)}")
+        events_written = outputs.close()
         after = _counters(f)
     except Exception as e:
+        outputs.abandon()
         bad_file = isinstance(e, (cherenkov.FormatError, cherenkov.SourceError, cherenkov.NotFoundError))
         changed = stale or isinstance(e, _FileChanged)  # also when found out reading its start ahead
         raise PacketError(f"{type(e).__name__}: {e}", bad_file, traceback.format_exc(), changed) from e
@@ -327,11 +334,17 @@ def run_packet(job: Job, packet: Packet) -> PacketResult:
         round_trips=after["round_trips"] - before["round_trips"],
         files_opened=int(opened_now),
         metadata_reads=int(read_metadata),
+        events_written=events_written,
     )
     trained = profile.state() if profile.trained and not trained_before else None
     where = f"{socket.gethostname()}:{os.getpid()}"
     state.last_end = time.perf_counter()
     return PacketResult(packet.id, folder.blocks, stats, where, started, first_output, trained, stale, waited, gap)
+
+
+def run(job: Job, work):
+    """A packet of `job`, or a task of it that runs itself (`work.run()`: merging output files)."""
+    return run_packet(job, work) if isinstance(work, Packet) else work.run()
 
 
 class _FileChanged(RuntimeError):
@@ -394,10 +407,10 @@ class InProcess:
     def workers(self) -> list[str]:
         return ["main"]
 
-    def submit(self, worker: str, job: Job, packet: Packet, done) -> None:
+    def submit(self, worker: str, job: Job, work, done) -> None:
         future: Future = Future()
         try:
-            future.set_result(run_packet(job, packet))
+            future.set_result(run(job, work))
         except Exception as e:
             future.set_exception(e)
         done(future)
@@ -453,9 +466,9 @@ class LocalProcesses:
     def workers(self) -> list[str]:
         return list(self.pools)
 
-    def submit(self, worker: str, job: Job, packet: Packet, done) -> None:
+    def submit(self, worker: str, job: Job, work, done) -> None:
         try:
-            future = self.pools[worker].submit(run_packet, job, packet)
+            future = self.pools[worker].submit(run, job, work)
         except BrokenProcessPool as e:  # the process died after its last packet
             future = Future()
             future.set_exception(e)
@@ -518,17 +531,17 @@ class Dask:
             self._listed_at = time.monotonic()
         return self._workers
 
-    def submit(self, worker: str, job: Job, packet: Packet, done) -> None:
+    def submit(self, worker: str, job: Job, work, done) -> None:
         address = worker.rsplit("#", 1)[0]
         future = self.client.submit(
-            run_packet,
+            run,
             job,
-            packet,
-            key=task_key(job, packet),
+            work,
+            key=task_key(job, work),
             workers=[address],
             allow_other_workers=True,
             pure=False,
-            priority=-packet.id,  # a worker runs the packets it holds in the order handed out
+            priority=-work.id,  # a worker runs the packets it holds in the order handed out
         )
         future.add_done_callback(done)
 
@@ -547,9 +560,12 @@ class Dask:
             self.client = self._cluster = None
 
 
-def task_key(job: Job, packet: Packet) -> tuple:
+def task_key(job: Job, packet) -> tuple:
     """A packet's Dask key: the dashboard groups tasks by its first part ("cherenkov ttbar", the
-    dataset) and shows the rest (file, entries, job, packet, attempt, copy) on hover."""
+    dataset) and shows the rest (file, entries, job, packet, attempt, copy) on hover. Other work
+    (merging output files) is keyed by its own description."""
+    if not isinstance(packet, Packet):
+        return ("cherenkov merge", str(packet), job.id, packet.id, packet.attempts)
     url = packet.url if isinstance(packet.url, str) else packet.url[0]
     where = f"{os.path.basename(url.rstrip('/'))} {packet.entry_start}-{packet.entry_stop}"
     return (f"cherenkov {packet.dataset}", where, job.id, packet.id, packet.attempts, int(packet.copy))

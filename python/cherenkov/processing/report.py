@@ -64,6 +64,8 @@ class Report:
     changed_files: list[str] = field(default_factory=list)
     skipped_entries: int = 0
     workers: dict[str, WorkerStats] = field(default_factory=dict)
+    merges: int = 0  # merges of event outputs' files (output_max_size), run by the workers
+    merge_seconds: float = 0.0
 
     @property
     def total(self) -> WorkerStats:

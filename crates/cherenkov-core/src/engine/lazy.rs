@@ -62,6 +62,29 @@ pub struct ProfileState {
     pub first_window: Option<(f64, f64)>,
 }
 
+impl ProfileState {
+    /// One chunk's or window's use folded into the miss set's rates: a branch of `first_use`
+    /// (fetched on a guess at its first use) starts at `threshold`, the others move toward
+    /// whether `used` holds them.
+    pub fn record_use(
+        &mut self,
+        used: &BTreeSet<String>,
+        first_use: &BTreeSet<String>,
+        threshold: f64,
+    ) {
+        for path in self.missed.iter().filter(|p| !self.learned.contains(*p)) {
+            let rate = match first_use.contains(path) {
+                true => threshold,
+                false => super::speculation::updated_rate(
+                    self.rates.get(path).copied(),
+                    used.contains(path),
+                ),
+            };
+            self.rates.insert(path.clone(), rate);
+        }
+    }
+}
+
 impl AccessProfile {
     /// A profile that knows what `state` says (one trained elsewhere: a worker of a dataset
     /// starts where the first one's training left the sets).

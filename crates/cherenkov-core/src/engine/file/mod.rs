@@ -233,8 +233,10 @@ impl RootFile {
             {
                 reads.push(info);
             }
+            // The streamer infos are only brought along: a snapshot keeps them if they are used.
+            file.fetch_regions(&reads).await?;
             let raw_keys = file
-                .read_metadata(&reads)
+                .read_metadata(&[padded])
                 .await?
                 .remove(0)
                 .slice(..keys_range.len as usize);

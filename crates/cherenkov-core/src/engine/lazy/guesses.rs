@@ -205,21 +205,13 @@ impl<T: Table> LazyReader<T> {
         let options = file.speculation;
         let first_use = self.first_use_fitting(&used).await?;
         let mut state = self.profile.state.lock().unwrap();
+        state.record_use(&used, &first_use, options.threshold);
         let ProfileState {
-            learned,
-            missed,
             rates,
             speculated,
             stopped,
             ..
         } = &mut *state;
-        for path in missed.iter().filter(|p| !learned.contains(*p)) {
-            let rate = match first_use.contains(path) {
-                true => options.threshold,
-                false => speculation::updated_rate(rates.get(path).copied(), used.contains(path)),
-            };
-            rates.insert(path.clone(), rate);
-        }
         // The next chunk is already read with this set: stop a set if two more chunks wasting
         // as this one did would take the unused bytes over the budget.
         let bytes_read = file.stats.snapshot().compressed_bytes;

@@ -58,6 +58,10 @@ impl RawFile {
         let mut wanted = ranges.to_vec();
         wanted.extend(&opening);
         let mut got = source.read_ranges(&wanted).await?;
+        // Read on demand as any other miss: the counters see every range asked for.
+        self.plain
+            .stats
+            .record_cache(0, ranges.len() as u64, 0, 0, 0);
         let reads: Vec<(ByteRange, Bytes)> = opening
             .into_iter()
             .zip(got.split_off(ranges.len()))

@@ -143,19 +143,8 @@ impl TreeLearning {
             .map(|&b| index.meta.branch_path(b))
             .collect();
         self.used.clear();
-        let ProfileState {
-            learned,
-            missed,
-            rates,
-            speculated,
-            stopped,
-            ..
-        } = p;
-        for path in missed.iter().filter(|m| !learned.contains(*m)) {
-            let rate = speculation::updated_rate(rates.get(path).copied(), used.contains(path));
-            rates.insert(path.clone(), rate);
-        }
-        *speculated = speculation::chosen(options, rates, speculated, stopped);
+        p.record_use(&used, &BTreeSet::new(), options.threshold);
+        p.speculated = speculation::chosen(options, &p.rates, &p.speculated, &p.stopped);
     }
 
     /// The worst speculated set stops being read ahead (guesses went over the budget).
