@@ -11,6 +11,7 @@ from pathlib import Path
 import awkward as ak
 import cherenkov
 import pytest
+from conftest import form
 
 uproot = pytest.importorskip("uproot")
 
@@ -36,6 +37,28 @@ def theirs():
 @pytest.fixture(scope="module")
 def ours():
     return cherenkov.open(FILE)[TREE]
+
+
+def test_every_branch_uproot_reads_equals_uproot_in_form_and_values(theirs, ours):
+    names = [b.name for b in theirs.values(recursive=True)]
+    assert {"hits", "clones", "stamp", "x"} <= set(names)
+    for name in names:
+        if name in UPROOT_FAILS:
+            continue
+        got = ours.arrays([name], library="ak")[name]
+        expected = theirs[name].array(library="ak")
+        assert str(got.type) == str(expected.type), name
+        assert form(got) == form(expected), name
+        assert ak.to_list(got) == ak.to_list(expected), name
+
+
+def test_a_clones_array_pointer_member_is_the_record_of_its_members(ours):
+    hits = ours.arrays(["hits"], library="ak")["hits"]
+    assert hits.fields == ["hits.fUniqueID", "hits.fBits", "hits.e", "hits.cell"]
+    assert ak.to_list(ak.num(hits["hits.e"])) == [i % 4 for i in range(ENTRIES)]
+    assert ak.to_list(hits["hits.cell"][7]) == [700, 701, 702]
+    # The tree's own TClonesArray branch is the number of objects, as uproot reads it.
+    assert ak.to_list(ours.arrays(["clones"], library="ak")["clones"]) == [i % 4 for i in range(ENTRIES)]
 
 
 def test_datime_members_are_read_bare(ours):

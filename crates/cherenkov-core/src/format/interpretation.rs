@@ -4,7 +4,7 @@ pub use super::array::DType;
 use super::model::{model_of_type, Member, Model};
 use super::packed::{Packing, K_DOUBLE32, K_FLOAT16};
 use super::streamers::{find_element, StreamerInfo};
-use super::tree::{BranchMeta, LeafMeta, TreeMeta};
+use super::tree::{BranchMeta, ElementMeta, LeafMeta, TreeMeta};
 
 impl DType {
     fn from_leaf_class(class: &str, unsigned: bool) -> Option<Self> {
@@ -239,6 +239,14 @@ fn title_dims(leaf: &LeafMeta) -> Vec<usize> {
     dims
 }
 
+/// A member of a split object declared as a pointer (`TClonesArray *fHits`), by the streamer
+/// info of the class that holds it.
+fn is_pointer_member(e: &ElementMeta, infos: &[StreamerInfo]) -> bool {
+    e.id >= 0
+        && find_element(infos, &e.class_name, e.class_version, e.id)
+            .is_some_and(|m| m.type_name.trim_end().ends_with('*'))
+}
+
 /// Members of the objects in a TClonesArray or a split `std::vector<Class>`: each entry holds
 /// the member of every object, one after another, counted by the collection's branch.
 fn is_collection_member(kind: i32) -> bool {
@@ -332,8 +340,10 @@ fn interpret_branch(
 
     // A branch with data not filled along with its tree (uproot gives it its own number of
     // entries, which a table of the tree's entries cannot hold).
-    let counts_clones =
-        element.is_some_and(|e| (e.class_name == "TClonesArray" && e.id < 0) || e.kind == 3);
+    let counts_clones = element.is_some_and(|e| {
+        let holds_clones = (e.class_name == "TClonesArray" && e.id < 0) || e.kind == 3;
+        holds_clones && !is_pointer_member(e, infos)
+    });
     if (branch.children.is_empty() || counts_clones) && branch.entries != tree.entries {
         return Err(unsupported(
             declared,
@@ -344,8 +354,9 @@ fn interpret_branch(
         ));
     }
     if !branch.children.is_empty() {
-        // A TClonesArray's own branch holds the number of objects per entry.
-        // (fType 3, a TClonesArray node, whatever class holds it).
+        // A TClonesArray's own branch holds the number of objects per entry (fType 3, a
+        // TClonesArray node, whatever class holds it); a `TClonesArray*` member is read as the
+        // record of its members, as uproot reads it.
         if counts_clones {
             return Ok(Interpretation::Fixed {
                 dtype: DType::I32,
