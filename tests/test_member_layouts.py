@@ -69,3 +69,13 @@ def test_datime_members_are_read_bare(ours):
     expected = [datime(2020 + i, 1 + i, 2 + i, 3 + i, 4 + i, 5 + i) for i in range(ENTRIES)]
     assert ak.to_list(event.when.fDatime) == expected
     assert ak.to_list(event.n) == list(range(ENTRIES))
+
+
+def test_packed_leaf_lists_keep_the_dimensions_of_their_leaf_titles(ours):
+    got = ours.arrays(["x", "f"], library="ak")
+    assert str(got.x.type) == f"{ENTRIES} * 2 * 3 * float64"
+    assert str(got.f.type) == f"{ENTRIES} * 2 * 3 * float32"
+    # The values written fit the packing exactly: ROOT reads them back (SetBranchAddress).
+    for i in range(ENTRIES):
+        assert ak.to_list(got.x[i]) == [[(i * 6 + a * 3 + b) / 64 for b in range(3)] for a in range(2)]
+        assert ak.to_list(got.f[i]) == [[1.5 * (i - 4) + 0.25 * (a * 3 + b) for b in range(3)] for a in range(2)]

@@ -206,7 +206,9 @@ const STL_MEMBER: i32 = 41;
 /// in the class of a TClonesArray or a split `std::vector<Class>`). Its leaf's title names only
 /// the collection's count (`x[cells_]`), so uproot, which takes dimensions from titles, reads
 /// fLen items (`var * 18 * float32`); `Declared` keeps the class's (`var * 6 * 3 * float32`).
-/// Members of split objects outside collections keep their dimensions either way.
+/// Members of split objects outside collections keep their dimensions either way. Leaf-list
+/// Double32_t / Float16_t arrays (`x[2][3]/d[0,1,10]`) are alike: their leaf's title is the type
+/// and range, so uproot reads fLen items (`6 * float64`) where `Declared` keeps `2 * 3 * float64`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MemberDims {
     #[default]
@@ -427,23 +429,25 @@ fn interpret_leaf(
     if leaf.class == "TLeafC" {
         return Ok(Interpretation::Strings { header_bytes: 0 });
     }
-    // Leaf-list Double32_t / Float16_t (`x[3]/d[0,1,10]`): the leaf's title is the type with its
-    // range; the dimensions are in the branch title before the slash.
+    // Leaf-list Double32_t / Float16_t (`x[2][3]/d[0,1,10]`): ROOT reads them with a streamer
+    // element titled by the type after the slash, whose brackets hold the range (the brackets
+    // before it are dimensions; go-hep titles the leaf with the type alone).
+    let spec = leaf.title.rsplit('/').next().unwrap_or_default();
     let packed = match leaf.class.as_str() {
-        "TLeafD32" => Packing::of(K_DOUBLE32, &leaf.title),
-        "TLeafF16" => Packing::of(K_FLOAT16, &leaf.title),
+        "TLeafD32" => Packing::of(K_DOUBLE32, spec),
+        "TLeafF16" => Packing::of(K_FLOAT16, spec),
         _ => None,
     };
     let dtype = packed
         .map(|(_, dtype)| dtype)
         .or_else(|| DType::from_leaf_class(&leaf.class, leaf.is_unsigned));
     if let Some(dtype) = dtype {
-        let inner_shape = match packed {
-            Some(_) => title_dims(&LeafMeta {
+        let inner_shape = match (packed, dims) {
+            (Some(_), MemberDims::Declared) => title_dims(&LeafMeta {
                 title: branch.title.split('/').next().unwrap_or_default().into(),
                 ..leaf.clone()
             }),
-            None => title_dims(leaf),
+            _ => title_dims(leaf),
         };
         let packing = packed.map(|(packing, _)| packing);
         return Ok(match leaf.count {
@@ -696,6 +700,39 @@ mod tests {
                 packing: None,
             })
         );
+    }
+
+    #[test]
+    fn packed_leaf_arrays_take_uproot_s_dimensions_from_the_leaf_title() {
+        let read_as = |tree: &TreeMeta, dims| match interpret(tree, 0, &[], dims) {
+            Ok(Interpretation::Fixed {
+                inner_shape,
+                packing,
+                ..
+            }) => (inner_shape, packing),
+            other => panic!("{other:?}"),
+        };
+        let shape = |tree: &TreeMeta, dims| read_as(tree, dims).0;
+        // ROOT titles the leaf like its branch: the dimensions come first, the range after the
+        // slash (not a 4-byte float: the third bracket holds it).
+        let mut tree = one_leaf_tree("TLeafD32", "x[2][3]/d[0,1,10]");
+        tree.branches[0].title = "x[2][3]/d[0,1,10]".into();
+        tree.leaves[0].len = 6;
+        assert_eq!(shape(&tree, MemberDims::Uproot), [2, 3]);
+        assert_eq!(shape(&tree, MemberDims::Declared), [2, 3]);
+        assert_eq!(
+            read_as(&tree, MemberDims::Uproot).1,
+            Some(Packing::Scaled {
+                factor: 1024.0,
+                min: 0.0
+            })
+        );
+        // go-hep titles it with the type and range only: uproot reads fLen items.
+        let mut tree = one_leaf_tree("TLeafF16", "f[0,0,16]");
+        tree.branches[0].title = "x[2][3][4][5]/f[0,0,16]".into();
+        tree.leaves[0].len = 120;
+        assert_eq!(shape(&tree, MemberDims::Uproot), [120]);
+        assert_eq!(shape(&tree, MemberDims::Declared), [2, 3, 4, 5]);
     }
 
     #[test]
