@@ -13,7 +13,13 @@ default), in one run:
   defaults and with ``uproot_options={"handler": cherenkov.uproot.Source}``. (Eager mode builds
   every cross-reference, which crawls on the generated files' resampled indices: the tests
   compare it on the real CMS sample);
-- ``uproot.dask`` against ``cherenkov.dask`` (same columns, same partitions' size, threads).
+- ``uproot.dask`` against ``cherenkov.dask`` (same columns, same partitions' size, threads);
+- ``preprocess`` (not by default): coffea's ``preprocess`` of ``--preprocess-files`` names of the
+  first file (links), with coffea's defaults, the handler, and the handler with the files opened
+  ahead (`cherenkov.uproot.open_ahead`), against its 0 ms floor;
+- ``graph`` (not by default): Dask graphs built (not computed) over 1 and ``--preprocess-files``
+  files with ``cherenkov.dask``, ``uproot.dask`` with the handler and ``uproot.dask``: the form and
+  ``necessary_columns`` are compared, the times of many files against one.
 
 Each is also run on the local files (0 ms). The floor of a remote run is the same code on the
 local files plus the round trips the protocol forces per file (XRootD login, open with the
@@ -78,9 +84,11 @@ def histograms(mass, jet_pt):
 
 
 def new_analysis():
+    import cherenkov.dask_arrays
     import cherenkov.uproot
 
     cherenkov.uproot.forget_learned()
+    cherenkov.dask_arrays._open_trees.clear()  # files a Dask graph opened are kept open
 
 
 def coffea_run(urls, mode, uproot_options, ahead=False):
@@ -164,6 +172,16 @@ def requests_per_file(urls, handler, run):
     return out
 
 
+def graph_run(make, urls, step_size, **options):
+    """A Dask graph of the plain analysis over the files, built only: its form and the columns it
+    needs (the same whatever the number of files)."""
+    import dask_awkward as dak
+
+    arr = make({u: "Events" for u in urls}, filter_name=DASK_COLUMNS, step_size=step_size, **options)
+    mass, jet_pt = plain_columns(arr)
+    return [arr.form.to_json(), sorted(next(iter(dak.necessary_columns(mass, jet_pt).values())))]
+
+
 def dask_run(make, urls, step_size):
     arr = make({u: "Events" for u in urls}, filter_name=DASK_COLUMNS, step_size=step_size)
     mass, jet_pt = plain_columns(arr)
@@ -200,8 +218,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rtt", type=float, default=137.0, help="round trip in ms (toxiproxy)")
     parser.add_argument("--step-size", type=int, default=10_000, help="entries per Dask partition")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each configuration (median)")
-    parser.add_argument("--parts", default="uproot,coffea,dask", help="which comparisons to run (and preprocess)")
-    parser.add_argument("--preprocess-files", type=int, default=64, help="files coffea's preprocess reads")
+    parser.add_argument("--parts", default="uproot,coffea,dask", help="which comparisons to run (and preprocess, graph)")
+    parser.add_argument("--preprocess-files", type=int, default=64, help="files coffea's preprocess and the Dask graphs read")
     parser.add_argument("--no-forms", action="store_true", help="preprocess without saving forms (coffea's default saves them)")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
@@ -276,6 +294,21 @@ def main(argv=None) -> int:
             ]
             # the files opened at once: one file's forced round trips
             floors.append(("preprocess + handler, opened ahead", "preprocess (defaults), local", forced))
+        if "graph" in parts:
+            many = preprocess_files(data, paths[0], args.preprocess_files)
+            many_urls = [lab.url("root", f"{p.parent.name}/{p.name}") for p in many]
+            n = len(many_urls)
+            print(f"Dask graphs over 1 and {n} files (links to {paths[0].name})")
+            for label, make, options in (
+                ("cherenkov.dask", cherenkov.dask, {}),
+                ("uproot.dask + handler", uproot.dask, handler),
+                ("uproot.dask", uproot.dask, {}),
+            ):
+                runs += [
+                    (f"graph {label}, 1 file", lambda make=make, o=options: graph_run(make, many_urls[:1], args.step_size, **o)),
+                    (f"graph {label}, {n} files", lambda make=make, o=options: graph_run(make, many_urls, args.step_size, **o)),
+                ]
+                compared.append((f"graph {label}: {n} files / 1 file", f"graph {label}, {n} files", f"graph {label}, 1 file"))
         if "dask" in parts:
             runs += [
                 ("uproot.dask", lambda: dask_run(uproot.dask, urls, args.step_size)),
@@ -291,8 +324,8 @@ def main(argv=None) -> int:
             plain = requests_per_file(urls[: len(per_file)], speculate, run)
             requests[label] = (per_file, plain)
         results = timed_rounds(runs, args.repeat)
-    for group in ("uproot arrays", "coffea virtual", "preprocess", "dask"):
-        labels = [label for label in results if label.startswith(group) or (group == "dask" and "dask" in label)]
+    for group in ("uproot arrays", "coffea virtual", "preprocess", "graph", "dask"):
+        labels = [label for label in results if label.startswith(group) or (group == "dask" and "dask" in label and "graph" not in label)]
         for label in labels[1:]:
             if not same(results[label][0], results[labels[0]][0]):
                 print(f"VALUES DIFFER: {label} and {labels[0]}", file=sys.stderr)

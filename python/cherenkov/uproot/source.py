@@ -248,7 +248,7 @@ def open_ahead(files, **options) -> int:
             key = _ahead_key(urls, open_options)
             if key not in _ahead:
                 _ahead[key] = concurrent.futures.Future()
-                started.append((key, urls))
+                started.append((_ahead[key], urls))
         while len(_ahead) > _AHEAD_KEPT:
             _ahead.pop(next(iter(_ahead))).cancel()
     if started:
@@ -258,11 +258,9 @@ def open_ahead(files, **options) -> int:
 
 def _open_all(started, open_options):
     def one(item):
-        key, urls = item
-        with _ahead_lock:
-            future = _ahead.get(key)
-        if future is None or not future.set_running_or_notify_cancel():
-            return
+        future, urls = item
+        if not future.set_running_or_notify_cancel():
+            return  # dropped from the registry before its turn
         try:
             f = cherenkov.File(urls, **open_options)
             f.read_ranges([])  # the metadata uproot reads beyond the opening's: streamers, trees' keys
