@@ -46,8 +46,9 @@ _GONE = {"tree_aware": "baskets are learned by default", "profile": "files alike
 _ahead: dict[tuple, concurrent.futures.Future] = {}
 _ahead_lock = threading.Lock()
 _AHEAD_KEPT = 4096
-# Files opened at once, at most: each opening thread only waits (the engine does the I/O).
-_OPENED_AT_ONCE = 128
+#: Files opened at once, at most: each opening thread only waits (the engine does the I/O, without
+#: the GIL), so a dataset's files open in the time of one.
+OPENED_AT_ONCE = 128
 
 
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
@@ -268,7 +269,7 @@ def _open_all(started, open_options):
         except BaseException as e:
             future.set_exception(e)
 
-    with concurrent.futures.ThreadPoolExecutor(min(_OPENED_AT_ONCE, len(started)), thread_name_prefix="cherenkov-open") as pool:
+    with concurrent.futures.ThreadPoolExecutor(min(OPENED_AT_ONCE, len(started)), thread_name_prefix="cherenkov-open") as pool:
         list(pool.map(one, started))
 
 
