@@ -176,15 +176,10 @@ impl WritableFile {
             .iter()
             .map(|a| array_from_py(a.cast::<PyDict>()?))
             .collect::<PyResult<Vec<_>>>()?;
-        let mut guard = self.state.lock().unwrap();
-        let state = guard.as_mut().ok_or_else(|| closed(&self.name))?;
-        let State { file, tables } = state;
-        let writer = tables
-            .get_mut(table)
-            .and_then(Option::as_mut)
-            .ok_or_else(|| PyValueError::new_err(format!("table {table} is finished")))?;
-        py.detach(|| writer.extend(file, arrays))
-            .map_err(write_error)
+        self.with_table(table, |writer, file| {
+            py.detach(|| writer.extend(file, arrays))
+                .map_err(write_error)
+        })
     }
 
     /// Why the baskets of `tree` (of another file) cannot be copied into TTree `table`, or
@@ -283,11 +278,11 @@ impl WritableFile {
         }
     }
 
-    /// `f` with table `table`'s TTree writer and the file.
-    fn with_tree<T>(
+    /// `f` with table `table`'s writer (not finished) and the file.
+    fn with_table<T>(
         &self,
         table: usize,
-        f: impl FnOnce(&mut TreeWriter, &mut FileWriter) -> cherenkov_core::Result<T>,
+        f: impl FnOnce(&mut Box<dyn TableWriter>, &mut FileWriter) -> PyResult<T>,
     ) -> PyResult<T> {
         let mut guard = self.state.lock().unwrap();
         let state = guard.as_mut().ok_or_else(|| closed(&self.name))?;
@@ -295,10 +290,22 @@ impl WritableFile {
         let writer = tables
             .get_mut(table)
             .and_then(Option::as_mut)
-            .ok_or_else(|| PyValueError::new_err(format!("table {table} is finished")))?
-            .as_tree()
-            .ok_or_else(|| PyValueError::new_err(format!("table {table} is not a TTree")))?;
-        f(writer, file).map_err(write_error)
+            .ok_or_else(|| PyValueError::new_err(format!("table {table} is finished")))?;
+        f(writer, file)
+    }
+
+    /// `f` with table `table`'s TTree writer and the file.
+    fn with_tree<T>(
+        &self,
+        table: usize,
+        f: impl FnOnce(&mut TreeWriter, &mut FileWriter) -> cherenkov_core::Result<T>,
+    ) -> PyResult<T> {
+        self.with_table(table, |writer, file| {
+            let tree = writer
+                .as_tree()
+                .ok_or_else(|| PyValueError::new_err(format!("table {table} is not a TTree")))?;
+            f(tree, file).map_err(write_error)
+        })
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> cherenkov_core::Result<T>) -> PyResult<T> {
