@@ -195,7 +195,8 @@ pub const OPEN_OPTIONS: &[OpenOption] = &[
         default: "False",
         doc: "A fixed-size array member of the objects of a split TClonesArray or \
               std::vector<Class> (Float_t x[6][3]) keeps the dimensions its class declares \
-              (var * 6 * 3 * float32) instead of uproot's flattened ones (var * 18 * float32).",
+              (var * 6 * 3 * float32) instead of uproot's flattened ones (var * 18 * float32); \
+              so do Double32_t/Float16_t leaf lists whose leaf title has no dimensions.",
     },
 ];
 
