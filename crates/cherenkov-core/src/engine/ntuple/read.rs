@@ -8,7 +8,7 @@ use crate::engine::file::RootFile;
 use crate::engine::output::FieldArray;
 use crate::engine::table::Table;
 use crate::error::{Error, Result};
-use crate::format::array::AlignedBytes;
+use crate::format::array::UnwrittenBytes;
 use crate::format::rntuple::assemble::{assemble, offsets, Columns, Decoded, Offsets};
 use crate::format::rntuple::clusters::{column_range, Cluster, ColumnRange, PageSource};
 use crate::format::rntuple::column::Coding;
@@ -308,8 +308,9 @@ impl Ntuple {
             };
             pages.push((*p, bytes));
         }
-        let mut data = AlignedBytes::zeroed(range.elements as usize * element);
-        let mut rest = data.as_bytes_mut();
+        // Not zeroed: the pages' decoding writes every byte (their elements add up to the range's).
+        let mut data = UnwrittenBytes::new(range.elements as usize * element);
+        let mut rest = data.bytes();
         let mut jobs = Vec::with_capacity(pages.len());
         for (p, bytes) in pages {
             let n = match p {
@@ -320,6 +321,7 @@ impl Ntuple {
             jobs.push((p, bytes, n, head));
             rest = tail;
         }
+        assert!(rest.is_empty(), "a column range's pages hold its elements");
         // Each page decompressed into its thread's buffer and decoded into its place.
         jobs.into_par_iter()
             .try_for_each(|(p, bytes, n, out)| match (p, bytes) {
@@ -331,18 +333,19 @@ impl Ntuple {
                         Packed::Stored(body) => body,
                         Packed::Decompressed(n) => &buffer[..n],
                     };
-                    coding.decode(packed, n, out);
+                    coding.decode_into(packed, n, out);
                     Ok(())
                 }),
                 _ => {
-                    coding.decode(&vec![0u8; coding.packed_len(n as u64) as usize], n, out);
+                    coding.decode_into(&vec![0u8; coding.packed_len(n as u64) as usize], n, out);
                     Ok(())
                 }
             })?;
         Ok(Decoded {
             kind: coding.kind,
             elements: range.elements,
-            data,
+            // SAFETY: every page's decoding wrote its part, and the parts cover the data.
+            data: unsafe { data.assume_written() },
         })
     }
 }

@@ -3,6 +3,8 @@
 //! or delta-encoded (index columns), bit-packed (Bit, Real32Trunc, Real32Quant). Every encoding
 //! restarts with each page, so pages decode independently (and in parallel).
 
+use std::mem::MaybeUninit;
+
 use crate::format::array::DType;
 
 /// The column types, each once, with its code from the specification's table ("Column
@@ -189,10 +191,34 @@ impl Coding {
     /// elements of `self.kind.element()` (native-endian). The caller checks `page.len()` against
     /// `packed_len(n)`.
     pub fn decode(&self, page: &[u8], n: usize, out: &mut [u8]) {
+        // SAFETY: `MaybeUninit<u8>` has `u8`'s layout, and `decode_into` writes only
+        // initialized bytes, so `out` stays initialized.
+        let out = unsafe { &mut *(out as *mut [u8] as *mut [MaybeUninit<u8>]) };
+        self.decode_into(page, n, out);
+    }
+
+    /// `decode` into memory not written yet (a read's output, left unzeroed): the encodings of
+    /// nearly every column (plain, split, zigzag) write each byte once; the others zero `out`
+    /// first. Every byte of `out` is written.
+    pub fn decode_into(&self, page: &[u8], n: usize, out: &mut [MaybeUninit<u8>]) {
         let element = self.kind.element().expect("decodable column");
         debug_assert_eq!(page.len() as u64, self.packed_len(n as u64));
         debug_assert_eq!(out.len(), n * element.size());
         let disk = self.bits as usize / 8;
+        match (self.kind.encoding(), element) {
+            (Encoding::Plain, Element::Switch | Element::Index) => {}
+            (Encoding::Plain, _) => return to_native(disk, copy_into(page, out)),
+            (Encoding::Split, _) => return to_native(disk, unsplit(page, disk, n, out)),
+            (Encoding::SplitZigzag, _) => {
+                let out = unsplit(page, disk, n, out);
+                to_native(disk, out);
+                return unzigzag(disk, out);
+            }
+            _ => {}
+        }
+        out.fill(MaybeUninit::new(0));
+        // SAFETY: every byte was just written.
+        let out = unsafe { assume_written(out) };
         match (self.kind.encoding(), element) {
             (Encoding::Plain, Element::Switch) => {
                 for (src, dst) in page
@@ -207,20 +233,9 @@ impl Coding {
                 }
             }
             (Encoding::Plain, Element::Index) => widen_index(page, disk, out, false),
-            (Encoding::Plain, _) => from_le(page, disk, out),
-            (Encoding::Split, _) => {
-                unsplit(page, disk, n, out);
-                to_native(disk, out);
-            }
-            (Encoding::SplitZigzag, _) => {
-                unsplit(page, disk, n, out);
-                to_native(disk, out);
-                unzigzag(disk, out);
-            }
             (Encoding::SplitDelta, _) => {
-                let mut raw = vec![0u8; page.len()];
-                unsplit(page, disk, n, &mut raw);
-                widen_index(&raw, disk, out, true);
+                let mut raw = vec![MaybeUninit::new(0u8); page.len()];
+                widen_index(unsplit(page, disk, n, &mut raw), disk, out, true);
             }
             (Encoding::Bits, _) => {
                 for (o, &byte) in out.chunks_mut(8).zip(page) {
@@ -246,7 +261,30 @@ impl Coding {
                     dst.copy_from_slice(&value.to_ne_bytes());
                 }
             }
+            (Encoding::Plain | Encoding::Split | Encoding::SplitZigzag, _) => {
+                unreachable!("written above")
+            }
         }
+    }
+}
+
+/// `out` as the bytes it now holds.
+///
+/// # Safety
+/// Every byte of `out` was written.
+unsafe fn assume_written(out: &mut [MaybeUninit<u8>]) -> &mut [u8] {
+    // SAFETY: `MaybeUninit<u8>` has `u8`'s layout; every byte is initialized (the caller's promise).
+    unsafe { &mut *(out as *mut [MaybeUninit<u8>] as *mut [u8]) }
+}
+
+/// `page` copied into `out` (of its length).
+fn copy_into<'a>(page: &[u8], out: &'a mut [MaybeUninit<u8>]) -> &'a mut [u8] {
+    assert_eq!(page.len(), out.len());
+    // SAFETY: `out` holds `page.len()` bytes (asserted) and does not overlap `page`; then every
+    // byte of it is written.
+    unsafe {
+        std::ptr::copy_nonoverlapping(page.as_ptr(), out.as_mut_ptr().cast(), page.len());
+        assume_written(out)
     }
 }
 
@@ -262,21 +300,31 @@ fn read_bits(page: &[u8], i: usize, nbits: usize) -> u32 {
 }
 
 /// Undo the split encoding: byte `b` of element `i` is at `b * n + i`.
-fn unsplit(page: &[u8], width: usize, n: usize, out: &mut [u8]) {
+/// The `n` elements of `width` bytes of a split page interleaved into `out` (of the page's
+/// length), every byte of it written.
+fn unsplit<'a>(
+    page: &[u8],
+    width: usize,
+    n: usize,
+    out: &'a mut [MaybeUninit<u8>],
+) -> &'a mut [u8] {
     match width {
         2 => unsplit_fixed::<2>(page, n, out),
         4 => unsplit_fixed::<4>(page, n, out),
         8 => unsplit_fixed::<8>(page, n, out),
-        _ => out.copy_from_slice(page),
+        _ => return copy_into(page, out),
     }
+    // SAFETY: `unsplit_fixed` wrote `n * W` bytes, all of `out`.
+    unsafe { assume_written(out) }
 }
 
-fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [u8]) {
+fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [MaybeUninit<u8>]) {
+    assert_eq!(out.len(), n * W);
     let streams: [&[u8]; W] = std::array::from_fn(|b| &page[b * n..(b + 1) * n]);
     let done = interleave::blocks::<W>(&streams, out);
     for i in done..n {
         for b in 0..W {
-            out[i * W + b] = streams[b][i];
+            out[i * W + b].write(streams[b][i]);
         }
     }
 }
@@ -286,10 +334,11 @@ fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [u8]) {
 #[cfg(target_arch = "x86_64")]
 mod interleave {
     use std::arch::x86_64::*;
+    use std::mem::MaybeUninit;
 
     /// Interleave the first whole blocks of 16 elements of `W` streams (each as long as the
     /// others, `out` holding `W` bytes for each of their elements); returns the elements done.
-    pub fn blocks<const W: usize>(streams: &[&[u8]; W], out: &mut [u8]) -> usize {
+    pub fn blocks<const W: usize>(streams: &[&[u8]; W], out: &mut [MaybeUninit<u8>]) -> usize {
         let n = streams[0].len();
         assert!(streams.iter().all(|s| s.len() == n) && out.len() >= n * W);
         let blocks = n / 16;
@@ -349,17 +398,12 @@ mod interleave {
 #[cfg(not(target_arch = "x86_64"))]
 mod interleave {
     /// Elsewhere every element goes the portable way.
-    pub fn blocks<const W: usize>(_: &[&[u8]; W], _: &mut [u8]) -> usize {
+    pub fn blocks<const W: usize>(_: &[&[u8]; W], _: &mut [std::mem::MaybeUninit<u8>]) -> usize {
         0
     }
 }
 
-/// Little-endian elements of `width` bytes, copied to native order.
-fn from_le(page: &[u8], width: usize, out: &mut [u8]) {
-    out.copy_from_slice(page);
-    to_native(width, out);
-}
-
+/// Little-endian elements of `width` bytes put in native order, in place.
 fn to_native(width: usize, data: &mut [u8]) {
     if cfg!(target_endian = "big") && width > 1 {
         for e in data.chunks_exact_mut(width) {
@@ -464,8 +508,8 @@ mod tests {
         for width in [2usize, 4, 8] {
             for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 100, 1000] {
                 let page: Vec<u8> = (0..n * width).map(|i| (i * 7 + i / 3) as u8).collect();
-                let mut out = vec![0u8; n * width];
-                unsplit(&page, width, n, &mut out);
+                let mut out = vec![MaybeUninit::new(0u8); n * width];
+                let out = unsplit(&page, width, n, &mut out);
                 for i in 0..n {
                     for b in 0..width {
                         assert_eq!(out[i * width + b], page[b * n + i], "width {width} n {n}");
