@@ -335,11 +335,15 @@ fn read_class(
     let Model::Class {
         name,
         version,
+        header,
         members,
     } = model
     else {
         unreachable!("read_class is given classes")
     };
+    if !header {
+        return read_members(cur, members, fields, next);
+    }
     let at = cur.pos();
     let v = read_version(cur, name)?;
     if v.end.is_none() && v.version as i32 != *version {

@@ -4,7 +4,7 @@ pub use super::array::DType;
 use super::model::{model_of_type, Member, Model};
 use super::packed::{Packing, K_DOUBLE32, K_FLOAT16};
 use super::streamers::{find_element, StreamerInfo};
-use super::tree::{BranchMeta, LeafMeta, TreeMeta};
+use super::tree::{BranchMeta, ElementMeta, LeafMeta, TreeMeta};
 
 impl DType {
     fn from_leaf_class(class: &str, unsigned: bool) -> Option<Self> {
@@ -206,7 +206,9 @@ const STL_MEMBER: i32 = 41;
 /// in the class of a TClonesArray or a split `std::vector<Class>`). Its leaf's title names only
 /// the collection's count (`x[cells_]`), so uproot, which takes dimensions from titles, reads
 /// fLen items (`var * 18 * float32`); `Declared` keeps the class's (`var * 6 * 3 * float32`).
-/// Members of split objects outside collections keep their dimensions either way.
+/// Members of split objects outside collections keep their dimensions either way. Leaf-list
+/// Double32_t / Float16_t arrays (`x[2][3]/d[0,1,10]`) are alike: their leaf's title is the type
+/// and range, so uproot reads fLen items (`6 * float64`) where `Declared` keeps `2 * 3 * float64`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum MemberDims {
     #[default]
@@ -237,6 +239,14 @@ fn title_dims(leaf: &LeafMeta) -> Vec<usize> {
         dims.push(leaf.len as usize);
     }
     dims
+}
+
+/// A member of a split object declared as a pointer (`TClonesArray *fHits`), by the streamer
+/// info of the class that holds it.
+fn is_pointer_member(e: &ElementMeta, infos: &[StreamerInfo]) -> bool {
+    e.id >= 0
+        && find_element(infos, &e.class_name, e.class_version, e.id)
+            .is_some_and(|m| m.type_name.trim_end().ends_with('*'))
 }
 
 /// Members of the objects in a TClonesArray or a split `std::vector<Class>`: each entry holds
@@ -332,8 +342,10 @@ fn interpret_branch(
 
     // A branch with data not filled along with its tree (uproot gives it its own number of
     // entries, which a table of the tree's entries cannot hold).
-    let counts_clones =
-        element.is_some_and(|e| (e.class_name == "TClonesArray" && e.id < 0) || e.kind == 3);
+    let counts_clones = element.is_some_and(|e| {
+        let holds_clones = (e.class_name == "TClonesArray" && e.id < 0) || e.kind == 3;
+        holds_clones && !is_pointer_member(e, infos)
+    });
     if (branch.children.is_empty() || counts_clones) && branch.entries != tree.entries {
         return Err(unsupported(
             declared,
@@ -344,8 +356,9 @@ fn interpret_branch(
         ));
     }
     if !branch.children.is_empty() {
-        // A TClonesArray's own branch holds the number of objects per entry.
-        // (fType 3, a TClonesArray node, whatever class holds it).
+        // A TClonesArray's own branch holds the number of objects per entry (fType 3, a
+        // TClonesArray node, whatever class holds it); a `TClonesArray*` member is read as the
+        // record of its members, as uproot reads it.
         if counts_clones {
             return Ok(Interpretation::Fixed {
                 dtype: DType::I32,
@@ -416,23 +429,25 @@ fn interpret_leaf(
     if leaf.class == "TLeafC" {
         return Ok(Interpretation::Strings { header_bytes: 0 });
     }
-    // Leaf-list Double32_t / Float16_t (`x[3]/d[0,1,10]`): the leaf's title is the type with its
-    // range; the dimensions are in the branch title before the slash.
+    // Leaf-list Double32_t / Float16_t (`x[2][3]/d[0,1,10]`): ROOT reads them with a streamer
+    // element titled by the type after the slash, whose brackets hold the range (the brackets
+    // before it are dimensions; go-hep titles the leaf with the type alone).
+    let spec = leaf.title.rsplit('/').next().unwrap_or_default();
     let packed = match leaf.class.as_str() {
-        "TLeafD32" => Packing::of(K_DOUBLE32, &leaf.title),
-        "TLeafF16" => Packing::of(K_FLOAT16, &leaf.title),
+        "TLeafD32" => Packing::of(K_DOUBLE32, spec),
+        "TLeafF16" => Packing::of(K_FLOAT16, spec),
         _ => None,
     };
     let dtype = packed
         .map(|(_, dtype)| dtype)
         .or_else(|| DType::from_leaf_class(&leaf.class, leaf.is_unsigned));
     if let Some(dtype) = dtype {
-        let inner_shape = match packed {
-            Some(_) => title_dims(&LeafMeta {
+        let inner_shape = match (packed, dims) {
+            (Some(_), MemberDims::Declared) => title_dims(&LeafMeta {
                 title: branch.title.split('/').next().unwrap_or_default().into(),
                 ..leaf.clone()
             }),
-            None => title_dims(leaf),
+            _ => title_dims(leaf),
         };
         let packing = packed.map(|(packing, _)| packing);
         return Ok(match leaf.count {
@@ -628,28 +643,40 @@ fn streams_itself_refusal(name: &str) -> Unsupported {
 
 /// Copy big-endian items into native-endian `dst` (same length in bytes).
 pub fn convert_big_endian(dtype: DType, src: &[u8], dst: &mut [u8]) {
-    debug_assert_eq!(src.len(), dst.len());
+    // SAFETY: initialized bytes viewed as possibly uninitialized ones, only ever written with
+    // initialized values.
+    let dst = unsafe { &mut *(dst as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) };
+    convert_big_endian_into(dtype, src, dst);
+}
+
+/// `convert_big_endian` into bytes not written yet (see `array::Unwritten`): writes every one.
+pub fn convert_big_endian_into(dtype: DType, src: &[u8], dst: &mut [std::mem::MaybeUninit<u8>]) {
+    assert_eq!(src.len(), dst.len());
     macro_rules! swap {
-        ($n:expr) => {
-            for (d, s) in dst.chunks_exact_mut($n).zip(src.chunks_exact($n)) {
-                let mut a: [u8; $n] = s.try_into().unwrap();
-                if cfg!(target_endian = "little") {
-                    a.reverse();
-                }
-                d.copy_from_slice(&a);
+        ($t:ty) => {{
+            const N: usize = std::mem::size_of::<$t>();
+            for (d, s) in dst.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
+                let value = <$t>::from_be_bytes(s.try_into().unwrap()).to_ne_bytes();
+                // SAFETY: `d` holds exactly N bytes; `[u8; N]` has alignment 1.
+                unsafe { d.as_mut_ptr().cast::<[u8; N]>().write(value) };
             }
-        };
+        }};
     }
     match dtype.size() {
         1 if dtype == DType::Bool => {
             for (d, s) in dst.iter_mut().zip(src) {
-                *d = (*s != 0) as u8;
+                d.write((*s != 0) as u8);
             }
         }
-        1 => dst.copy_from_slice(src),
-        2 => swap!(2),
-        4 => swap!(4),
-        _ => swap!(8),
+        1 => {
+            // SAFETY: `dst` holds `src.len()` bytes (asserted), not overlapping `src`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast(), src.len())
+            }
+        }
+        2 => swap!(u16),
+        4 => swap!(u32),
+        _ => swap!(u64),
     }
 }
 
@@ -685,6 +712,39 @@ mod tests {
                 packing: None,
             })
         );
+    }
+
+    #[test]
+    fn packed_leaf_arrays_take_uproot_s_dimensions_from_the_leaf_title() {
+        let read_as = |tree: &TreeMeta, dims| match interpret(tree, 0, &[], dims) {
+            Ok(Interpretation::Fixed {
+                inner_shape,
+                packing,
+                ..
+            }) => (inner_shape, packing),
+            other => panic!("{other:?}"),
+        };
+        let shape = |tree: &TreeMeta, dims| read_as(tree, dims).0;
+        // ROOT titles the leaf like its branch: the dimensions come first, the range after the
+        // slash (not a 4-byte float: the third bracket holds it).
+        let mut tree = one_leaf_tree("TLeafD32", "x[2][3]/d[0,1,10]");
+        tree.branches[0].title = "x[2][3]/d[0,1,10]".into();
+        tree.leaves[0].len = 6;
+        assert_eq!(shape(&tree, MemberDims::Uproot), [2, 3]);
+        assert_eq!(shape(&tree, MemberDims::Declared), [2, 3]);
+        assert_eq!(
+            read_as(&tree, MemberDims::Uproot).1,
+            Some(Packing::Scaled {
+                factor: 1024.0,
+                min: 0.0
+            })
+        );
+        // go-hep titles it with the type and range only: uproot reads fLen items.
+        let mut tree = one_leaf_tree("TLeafF16", "f[0,0,16]");
+        tree.branches[0].title = "x[2][3][4][5]/f[0,0,16]".into();
+        tree.leaves[0].len = 120;
+        assert_eq!(shape(&tree, MemberDims::Uproot), [120]);
+        assert_eq!(shape(&tree, MemberDims::Declared), [2, 3, 4, 5]);
     }
 
     #[test]

@@ -41,11 +41,13 @@ pub enum Model {
         values: Box<Model>,
         column_headers: [bool; 2],
     },
-    /// A class: byte count and version, then its bases' and its own members. Members of a
-    /// TObject base are read and left out (as uproot does).
+    /// A class: byte count and version (unless `header` is false: classes whose own streamer
+    /// writes their members bare), then its bases' and its own members. Members of a TObject
+    /// base are read and left out (as uproot does).
     Class {
         name: String,
         version: i32,
+        header: bool,
         members: Vec<Member>,
     },
 }
@@ -211,9 +213,14 @@ fn class_model(name: &str, infos: &[StreamerInfo], depth: usize) -> Result<Model
     Ok(Model::Class {
         name: name.to_string(),
         version: info.class_version,
+        header: !BARE_CLASSES.contains(&name),
         members,
     })
 }
+
+/// Classes whose hand-written streamer writes their members with no byte count or version
+/// (TDatime::Streamer is `b << fDatime`); their streamer infos still list the members.
+const BARE_CLASSES: [&str; 1] = ["TDatime"];
 
 // Streamer type codes (TVirtualStreamerInfo::EReadWrite).
 const K_BASE: i32 = 0;

@@ -1,0 +1,126 @@
+"""Write member-layouts.root with ROOT: member layouts whose reading depends on the class's own
+streamer or on how the member is declared, as in experiments' files.
+
+- ``Event`` split: a ``TClonesArray *hits`` member (uproot reads it as the record of its members'
+  branches; a ``TClonesArray`` branch of the tree is the number of objects) and a ``TDatime``
+  member;
+- ``Stamp`` unsplit: a ``TDatime`` member (TDatime::Streamer writes its 4 bytes bare, with no
+  byte count or version);
+- leaf lists of ``Double32_t x[2][3]/d[0,1,10]`` and ``Float16_t f[2][3]/f[0,0,10]`` (uproot
+  reads fLen items: their leaves' titles are the type and range).
+
+Needs ROOT and a C++ compiler (``bash scripts/setup-bench.sh``); run once, the output is committed:
+
+    .venv/bin/python tests/data/make_member_layouts.py
+
+tests/test_member_layouts.py compares the branches with uproot and with ROOT's values.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import ROOT
+
+OUT = Path(__file__).with_name("member-layouts.root")
+ENTRIES = 9
+
+CLASSES = r"""
+#include "TObject.h"
+#include "TClonesArray.h"
+#include "TDatime.h"
+#include "TTree.h"
+
+class Hit : public TObject {
+public:
+   Float_t e;
+   Int_t cell;
+   Hit() : e(0), cell(0) {}
+   ClassDef(Hit, 1)
+};
+
+class Event : public TObject {
+public:
+   Int_t n;
+   TDatime when;
+   TClonesArray *hits;
+   Event() : n(0), hits(new TClonesArray("Hit")) {}
+   ~Event() { delete hits; }
+   ClassDef(Event, 1)
+};
+
+class Stamp {
+public:
+   TDatime when;
+   Int_t run;
+   Stamp() : run(0) {}
+   virtual ~Stamp() {}
+   ClassDef(Stamp, 1)
+};
+
+inline void write_layouts(int entries) {
+   TTree *tree = new TTree("layouts", "member layouts");
+   auto *event = new Event();
+   auto *clones = new TClonesArray("Hit");
+   auto *stamp = new Stamp();
+   Double_t x[2][3];
+   Float_t f[2][3];
+   tree->Branch("event", &event, 32000, 99);
+   tree->Branch("clones", &clones, 32000, 99);
+   tree->Branch("stamp", &stamp, 32000, 0);
+   tree->Branch("x", x, "x[2][3]/d[0,1,10]");
+   tree->Branch("f", f, "f[2][3]/f[0,0,10]");
+   for (int i = 0; i < entries; i++) {
+      event->n = i;
+      event->when.Set(2020 + i, 1 + i, 2 + i, 3 + i, 4 + i, 5 + i);
+      event->hits->Clear();
+      clones->Clear();
+      for (int j = 0; j < i % 4; j++) {
+         Hit *h = (Hit *)event->hits->ConstructedAt(j);
+         h->e = i + 0.25f * j;
+         h->cell = 100 * i + j;
+         Hit *c = (Hit *)clones->ConstructedAt(j);
+         c->e = -h->e;
+         c->cell = -h->cell;
+      }
+      stamp->when.Set(1999, 12, 31, 23, 59, i);
+      stamp->run = 1000 + i;
+      for (int a = 0; a < 2; a++)
+         for (int b = 0; b < 3; b++) {
+            x[a][b] = (i * 6 + a * 3 + b) / 64.0;
+            f[a][b] = 1.5f * (i - 4) + 0.25f * (a * 3 + b);
+         }
+      tree->Fill();
+   }
+   tree->Write();
+}
+
+#ifdef __ROOTCLING__
+#pragma link C++ class Hit+;
+#pragma link C++ class Event+;
+#pragma link C++ class Stamp+;
+#pragma link C++ function write_layouts;
+#endif
+"""
+
+
+def compile_classes() -> None:
+    """Compile the classes with a dictionary (ACLiC)."""
+    build = Path(tempfile.mkdtemp(prefix="member-layouts-"))
+    header = build / "MemberLayouts.h"
+    header.write_text(CLASSES)
+    if ROOT.gSystem.CompileMacro(str(header), "kO", "", str(build)) != 1:
+        raise SystemExit("ACLiC could not compile the classes (is a C++ compiler installed?)")
+
+
+def main() -> None:
+    compile_classes()
+    f = ROOT.TFile(str(OUT), "RECREATE")
+    ROOT.write_layouts(ENTRIES)
+    f.Close()
+    print(f"wrote {OUT} ({OUT.stat().st_size} bytes)")
+
+
+if __name__ == "__main__":
+    main()
