@@ -15,6 +15,7 @@ across the files of the process.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import os
 import threading
 import warnings
@@ -85,9 +86,10 @@ class Source(uproot.source.chunk.Source):
     ``opened``: the file already open in cherenkov (a `cherenkov.File`), read instead of opening
     it again (`cherenkov.dask` lets uproot read the metadata of a file it has opened).
 
-    Errors are uproot's own: a missing local file raises ``FileNotFoundError``, other failures
-    ``OSError`` naming the file. The file opens lazily again after pickling (Dask sends sources to
-    its workers).
+    Errors are uproot's own builtin exceptions, naming the file: a missing file raises
+    ``FileNotFoundError``, refused credentials ``PermissionError``, a silent server
+    ``TimeoutError``, other failures ``OSError``; cherenkov's typed error is their ``__cause__``.
+    The file opens lazily again after pickling (Dask sends sources to its workers).
     """
 
     def __init__(self, file_path: str, **options):
@@ -113,11 +115,9 @@ class Source(uproot.source.chunk.Source):
     def _open(self) -> cherenkov.File:
         with self._lock:
             if self._file is None:
-                # Its errors are OSErrors, as uproot's own sources raise (a missing file a
-                # FileNotFoundError, refused credentials a PermissionError, a silent server a
-                # TimeoutError), naming the file and the cause.
                 urls = [self._location, *self._replicas]
-                self._file = _take_ahead(urls, self._open_options) or cherenkov.File(urls, **self._open_options)
+                with _as_builtin():
+                    self._file = _take_ahead(urls, self._open_options) or cherenkov.File(urls, **self._open_options)
             return self._file
 
     def __getstate__(self):
@@ -182,7 +182,9 @@ class Source(uproot.source.chunk.Source):
             raise OSError(f"file {self._file_path!r} is closed")
 
     def _read(self, ranges):
-        return self._open().read_ranges(ranges)
+        file = self._open()
+        with _as_builtin():
+            return file.read_ranges(ranges)
 
     def chunk(self, start: int, stop: int) -> uproot.source.chunk.Chunk:
         if self._fallback is not None:
@@ -298,6 +300,20 @@ def _paths_in(files) -> list[str]:
         if values and all(isinstance(v, dict) and "files" in v for v in values):
             return [p for v in values for p in _paths_in(v["files"])]
     return [os.fspath(f) for f in files]
+
+
+@contextlib.contextmanager
+def _as_builtin():
+    """cherenkov's typed errors as the builtin exceptions uproot's own sources raise (uproot's
+    failure reports and coffea name them by their type's name): the nearest builtin class, with
+    the same message, caused by the typed error (``__cause__``)."""
+    try:
+        yield
+    except OSError as e:
+        builtin = next(c for c in type(e).__mro__ if c.__module__ == "builtins")
+        if builtin is type(e):
+            raise
+        raise builtin(*e.args) from e
 
 
 def _replicas_of(url: str, replicas) -> list[str]:
