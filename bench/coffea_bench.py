@@ -13,7 +13,13 @@ default), in one run:
   defaults and with ``uproot_options={"handler": cherenkov.uproot.Source}``. (Eager mode builds
   every cross-reference, which crawls on the generated files' resampled indices: the tests
   compare it on the real CMS sample);
-- ``uproot.dask`` against ``cherenkov.dask`` (same columns, same partitions' size, threads).
+- ``uproot.dask`` against ``cherenkov.dask`` (same columns, same partitions' size, threads);
+- ``preprocess`` (not by default): coffea's ``preprocess`` of ``--preprocess-files`` names of the
+  first file (links), with coffea's defaults, the handler, and the handler with the files opened
+  ahead (`cherenkov.uproot.open_ahead`), against its 0 ms floor;
+- ``graph`` (not by default): Dask graphs built (not computed) over 1 and ``--preprocess-files``
+  files with ``cherenkov.dask``, ``uproot.dask`` with the handler and ``uproot.dask``: the form and
+  ``necessary_columns`` are compared, the times of many files against one.
 
 Each is also run on the local files (0 ms). The floor of a remote run is the same code on the
 local files plus the round trips the protocol forces per file (XRootD login, open with the
@@ -30,6 +36,8 @@ with learning and with ``speculate=False``) are printed from a separate pass.
 from __future__ import annotations
 
 import argparse
+import base64
+import gzip
 import statistics
 import sys
 import time
@@ -46,6 +54,7 @@ sys.path.insert(0, str(BENCH))
 import make_nanolike  # noqa: E402
 
 FORCED_ROUND_TRIPS = 3  # per file: login, open (+ head/tail), one vectored data read
+PREPROCESS_STEP = 5_000
 DASK_COLUMNS = ["Muon_pt", "Muon_eta", "Muon_phi", "Muon_mass", "Muon_charge", "nMuon", "Jet_pt", "nJet"]
 
 
@@ -75,14 +84,20 @@ def histograms(mass, jet_pt):
 
 
 def new_analysis():
+    import cherenkov.dask_arrays
     import cherenkov.uproot
 
     cherenkov.uproot.forget_learned()
+    cherenkov.dask_arrays._open_trees.clear()  # files a Dask graph opened are kept open
 
 
-def coffea_run(urls, mode, uproot_options):
+def coffea_run(urls, mode, uproot_options, ahead=False):
     from coffea.nanoevents import NanoAODSchema, NanoEventsFactory
 
+    if ahead:
+        import cherenkov.uproot
+
+        cherenkov.uproot.open_ahead(urls)
     totals = None
     for url in urls:
         events = NanoEventsFactory.from_root({url: "Events"}, schemaclass=NanoAODSchema, mode=mode, uproot_options=uproot_options).events()
@@ -96,6 +111,35 @@ def uproot_run(url, names, options):
 
     with uproot.open(url, **options) as f:
         return f["Events"].arrays(names, library="ak")
+
+
+def preprocess_run(urls, uproot_options, save_form, ahead=False):
+    """coffea's `preprocess` of the files (steps of PREPROCESS_STEP entries, forms saved, as coffea
+    does by default): the dataset's form, and per file its entries, steps and UUID."""
+    from coffea.dataset_tools import preprocess
+
+    fileset = {"dataset": {"files": {u: "Events" for u in urls}}}
+    if ahead:
+        import cherenkov.uproot
+
+        cherenkov.uproot.open_ahead(fileset)
+    available, _ = preprocess(fileset, step_size=PREPROCESS_STEP, save_form=save_form, uproot_options=uproot_options)
+    files = available["dataset"]["files"]
+    form = available["dataset"].get("compressed_form")
+    form = form and gzip.decompress(base64.b64decode(form))  # gzip's header has the time
+    return [form] + [(files[u]["num_entries"], files[u]["steps"], files[u]["uuid"]) for u in urls]
+
+
+def preprocess_files(data: Path, source: Path, count: int) -> list[Path]:
+    """`count` names of one file (symbolic links: preprocessing reads metadata only)."""
+    folder = data / f"preprocess-{count}"
+    folder.mkdir(exist_ok=True)
+    folder.chmod(0o755)
+    links = [folder / f"file-{i:03}.root" for i in range(count)]
+    for link in links:
+        if not link.is_symlink():
+            link.symlink_to(Path("..") / source.name)
+    return links
 
 
 def fixed_set(path) -> list[str]:
@@ -128,6 +172,16 @@ def requests_per_file(urls, handler, run):
     return out
 
 
+def graph_run(make, urls, step_size, **options):
+    """A Dask graph of the plain analysis over the files, built only: its form and the columns it
+    needs (the same whatever the number of files)."""
+    import dask_awkward as dak
+
+    arr = make({u: "Events" for u in urls}, filter_name=DASK_COLUMNS, step_size=step_size, **options)
+    mass, jet_pt = plain_columns(arr)
+    return [arr.form.to_json(), sorted(next(iter(dak.necessary_columns(mass, jet_pt).values())))]
+
+
 def dask_run(make, urls, step_size):
     arr = make({u: "Events" for u in urls}, filter_name=DASK_COLUMNS, step_size=step_size)
     mass, jet_pt = plain_columns(arr)
@@ -152,6 +206,8 @@ def timed_rounds(runs, repeat):
 def same(a, b) -> bool:
     if isinstance(a, ak.Array):
         return ak.array_equal(a, b, equal_nan=True)
+    if isinstance(a, list):
+        return a == b
     return all((x.values() == y.values()).all() for x, y in zip(a, b))
 
 
@@ -162,7 +218,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rtt", type=float, default=137.0, help="round trip in ms (toxiproxy)")
     parser.add_argument("--step-size", type=int, default=10_000, help="entries per Dask partition")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each configuration (median)")
-    parser.add_argument("--parts", default="uproot,coffea,dask", help="which comparisons to run")
+    parser.add_argument("--parts", default="uproot,coffea,dask", help="which comparisons to run (and preprocess, graph)")
+    parser.add_argument("--preprocess-files", type=int, default=64, help="files coffea's preprocess and the Dask graphs read")
+    parser.add_argument("--no-forms", action="store_true", help="preprocess without saving forms (coffea's default saves them)")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
 
@@ -206,16 +264,51 @@ def main(argv=None) -> int:
             runs += [
                 ("coffea virtual (defaults)", lambda: coffea_run(urls, "virtual", {})),
                 ("coffea virtual + handler", lambda: coffea_run(urls, "virtual", handler)),
+                ("coffea virtual + handler, opened ahead", lambda: coffea_run(urls, "virtual", handler, ahead=True)),
                 ("coffea virtual (defaults), local", lambda: coffea_run(local, "virtual", {})),
                 ("coffea virtual + handler, local", lambda: coffea_run(local, "virtual", handler)),
             ]
             compared += [
                 ("coffea virtual: defaults / handler", "coffea virtual (defaults)", "coffea virtual + handler"),
+                ("coffea virtual: defaults / handler, opened ahead", "coffea virtual (defaults)", "coffea virtual + handler, opened ahead"),
                 ("coffea virtual, 0 ms: handler / defaults", "coffea virtual + handler, local", "coffea virtual (defaults), local"),
             ]
             # coffea opens the files one after the other
             floors.append(("coffea virtual + handler", "coffea virtual + handler, local", len(urls) * forced))
             requests["coffea virtual"] = requests_per_file(urls, {}, lambda u, o: coffea_run([u], "virtual", o))
+        if "preprocess" in parts:
+            many = preprocess_files(data, paths[0], args.preprocess_files)
+            many_urls = [lab.url("root", f"{p.parent.name}/{p.name}") for p in many]
+            print(f"coffea preprocess: {len(many)} files (links to {paths[0].name})")
+            local_many = [str(p) for p in many]
+            forms = not args.no_forms
+            runs += [
+                ("preprocess (defaults)", lambda: preprocess_run(many_urls, {}, forms)),
+                ("preprocess + handler", lambda: preprocess_run(many_urls, handler, forms)),
+                ("preprocess + handler, opened ahead", lambda: preprocess_run(many_urls, handler, forms, ahead=True)),
+                ("preprocess (defaults), local", lambda: preprocess_run(local_many, {}, forms)),
+            ]
+            compared += [
+                ("preprocess: defaults / handler", "preprocess (defaults)", "preprocess + handler"),
+                ("preprocess: defaults / handler, opened ahead", "preprocess (defaults)", "preprocess + handler, opened ahead"),
+            ]
+            # the files opened at once: one file's forced round trips
+            floors.append(("preprocess + handler, opened ahead", "preprocess (defaults), local", forced))
+        if "graph" in parts:
+            many = preprocess_files(data, paths[0], args.preprocess_files)
+            many_urls = [lab.url("root", f"{p.parent.name}/{p.name}") for p in many]
+            n = len(many_urls)
+            print(f"Dask graphs over 1 and {n} files (links to {paths[0].name})")
+            for label, make, options in (
+                ("cherenkov.dask", cherenkov.dask, {}),
+                ("uproot.dask + handler", uproot.dask, handler),
+                ("uproot.dask", uproot.dask, {}),
+            ):
+                runs += [
+                    (f"graph {label}, 1 file", lambda make=make, o=options: graph_run(make, many_urls[:1], args.step_size, **o)),
+                    (f"graph {label}, {n} files", lambda make=make, o=options: graph_run(make, many_urls, args.step_size, **o)),
+                ]
+                compared.append((f"graph {label}: {n} files / 1 file", f"graph {label}, {n} files", f"graph {label}, 1 file"))
         if "dask" in parts:
             runs += [
                 ("uproot.dask", lambda: dask_run(uproot.dask, urls, args.step_size)),
@@ -231,8 +324,8 @@ def main(argv=None) -> int:
             plain = requests_per_file(urls[: len(per_file)], speculate, run)
             requests[label] = (per_file, plain)
         results = timed_rounds(runs, args.repeat)
-    for group in ("uproot arrays", "coffea virtual", "dask"):
-        labels = [label for label in results if label.startswith(group) or (group == "dask" and "dask" in label)]
+    for group in ("uproot arrays", "coffea virtual", "preprocess", "graph", "dask"):
+        labels = [label for label in results if label.startswith(group) or (group == "dask" and "dask" in label and "graph" not in label)]
         for label in labels[1:]:
             if not same(results[label][0], results[labels[0]][0]):
                 print(f"VALUES DIFFER: {label} and {labels[0]}", file=sys.stderr)
@@ -242,16 +335,16 @@ def main(argv=None) -> int:
         return results[label][1]
 
     print("\nvalues identical in every run\n")
-    print(f"| {'comparison':44} | ratio |")
-    print(f"|{'-' * 46}|-------|")
+    print(f"| {'comparison':50} | ratio |")
+    print(f"|{'-' * 52}|-------|")
     for label, a, b in compared:
-        print(f"| {label:44} | {t(a) / t(b):5.2f} |")
-    print(f"\n| {'remote run':26} | time (s) | floor (s) = 0 ms + forced round trips | / floor |")
-    print(f"|{'-' * 28}|----------|{'-' * 39}|---------|")
+        print(f"| {label:50} | {t(a) / t(b):5.2f} |")
+    print(f"\n| {'remote run':34} | time (s) | floor (s) = 0 ms + forced round trips | / floor |")
+    print(f"|{'-' * 36}|----------|{'-' * 39}|---------|")
     for label, local_label, trips in floors:
         floor = t(local_label) + trips
         explained = f"{t(local_label):.2f} + {trips:.2f}"
-        print(f"| {label:26} | {t(label):8.2f} | {floor:6.2f} = {explained:28} | {t(label) / floor:7.2f} |")
+        print(f"| {label:34} | {t(label):8.2f} | {floor:6.2f} = {explained:28} | {t(label) / floor:7.2f} |")
     if requests:
         print("\nper file through the handler: uproot's chunks calls: cherenkov's round trips to the server")
         for label, (learning, plain) in requests.items():

@@ -208,6 +208,16 @@ def cluster(workers: int):
     return made, client
 
 
+def stop_cluster(made, client) -> None:
+    """Close a cluster; on a loaded machine its nannies may time out killing many workers, which
+    must not lose the measurements made."""
+    client.close()
+    try:
+        made.close(timeout=60)
+    except (TimeoutError, OSError) as e:
+        print(f"closing the cluster: {type(e).__name__}: {e} (its processes are killed at exit)")
+
+
 def one_open_seconds(urls: list[str], repeat: int = 3) -> float:
     """The median time to open a file and find its tree (each a file not opened before here)."""
     import cherenkov
@@ -243,8 +253,7 @@ def scaling(args, lab, urls, console) -> list[dict]:
                     console.print(f"  {tool}, {workers} workers, {len(chosen)} files: {run['seconds']:.1f} s, {rate:,.0f} events/s")
                     rows.append(run)
         finally:
-            client.close()
-            made.close()
+            stop_cluster(made, client)
     return rows
 
 
@@ -258,8 +267,7 @@ def second_run(args, lab, urls, console) -> dict:
         second = run_cherenkov(client, urls, args.step_size, analysis=dimuon, open_options={"cache": cache})
         opened = one_open_seconds(urls)
     finally:
-        client.close()
-        made.close()
+        stop_cluster(made, client)
     for name, run in (("first run", first), ("second run, another processor", second)):
         r = run["report"]
         console.print(
@@ -293,8 +301,7 @@ def faults(args, lab, urls, names, console) -> dict:
         out["far file, worker killed"] = run_cherenkov(client, far, args.step_size)
         killer.cancel()
     finally:
-        client.close()
-        made.close()
+        stop_cluster(made, client)
     base = out["baseline"]["seconds"]
     for name, run in out.items():
         if not isinstance(run, dict) or "seconds" not in run:
@@ -334,8 +341,7 @@ def local(args, folder, names, console) -> list[dict]:
             console.print(f"  {label}: {events / run['seconds']:,.0f} events/s on {cores} cores, {per_core:,.0f} per CPU second")
             rows.append({"analysis": label, "seconds": run["seconds"], "events": events, "per_cpu_second": per_core, "cpu": cpu})
     finally:
-        client.close()
-        made.close()
+        stop_cluster(made, client)
     return rows
 
 

@@ -2,7 +2,7 @@
 opens routed through `cherenkov.uproot.Source` (`uproot_suite_plugin.py`); prints the tests that
 pass the first way and fail the second.
 
-    .venv/bin/python scripts/uproot_suite.py --testdata DIR [--tests DIR] [--work DIR] [pytest args]
+    .venv/bin/python scripts/uproot_suite.py --testdata DIR [--tests DIR] [--work DIR] [--compare-only] [pytest args]
 
 ``--tests``: uproot's ``tests/`` for the installed uproot (a checkout of scikit-hep/uproot5 at the
 tag of the installed version, or its source distribution); without it, the source distribution
@@ -88,6 +88,7 @@ def main(argv=None) -> int:
     parser.add_argument("--testdata", type=Path, required=True, help="folder of scikit-hep-testdata's files")
     parser.add_argument("--tests", type=Path, help="uproot's tests/ for the installed version")
     parser.add_argument("--work", type=Path, default=Path("/tmp/cherenkov-uproot-suite"), help="scratch folder")
+    parser.add_argument("--compare-only", action="store_true", help="compare the runs the work folder holds")
     args, extra = parser.parse_known_args(argv)
     args.work.mkdir(parents=True, exist_ok=True)
     tests = uproot_tests(args.work, args.tests)
@@ -95,7 +96,8 @@ def main(argv=None) -> int:
     runs = {}
     for label, plugin in (("default", False), ("cherenkov", True)):
         junit = args.work / f"{label}.xml"
-        run(tests, env, junit, plugin, extra)
+        if not args.compare_only:
+            run(tests, env, junit, plugin, extra)
         runs[label] = outcomes(junit)
     default, ours = runs["default"], runs["cherenkov"]
     passing = [t for t, (s, _) in default.items() if s == "passed"]

@@ -2,6 +2,8 @@
 histograms with uproot's default source, with `cherenkov.uproot.Source` in coffea's eager,
 virtual and dask modes, and with `cherenkov.dask`; a replica failing mid-run loses nothing."""
 
+import base64
+import gzip
 import shutil
 import sys
 import tempfile
@@ -204,3 +206,37 @@ def test_runner_and_apply_to_fileset_take_the_handler(nano_dir, reference):
     (computed,) = dask.compute(graphs, scheduler="threads")
     assert_same(histograms(*computed["nano"]), reference)
     assert set(opened) == set(paths)
+
+
+def test_preprocess_takes_the_files_opened_ahead(nano_dir, monkeypatch):
+    """`cherenkov.uproot.open_ahead(fileset)` opens every file of the fileset at once, in the
+    background; coffea's `preprocess` through the handler then opens none of them itself (each
+    file opened once, by the opening threads), and gives what it gives with uproot's source."""
+    import cherenkov.uproot.source as source
+    from coffea.dataset_tools import preprocess
+
+    opened_in = []
+
+    class Recorded(cherenkov.File):
+        def __init__(self, urls, **options):
+            opened_in.append(threading.current_thread().name)
+            super().__init__(urls, **options)
+
+    monkeypatch.setattr(source.cherenkov, "File", Recorded)
+    paths = [str(p) for p in sorted(nano_dir.glob("*.root"))]
+    fileset = {"nano": {"files": {p: "Events" for p in paths}}}
+    assert cherenkov.uproot.open_ahead(fileset) == len(paths)
+    ours, _ = preprocess(fileset, step_size=1000, uproot_options={"handler": cherenkov.uproot.Source})
+    theirs, _ = preprocess(fileset, step_size=1000)
+    assert len(opened_in) == len(paths), opened_in
+    assert all(name.startswith("cherenkov-open") for name in opened_in), opened_in
+    assert form_of(ours["nano"]) == form_of(theirs["nano"])
+    for p in paths:
+        a, b = ours["nano"]["files"][p], theirs["nano"]["files"][p]
+        assert (a["num_entries"], a["steps"], a["uuid"]) == (b["num_entries"], b["steps"], b["uuid"])
+        assert a["steps"] == [[0, 1000], [1000, 2000], [2000, 3000]]
+
+
+def form_of(dataset):
+    """A preprocessed dataset's form (compressed with gzip, whose header has the time)."""
+    return gzip.decompress(base64.b64decode(dataset["compressed_form"]))

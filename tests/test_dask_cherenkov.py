@@ -111,3 +111,34 @@ def test_distributed_workers_give_the_same_result():
     with distributed.Client(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as client:
         got = client.compute(ak.sum(arr.Jet_pt, axis=1)).result(timeout=120)
     assert ak.array_equal(got, ak.sum(uproot.dask(files, filter_name=["Jet_pt", "nJet"]).compute().Jet_pt, axis=1))
+
+
+def test_many_files_learn_the_form_from_one(tmp_path, monkeypatch):
+    """Over eight files alike (links to one), uproot parses one of them (the form is learned once
+    per layout; the others are opened at once by the engine), and the array has uproot.dask's
+    form, divisions, values and necessary columns."""
+    from cherenkov.uproot import Source
+
+    files = {}
+    for i in range(8):
+        (tmp_path / f"f{i}.root").symlink_to(TESTDATA / NANO)
+        files[str(tmp_path / f"f{i}.root")] = "Events"
+    parsed = []
+    init = Source.__init__
+
+    def counted(self, file_path, **options):
+        parsed.append(file_path)
+        init(self, file_path, **options)
+
+    monkeypatch.setattr(Source, "__init__", counted)
+    names = ["Muon_pt", "nMuon", "MET_pt", "Jet_pt", "nJet"]
+    ours = cherenkov.dask(files, filter_name=names, step_size=500)
+    assert len(parsed) == 1, parsed
+    theirs = uproot.dask(files, filter_name=names, step_size=500)
+    assert ours.form == theirs.form
+    assert ours.divisions[-1] == theirs.divisions[-1]
+    results = [ak.sum(a.Muon_pt, axis=1) * (a.nMuon > 1) + a.MET_pt for a in (ours, theirs)]
+    assert dak.necessary_columns(results[0]) == {ours.name: frozenset({"Muon_pt", "nMuon", "MET_pt"})}
+    assert list(dak.necessary_columns(results[1]).values()) == list(dak.necessary_columns(results[0]).values())
+    a, b = dask.compute(*results, scheduler="threads")
+    assert len(a) == 8 * len(cherenkov.open(TESTDATA / NANO)["Events"]) and ak.array_equal(a, b, equal_nan=True)

@@ -9,6 +9,7 @@ import shutil
 import stat
 import struct
 import tempfile
+import time
 from pathlib import Path
 
 import awkward as ak
@@ -17,7 +18,7 @@ import hist
 import numpy as np
 import psutil
 import pytest
-from cherenkov.processing import Dask, LocalProcesses, ProcessingError
+from cherenkov.processing import Dask, LocalProcesses, ProcessingError, close_workers, driver, executors
 from cherenkov.processing.dataset import normalize
 from cherenkov.processing.merge import BlockFolder, TreeMerge, merge
 from cherenkov.processing.metadata import FileMeta
@@ -176,6 +177,23 @@ def test_all_executors_give_the_same_result_through_the_lab_proxy(lab, protocol,
         assert_identical(result, local_result)
 
 
+@pytest.mark.parametrize("executor", ["processes", "dask"])
+def test_a_file_ten_times_farther_and_a_worker_killed_mid_job_change_nothing(lab, executor, dataset, sequential, tmp_path):
+    far = lab.toxiproxy.proxy(f"xrootd-far-{executor}", lab.xrootd.port)
+    lab.toxiproxy.set_rtt(f"xrootd-far-{executor}", 100)  # the others are 10 ms away
+    remote = make_dataset(lambda name: lab.xrootd.url(name, far) if name == "nano-1.root" else lab.url("root", name))
+    chosen = LocalProcesses(2) if executor == "processes" else Dask(workers=2, processes=True)
+    result, report = cherenkov.process(
+        remote, KillOnce(str(tmp_path / "killed")), executor=chosen, step_size=STEP, retries=3, return_report=True
+    )
+    assert (tmp_path / "killed").exists()
+    assert report.entries == 3 * 2000 + 3 * 2421 and report.bad_files == {}
+    if executor == "processes":  # Dask re-runs a dead worker's tasks itself
+        assert len(report.lost_workers) == 1
+    assert_identical(result, cherenkov.process(dataset, Analysis(), executor="in-process", step_size=STEP))
+    assert_matches_sequential(result, sequential)
+
+
 def test_a_worker_killed_mid_job_loses_and_double_counts_nothing(dataset, sequential, tmp_path):
     first, report = cherenkov.process(dataset, Analysis(), executor="in-process", step_size=STEP, return_report=True)
     result, report = cherenkov.process(
@@ -206,6 +224,46 @@ def test_local_worker_processes_are_forked_from_a_server_that_imported_the_reade
     server = psutil.Process(parents.pop())
     assert server.ppid() == os.getpid() and "forkserver" in " ".join(server.cmdline())
     assert sum(out["entries"] for out in result.values()) == 3 * 2000 + 3 * 2421
+
+
+class WhichProcess:
+    """The worker process that read each chunk."""
+
+    def __call__(self, chunk):
+        return {"pids": [os.getpid()], "entries": len(chunk)}
+
+
+def both_kept() -> None:
+    """Wait until both processes are back: one may still run a copy whose twin answered first."""
+    deadline = time.monotonic() + 30
+    while len(executors._KEPT_POOLS) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_worker_processes_are_kept_for_the_next_call(dataset, tmp_path):
+    close_workers()  # none left by other tests
+    first, report = cherenkov.process(dataset, WhichProcess(), executor="processes", workers=2, step_size=STEP, return_report=True)
+    assert report.reused_workers == 0
+    both_kept()
+    started = time.time()
+    second, report = cherenkov.process(dataset, WhichProcess(), executor="processes", workers=2, step_size=STEP, return_report=True)
+    assert report.reused_workers == 2
+    both_kept()
+    pids = {p for out in second.values() for p in out["pids"]}
+    assert all(psutil.Process(p).create_time() < started for p in pids)  # none started for this call
+    # A kept process that dies is replaced, and the next call takes up the replacement.
+    killed, report = cherenkov.process(
+        dataset, KillOnce(str(tmp_path / "killed")), executor="processes", workers=2, step_size=STEP, return_report=True
+    )
+    assert len(report.lost_workers) == 1 and report.reused_workers == 2
+    both_kept()
+    third, report = cherenkov.process(dataset, WhichProcess(), executor="processes", workers=2, step_size=STEP, return_report=True)
+    assert report.reused_workers == 2 and report.failures == []
+    for out in (second, third):
+        assert sum(o["entries"] for o in out.values()) == 3 * 2000 + 3 * 2421
+    kept = {p for out in third.values() for p in out["pids"]}
+    close_workers()
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in kept)
 
 
 @pytest.fixture
@@ -561,6 +619,17 @@ def test_handing_out_does_not_scan_every_file_for_every_packet():
         return len(looked_at) / packets
 
     assert per_packet(2000) < 1.5 * per_packet(250)
+
+
+def test_a_job_whose_handing_out_is_stuck_fails_with_what_is_left(dataset, monkeypatch):
+    # A bug that leaves every worker idle while work is left ends in an error that says what
+    # waits, not in a job that waits for ever.
+    monkeypatch.setattr(driver, "STALL_SECONDS", 0.5)
+    monkeypatch.setattr(Packetizer, "next_packet", lambda self, worker, workers: None)
+    t0 = time.monotonic()
+    with pytest.raises(ProcessingError, match=r"internal error: 1 workers idle .* 6 files with chunks not handed out"):
+        cherenkov.process(dataset, Analysis(), executor="in-process", step_size=STEP)
+    assert time.monotonic() - t0 < 30
 
 
 def test_a_failed_packet_waits_for_another_worker():

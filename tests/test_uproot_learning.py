@@ -4,6 +4,8 @@ collection in the first file and none beyond the one on its way in the next file
 step by step (uproot.iterate) is read ahead; uproot's metadata reads cost no request; values equal
 uproot's own source's; ``speculate=False`` reads exactly what uproot asks for."""
 
+import threading
+
 import awkward as ak
 import cherenkov
 import cherenkov.uproot
@@ -137,3 +139,20 @@ def test_learning_follows_speculate(files):
     assert n == len(COLUMNS)
     n, _ = data_requests(files[1], one_at_a_time, speculate=False)
     assert n == len(COLUMNS)
+
+
+def test_files_opened_ahead_are_taken_however_early(files):
+    """`open_ahead` then uproot at once, again and again: a Source that asks for its file before the
+    opening thread took it up gets it all the same (never waits forever), with uproot's values."""
+    got = []
+
+    def read_all():
+        for _ in range(20):
+            cherenkov.uproot.open_ahead(files)
+            got.append([uproot.open(p, handler=cherenkov.uproot.Source)["Events"].num_entries for p in files])
+
+    reader = threading.Thread(target=read_all, daemon=True)
+    reader.start()
+    reader.join(120)
+    assert not reader.is_alive(), "a Source waited for a file opened ahead"
+    assert got == [[ENTRIES] * len(files)] * 20

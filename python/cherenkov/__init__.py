@@ -28,6 +28,7 @@ from cherenkov._core import (
     SourceNotFoundError,
     SourcePermissionError,
     SourceTimeoutError,
+    StagedFile,
     UnsupportedBranch,
     __version__,
 )
@@ -37,6 +38,7 @@ from cherenkov.file import Directory, File, open
 from cherenkov.merging import MergeReport, merge
 from cherenkov.ntuple import RNTuple
 from cherenkov.processing import Dataset, Events, process
+from cherenkov.stage import stage
 from cherenkov.stats import Stats
 from cherenkov.tree import LazyChunk, Tree
 from cherenkov.writing import (
@@ -73,6 +75,8 @@ __all__ = [
     "LZMA",
     "LZ4",
     "ZSTD",
+    "stage",
+    "StagedFile",
     "File",
     "Directory",
     "Tree",

@@ -130,6 +130,25 @@ def cmd_cache(args) -> int:
     return 0
 
 
+def cmd_stage(args) -> int:
+    files, directory = args.dataset[:-1], args.dataset[-1]
+    if not files:
+        raise SystemExit("cherenkov stage: give the dataset's files, then the directory to copy them to")
+    options = {"direct_io": True} if args.direct_io else {}
+    staged = cherenkov.stage(
+        files, directory, files_at_once=args.files_at_once, verify=not args.no_verify, progress=False if args.quiet else None, **options
+    )
+    copied = sum(s.copied for s in staged)
+    seconds = max((s.seconds for s in staged), default=0.0)
+    if not args.quiet:
+        for s in staged:
+            how = "already there" if s.verified == "earlier" else f"verified by {s.verified}"
+            resumed = f", resumed at {human_bytes(s.resumed_from)}" if s.resumed_from else ""
+            print(f"{s.path}: {human_bytes(s.bytes)}, {how}{resumed}")
+        print(f"{len(staged)} files in {directory}: {human_bytes(copied)} copied in {seconds:.1f} s")
+    return 0
+
+
 def size_bytes(text: str) -> int:
     """`10GB`, `500MB`, `2GiB` or a number of bytes, for argparse."""
     units = {
@@ -232,6 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     cache.add_argument("--dir", help="the cache directory (default: $CHERENKOV_CACHE)")
     cache.add_argument("--max-bytes", type=int, default=20 << 30, help="prune: bytes to keep at most (LRU)")
     cache.set_defaults(run=cmd_cache)
+    stage = sub.add_parser("stage", help="copy a dataset's files to a local directory (resumable, verified)")
+    stage.add_argument("dataset", nargs="+", metavar="DATASET... DIR", help="files (paths, URLs, globs), then the directory")
+    stage.add_argument("--files-at-once", type=int, default=4, help="files copied at once (default 4)")
+    stage.add_argument("--no-verify", action="store_true", help="check sizes only, not the servers' checksums")
+    stage.add_argument("--direct-io", action="store_true", help="leave the copies out of the page cache")
+    stage.add_argument("--quiet", action="store_true", help="no progress bar or summary")
+    stage.set_defaults(run=cmd_stage)
     lay = sub.add_parser("layout", help="a file's layout and what reading it costs at a round trip time")
     lay.add_argument("url", help="path or URL of a ROOT file")
     lay.add_argument("--tree", help="only this tree")

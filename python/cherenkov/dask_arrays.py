@@ -29,6 +29,7 @@ from uproot._util import no_filter
 import cherenkov
 from cherenkov.file import OPEN_OPTIONS
 from cherenkov.uproot import Source
+from cherenkov.uproot.source import OPENED_AT_ONCE
 
 
 def dask(
@@ -150,14 +151,9 @@ def _names(tree) -> set[str]:
     return {b.name for b in tree.branches} | {b.path for b in tree.branches}
 
 
-# Files opened at once, at most: each opening thread only waits (the engine does the I/O), so a
-# dataset's files open in the time of one.
-_OPENED_AT_ONCE = 128
-
-
 def _open_all(files, open_options):
     """The trees of all files, opened at once (the engine waits without the GIL)."""
-    with concurrent.futures.ThreadPoolExecutor(min(_OPENED_AT_ONCE, len(files))) as pool:
+    with concurrent.futures.ThreadPoolExecutor(min(OPENED_AT_ONCE, len(files))) as pool:
         return list(pool.map(lambda f: _tree(f[0], f[1], open_options), files))
 
 

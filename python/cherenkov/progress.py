@@ -57,18 +57,20 @@ class ProgressUpdate:
 
 class _Bars:
     """Rich progress bars on stderr, one per task, with entries done of the total, entries/s, MB/s
-    and the time left."""
+    and the time left (or, counting bytes, bytes done of the total and MB/s)."""
 
-    def __init__(self, totals: dict[str, int]):
+    def __init__(self, totals: dict[str, int], unit: str = "entries"):
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+        from rich.progress import BarColumn, DownloadColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
         from rich.progress import Progress as RichProgress
 
+        self.unit = unit
+        counted = DownloadColumn() if unit == "bytes" else MofNCompleteColumn()
         self.progress = RichProgress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("entries {task.fields[rates]}"),
+            counted,
+            TextColumn(("" if unit == "bytes" else f"{unit} ") + "{task.fields[rates]}"),
             TimeRemainingColumn(),
             console=Console(stderr=True),
             transient=True,
@@ -78,6 +80,8 @@ class _Bars:
 
     def update(self, name: str, done: int, nbytes: int, elapsed: float, written: int = 0) -> None:
         rates = f"{done / elapsed:,.0f}/s, {nbytes / 1e6 / elapsed:,.1f} MB/s" if elapsed > 0 else ""
+        if self.unit == "bytes":
+            rates = f"{nbytes / 1e6 / elapsed:,.1f} MB/s" if elapsed > 0 else ""
         rates += f", {written:,} written" if written else ""
         self.progress.update(self.tasks[name], completed=done, rates=rates)
 
@@ -89,11 +93,13 @@ class _Bars:
 
 
 class Progress:
-    """Counts progress per task. `show=None`: bars when stderr is a terminal; True/False force them
-    on/off. `callback` (or a callable `show`, for `Tree.iterate(progress=f)`) receives a
+    """Counts progress per task (in entries, or in `unit="bytes"`). `show=None`: bars when stderr is
+    a terminal; True/False force them on/off. `callback` (or a callable `show`, for `Tree.iterate(progress=f)`) receives a
     `ProgressUpdate` after each step instead of, or besides, the bars."""
 
-    def __init__(self, totals: dict[str, int], show=None, callback: Callable | None = None, partial: Callable | None = None):
+    def __init__(
+        self, totals: dict[str, int], show=None, callback: Callable | None = None, partial: Callable | None = None, unit: str = "entries"
+    ):
         if callable(show):
             show, callback = False, show
         self.totals = dict(totals)
@@ -105,7 +111,7 @@ class Progress:
         self.partial = partial
         self.began = time.perf_counter()
         wanted = sys.stderr.isatty() if show is None else show is True
-        self.bars = _Bars(self.totals) if wanted else None
+        self.bars = _Bars(self.totals, unit) if wanted else None
 
     def advance(self, task: str, entries: int, nbytes: int, written: int = 0) -> None:
         self.done[task] += entries

@@ -3,62 +3,121 @@
 
 use cherenkov_core::engine::output::{BranchArray, FieldArray};
 use cherenkov_core::format::array::{Array, Layout};
-use numpy::IntoPyArray;
+use numpy::{IntoPyArray, ToPyArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// What a read hands out per branch or field, as a dict: its name (`branch`), `kind`,
 /// `entries` and `array`.
-pub trait ItemToPy {
-    fn to_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>>;
+pub trait ItemToPy: Sized {
+    fn to_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+        self.to_py_sharing(py, &mut Shared::default())
+    }
+
+    /// As `to_py`, buffers shared between items (see `Shared`) crossing once.
+    fn to_py_sharing<'py>(
+        self,
+        py: Python<'py>,
+        shared: &mut Shared<'py>,
+    ) -> PyResult<Bound<'py, PyDict>>;
 }
 
+/// The numpy arrays made so far of buffers several lists share (an RNTuple collection's
+/// offsets, shared by its fields): each crosses once, as one read-only array the lists share.
+/// The buffers are held while the map lives, so that no address is reused meanwhile.
+#[derive(Default)]
+pub struct Shared<'py> {
+    offsets: HashMap<*const Vec<i64>, SharedOffsets<'py>>,
+}
+
+/// Offsets several lists hold, and the numpy array made of them.
+type SharedOffsets<'py> = (Arc<Vec<i64>>, Bound<'py, PyAny>);
+
 impl ItemToPy for BranchArray {
-    fn to_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    fn to_py_sharing<'py>(
+        self,
+        py: Python<'py>,
+        shared: &mut Shared<'py>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("branch", &self.branch)?;
         d.set_item("kind", self.interpretation.kind())?;
         d.set_item("entries", self.entries)?;
-        d.set_item("array", array_to_py(py, self.array)?)?;
+        d.set_item("array", array_to_py(py, self.array, shared)?)?;
         Ok(d)
     }
 }
 
 impl ItemToPy for FieldArray {
-    fn to_py(self, py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    fn to_py_sharing<'py>(
+        self,
+        py: Python<'py>,
+        shared: &mut Shared<'py>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
         d.set_item("branch", &self.field)?;
         d.set_item("kind", "field")?;
         d.set_item("entries", self.entries)?;
-        d.set_item("array", array_to_py(py, self.array)?)?;
+        d.set_item("array", array_to_py(py, self.array, shared)?)?;
         Ok(d)
     }
 }
 
 pub fn arrays_to_py<I: ItemToPy>(py: Python<'_>, arrays: Vec<I>) -> PyResult<Bound<'_, PyList>> {
     let out = PyList::empty(py);
+    let mut shared = Shared::default();
     for a in arrays {
-        out.append(a.to_py(py)?)?;
+        out.append(a.to_py_sharing(py, &mut shared)?)?;
     }
     Ok(out)
 }
 
+/// Offsets as numpy: moved when this list holds them alone, else made once per read for every
+/// list sharing them (read-only: one list's change must not show in the others).
+fn offsets_to_py<'py>(
+    py: Python<'py>,
+    offsets: Arc<Vec<i64>>,
+    shared: &mut Shared<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let key = Arc::as_ptr(&offsets);
+    if let Some((_, array)) = shared.offsets.get(&key) {
+        return Ok(array.clone());
+    }
+    match Arc::try_unwrap(offsets) {
+        Ok(alone) => Ok(alone.into_pyarray(py).into_any()),
+        Err(offsets) => {
+            let array = offsets.as_slice().to_pyarray(py);
+            array.call_method1("setflags", (false,))?;
+            let array = array.into_any();
+            shared.offsets.insert(key, (offsets, array.clone()));
+            Ok(array)
+        }
+    }
+}
+
 /// One layout node as a dict: `class` (awkward's class name), its buffers as numpy arrays (the
 /// data as 8-byte words, viewed by `cherenkov.arrays`), `parameters`, and its children.
-pub fn array_to_py(py: Python<'_>, a: Array) -> PyResult<Bound<'_, PyDict>> {
+pub fn array_to_py<'py>(
+    py: Python<'py>,
+    a: Array,
+    shared: &mut Shared<'py>,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     let parameters = PyDict::new(py);
     for (k, v) in a.parameters {
         parameters.set_item(k, v)?;
     }
     d.set_item("parameters", parameters)?;
-    let children = |contents: Vec<Array>| -> PyResult<Bound<'_, PyList>> {
-        let list = PyList::empty(py);
-        for c in contents {
-            list.append(array_to_py(py, c)?)?;
-        }
-        Ok(list)
-    };
+    let children =
+        |contents: Vec<Array>, shared: &mut Shared<'py>| -> PyResult<Bound<'py, PyList>> {
+            let list = PyList::empty(py);
+            for c in contents {
+                list.append(array_to_py(py, c, shared)?)?;
+            }
+            Ok(list)
+        };
     match a.layout {
         Layout::Empty => d.set_item("class", "EmptyArray")?,
         Layout::Numpy {
@@ -79,8 +138,8 @@ pub fn array_to_py(py: Python<'_>, a: Array) -> PyResult<Bound<'_, PyDict>> {
         } => {
             d.set_item("class", "ListOffsetArray")?;
             d.set_item("index_type", index_type.name())?;
-            d.set_item("offsets", offsets.into_pyarray(py))?;
-            d.set_item("content", array_to_py(py, *content)?)?;
+            d.set_item("offsets", offsets_to_py(py, offsets, shared)?)?;
+            d.set_item("content", array_to_py(py, *content, shared)?)?;
         }
         Layout::Regular {
             size,
@@ -90,7 +149,7 @@ pub fn array_to_py(py: Python<'_>, a: Array) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("class", "RegularArray")?;
             d.set_item("size", size)?;
             d.set_item("length", length)?;
-            d.set_item("content", array_to_py(py, *content)?)?;
+            d.set_item("content", array_to_py(py, *content, shared)?)?;
         }
         Layout::Record {
             names,
@@ -100,7 +159,7 @@ pub fn array_to_py(py: Python<'_>, a: Array) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("class", "RecordArray")?;
             d.set_item("fields", names)?;
             d.set_item("length", length)?;
-            d.set_item("contents", children(contents)?)?;
+            d.set_item("contents", children(contents, shared)?)?;
         }
         Layout::IndexedOption {
             index,
@@ -110,11 +169,11 @@ pub fn array_to_py(py: Python<'_>, a: Array) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("class", "IndexedOptionArray")?;
             d.set_item("index_type", index_type.name())?;
             d.set_item("index", index.into_pyarray(py))?;
-            d.set_item("content", array_to_py(py, *content)?)?;
+            d.set_item("content", array_to_py(py, *content, shared)?)?;
         }
         Layout::Unmasked { content } => {
             d.set_item("class", "UnmaskedArray")?;
-            d.set_item("content", array_to_py(py, *content)?)?;
+            d.set_item("content", array_to_py(py, *content, shared)?)?;
         }
         Layout::Union {
             tags,
@@ -124,7 +183,7 @@ pub fn array_to_py(py: Python<'_>, a: Array) -> PyResult<Bound<'_, PyDict>> {
             d.set_item("class", "UnionArray")?;
             d.set_item("tags", tags.into_pyarray(py))?;
             d.set_item("index", index.into_pyarray(py))?;
-            d.set_item("contents", children(contents)?)?;
+            d.set_item("contents", children(contents, shared)?)?;
         }
     }
     Ok(d)

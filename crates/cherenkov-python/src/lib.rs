@@ -4,7 +4,7 @@
 //! `options.rs` (open's keywords, read once for every
 //! caller), `table.rs` (Table: what Tree and Ntuple share), `raw.rs` (byte ranges for uproot and fsspec),
 //! `cache.rs` (the disk cache's housekeeping), `writer.rs` (files written: `WritableFile`),
-//! `xrdcl.rs` (servers asking for gsi or krb5, read
+//! `stage.rs` (copying datasets to a local directory), `xrdcl.rs` (servers asking for gsi or krb5, read
 //! through XrdCl), with `convert.rs` for arrays and `errors.rs` for
 //! exceptions.
 
@@ -18,6 +18,7 @@ mod metadata;
 mod ntuple;
 mod options;
 mod raw;
+mod stage;
 mod table;
 mod tree;
 mod writer;
@@ -38,6 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(cache::cache_note_put, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_note_remove, m)?)?;
     m.add_function(wrap_pyfunction!(file::redact, m)?)?;
+    m.add_function(wrap_pyfunction!(stage::stage, m)?)?;
     m.add_function(wrap_pyfunction!(file::forget_layouts, m)?)?;
     m.add("OPEN_OPTIONS", options::described())?;
     m.add_class::<file::RootFile>()?;
@@ -46,6 +48,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<tree::Tree>()?;
     m.add_class::<raw::ByteBuffer>()?;
     m.add_class::<raw::RawSource>()?;
+    m.add_class::<stage::StageJob>()?;
+    m.add_class::<stage::StagedFile>()?;
     m.add_class::<ntuple::Ntuple>()?;
     m.add_class::<writer::WritableFile>()?;
     m.add_class::<ntuple::FieldInfo>()?;

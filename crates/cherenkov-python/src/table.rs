@@ -77,6 +77,19 @@ impl Table {
         on_table!(&self.readable, t => read_items(py, &**t, indices, start, stop))
     }
 
+    /// The byte ranges (offset, length) where items (by index) over [start, stop) are stored:
+    /// their baskets or pages, in the order a read fetches them (for benchmarks that measure
+    /// the decompression floor of a selection).
+    fn stored_ranges(
+        &self,
+        py: Python<'_>,
+        indices: Vec<usize>,
+        start: u64,
+        stop: u64,
+    ) -> PyResult<Vec<(u64, u64)>> {
+        on_table!(&self.readable, t => stored_ranges_of(py, &**t, indices, start, stop))
+    }
+
     /// Read items over consecutive entry ranges with the next ones read ahead while the
     /// current one is used (`steps_ahead` to start with; None: 3, or 7 on a far link, see
     /// `ReadAhead::deeper_when_far`). Yields (start, stop, arrays, stats).
@@ -135,6 +148,25 @@ fn check_items<T: CoreTable>(table: &T, items: &[usize]) -> PyResult<()> {
         ))),
         None => Ok(()),
     }
+}
+
+/// Where `items` over [start, stop) are stored: the byte ranges of their units, in plan order.
+fn stored_ranges_of<T: CoreTable>(
+    py: Python<'_>,
+    table: &T,
+    items: Vec<usize>,
+    start: u64,
+    stop: u64,
+) -> PyResult<Vec<(u64, u64)>> {
+    check_items(table, &items)?;
+    let units = py
+        .detach(|| runtime().block_on(table.plan(&items, start, stop)))
+        .map_err(to_py)?;
+    Ok(units
+        .iter()
+        .flat_map(|u| table.ranges(u))
+        .map(|r| (r.offset, r.len))
+        .collect())
 }
 
 /// Read `items` over [start, stop): (arrays, stats).

@@ -16,7 +16,7 @@ handles failures), `report` (what the job did), `outputs` (events the workers wr
 
 from cherenkov.processing.dataset import FileSpec
 from cherenkov.processing.driver import process
-from cherenkov.processing.executors import Dask, InProcess, LocalProcesses, WorkerStats
+from cherenkov.processing.executors import Dask, InProcess, LocalProcesses, WorkerStats, close_workers
 from cherenkov.processing.manifest import Dataset
 from cherenkov.processing.merge import merge
 from cherenkov.processing.outputs import Events
@@ -30,6 +30,7 @@ __all__ = [
     "PacketFailure",
     "InProcess",
     "LocalProcesses",
+    "close_workers",
     "Dask",
     "WorkerStats",
     "ProgressUpdate",

@@ -25,6 +25,8 @@ from cherenkov.progress import Progress, ProgressUpdate
 
 #: How often the driver looks again at workers and running packets when nothing else happens.
 POLL_SECONDS = 0.25
+#: How long every worker may sit idle while work is left before the job fails as stuck.
+STALL_SECONDS = 60.0
 
 
 def process(
@@ -98,6 +100,7 @@ def process(
     run = _Run(job, executor, retries, skip_bad_files, MetadataStore(cache_dir(options)))
     start = time.perf_counter()
     executor.start(job)  # workers boot while the files are learned
+    run.report.reused_workers = getattr(executor, "reused", 0)
     try:
         merges = run.process(specs, target_seconds, progress, callback)
         out = {name: m.result for name, m in merges.items()}
@@ -210,10 +213,20 @@ class _Run:
 
     def loop(self, start: float) -> None:
         learning = True
+        stalled_since = None
         while True:
             self.hand_out()
-            if not learning and not any(self.running.values()) and self.packetizer.exhausted():
-                break
+            if not learning and self.packetizer.exhausted() and not self.needed_running():
+                break  # copies still running whose twin answered are not waited for
+            # Workers present, none holding a packet, work left: the handing out is stuck (a bug);
+            # an error that says where beats a job that waits for ever.
+            stuck = not learning and not any(self.running.values()) and bool(self.executor.workers())
+            stalled_since = (stalled_since or time.monotonic()) if stuck else None
+            if stuck and time.monotonic() - stalled_since > STALL_SECONDS:
+                raise ProcessingError(
+                    f"internal error: {len(self.executor.workers())} workers idle for {STALL_SECONDS:g} s while work is left: "
+                    f"{self.packetizer.describe()}"
+                )
             try:
                 event = self.events.get(timeout=POLL_SECONDS)
             except queue.Empty:
@@ -231,6 +244,10 @@ class _Run:
                 except queue.Empty:
                     event = None
         self.finish(time.monotonic())
+
+    def needed_running(self) -> bool:
+        """Is a packet running whose result is still needed?"""
+        return any(p.id not in self.merged for held in self.running.values() for p, _ in held)
 
     def finished(self, worker: str, packet: Packet, future) -> None:
         held = self.running[worker]

@@ -443,22 +443,35 @@ class LocalProcesses:
     of the driver is inherited); each re-opens files by URL.
 
     Each worker is a one-process pool, so a packet goes to a known process, and a process that dies
-    takes down only its own pool, which is replaced."""
+    takes down only its own pool, which is replaced. With `keep=True` (the default) the processes
+    outlive the call: the next `process` call of this session takes them up instead of starting
+    its own (`close_workers()` ends them, as does the end of the session)."""
 
     name = "processes"
     pickles = True
 
-    def __init__(self, workers: int | None = None):
+    def __init__(self, workers: int | None = None, keep: bool = True):
         self.num_workers = workers or os.cpu_count() or 1
+        self.keep = keep
         self.pools: dict[str, ProcessPoolExecutor] = {}
+        self.busy: dict[str, int] = {}  # worker -> packets submitted and not yet finished
+        self.closed: dict[str, ProcessPoolExecutor] = {}  # kept once their last packet ends
+        self.lock = threading.Lock()
+        self.reused = 0  # processes taken up from an earlier call
 
-    def _new_pool(self, worker: str) -> None:
-        self.pools[worker] = ProcessPoolExecutor(max_workers=1, mp_context=_worker_context())
+    def _new_pool(self, worker: str) -> ProcessPoolExecutor:
+        pool = _kept_pool() if self.keep else None
+        self.reused += pool is not None
+        self.pools[worker] = pool or ProcessPoolExecutor(max_workers=1, mp_context=_worker_context())
+        self.busy[worker] = 0
+        return self.pools[worker]
 
     def start(self, job: Job) -> None:
         for slot in range(self.num_workers):
-            self._new_pool(f"process-{slot}")
-            self.pools[f"process-{slot}"].submit(warm_up, job)  # starts the process now
+            try:
+                self._new_pool(f"process-{slot}").submit(warm_up, job)  # starts the process now
+            except BrokenProcessPool:
+                pass  # a kept process died since: its first packet finds out, and it is replaced
 
     def adopt(self, url, file) -> None:
         pass  # the workers open files themselves
@@ -472,7 +485,16 @@ class LocalProcesses:
         except BrokenProcessPool as e:  # the process died after its last packet
             future = Future()
             future.set_exception(e)
+        with self.lock:
+            self.busy[worker] += 1
+        future.add_done_callback(lambda _, w=worker: self._finished(w))
         future.add_done_callback(done)
+
+    def _finished(self, worker: str) -> None:
+        with self.lock:
+            self.busy[worker] -= 1
+            if self.busy[worker] == 0 and worker in self.closed:  # a copy that lost ended
+                _keep_pool(self.closed.pop(worker))
 
     def lost(self, error: BaseException) -> bool:
         return isinstance(error, BrokenProcessPool)
@@ -484,9 +506,59 @@ class LocalProcesses:
         self._new_pool(f"{slot}.{int(replaced or 0) + 1}")
 
     def close(self) -> None:
-        for pool in self.pools.values():
-            pool.shutdown(wait=True, cancel_futures=True)
-        self.pools.clear()
+        """Processes are kept for the next call (with `keep`): at once when idle, else when the
+        packet they still run ends (a copy whose twin answered first: not waited for)."""
+        with self.lock:
+            for worker, pool in self.pools.items():
+                if not self.keep:
+                    _end_pool(pool)
+                elif self.busy[worker] == 0:
+                    _keep_pool(pool)
+                else:
+                    self.closed[worker] = pool
+            self.pools.clear()
+
+
+_KEPT_POOLS: list[ProcessPoolExecutor] = []  # idle worker processes of earlier calls, for the next ones
+_KEPT_LOCK = threading.Lock()
+
+
+def _forget() -> None:
+    """In a kept worker process: drop the finished job's files (their connections) and processor."""
+    _local.state = None
+
+
+def _keep_pool(pool: ProcessPoolExecutor) -> None:
+    try:
+        pool.submit(_forget)
+    except (BrokenProcessPool, RuntimeError):  # it died, or the session is ending
+        return
+    with _KEPT_LOCK:
+        _KEPT_POOLS.append(pool)
+
+
+def _kept_pool() -> ProcessPoolExecutor | None:
+    with _KEPT_LOCK:
+        return _KEPT_POOLS.pop() if _KEPT_POOLS else None
+
+
+def _end_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a one-process pool now, even mid-packet: its process is terminated."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+
+
+def close_workers() -> None:
+    """End the worker processes kept by earlier `process` calls of this session (they also end
+    with it)."""
+    with _KEPT_LOCK:
+        pools, _KEPT_POOLS[:] = list(_KEPT_POOLS), []
+    for pool in pools:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class Dask:

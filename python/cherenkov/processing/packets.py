@@ -179,6 +179,16 @@ class Packetizer:
         waiting = self.retry + [p for promised in self.promised.values() for p in promised]
         return self.unhanded + sum(p.num_entries for p in waiting)
 
+    def describe(self) -> str:
+        """What is left and why it may wait: for an error when nothing can be handed out."""
+        promised = {w: [p.id for p in q] for w, q in self.promised.items() if q}
+        gated = sorted({self.cursors[i].info.profile_key for i in self.left if self._gated(*self.cursors[i].info.profile_key)})
+        return (
+            f"{len(self.left)} files with chunks not handed out, {len(self.retry)} retries waiting "
+            f"(failed on {[sorted(p.failed_on) for p in self.retry]}), promised {promised}, "
+            f"trees waiting for training {gated} (training {self.training}, trained {sorted(self.profiles)})"
+        )
+
     def exhausted(self) -> bool:
         promised = any(self.promised.values())
         return not self.retry and not promised and not self.left

@@ -42,7 +42,9 @@ class Report:
     `copies` counts packets copied to an idle worker near the end, `copies_won` those whose copy
     answered first, `discarded` what the answers that came second did (counted in `workers` too,
     not in the result); `changed_files` the files that changed on their server since their metadata
-    was learned (read as they are now, their kept metadata dropped)."""
+    was learned (read as they are now, their kept metadata dropped). `reused_workers` counts the
+    worker processes taken up from an earlier call (`LocalProcesses` keeps them), which started
+    nothing."""
 
     executor: str
     entries: int = 0
@@ -66,6 +68,7 @@ class Report:
     workers: dict[str, WorkerStats] = field(default_factory=dict)
     merges: int = 0  # merges of event outputs' files (output_max_size), run by the workers
     merge_seconds: float = 0.0
+    reused_workers: int = 0
 
     @property
     def total(self) -> WorkerStats:

@@ -8,7 +8,7 @@ retries, statistics.
 """
 
 from cherenkov import _core
-from cherenkov.uproot.source import Source
+from cherenkov.uproot.source import Source, open_ahead
 
 
 def forget_learned() -> None:
@@ -17,4 +17,4 @@ def forget_learned() -> None:
     _core.forget_layouts()
 
 
-__all__ = ["Source", "forget_learned"]
+__all__ = ["Source", "forget_learned", "open_ahead"]

@@ -41,6 +41,16 @@ SCHEMES = ("root", "roots", "xroot", "xroots", "http", "https", "dav", "davs")
 _GONE = {"tree_aware": "baskets are learned by default", "profile": "files alike share what was learned by themselves"}
 
 
+# Files opened by `open_ahead`, by what `Source` opens (its location, replicas and options), until
+# a `Source` takes them; at most _AHEAD_KEPT (the oldest are dropped first).
+_ahead: dict[tuple, concurrent.futures.Future] = {}
+_ahead_lock = threading.Lock()
+_AHEAD_KEPT = 4096
+#: Files opened at once, at most: each opening thread only waits (the engine does the I/O, without
+#: the GIL), so a dataset's files open in the time of one.
+OPENED_AT_ONCE = 128
+
+
 def _pool() -> concurrent.futures.ThreadPoolExecutor:
     global _waiters
     with _waiters_lock:
@@ -106,7 +116,8 @@ class Source(uproot.source.chunk.Source):
                 # Its errors are OSErrors, as uproot's own sources raise (a missing file a
                 # FileNotFoundError, refused credentials a PermissionError, a silent server a
                 # TimeoutError), naming the file and the cause.
-                self._file = cherenkov.File([self._location, *self._replicas], **self._open_options)
+                urls = [self._location, *self._replicas]
+                self._file = _take_ahead(urls, self._open_options) or cherenkov.File(urls, **self._open_options)
             return self._file
 
     def __getstate__(self):
@@ -212,6 +223,81 @@ class Source(uproot.source.chunk.Source):
                 future.set_exception(OSError(f"{self._file_path}: cannot read ({e})"))
                 notifications.put(chunk)
         return chunks
+
+
+def open_ahead(files, **options) -> int:
+    """Open ``files`` all at once, in the background, for the `Source` objects that open them
+    next (coffea's ``preprocess`` and processors, ``uproot.open`` in a loop): each file's opening
+    and the metadata uproot reads of it (streamer infos, trees' keys) are then in memory when
+    uproot asks, instead of costing round trips file after file. Returns at once, with the number
+    of files being opened.
+
+    ``files``: paths and URLs (a list, or a dict from each to its tree as uproot takes it), or a
+    coffea fileset (``{dataset: {"files": {url: tree}}}``). ``options``: the handler's options as
+    given to ``uproot.open`` or in ``uproot_options`` (``timeout``, ``replicas``, ...); a `Source`
+    takes a file opened ahead only with the same options. A file that fails to open ahead is
+    opened again by its `Source`, which reports the error."""
+    open_options = {k: options[k] for k in OPEN_OPTIONS if options.get(k) is not None}
+    wanted = []
+    for path in _paths_in(files):
+        where = location(path)
+        if where is not None:
+            wanted.append([where, *_replicas_of(path, options.get("replicas"))])
+    started = []
+    with _ahead_lock:
+        for urls in wanted:
+            key = _ahead_key(urls, open_options)
+            if key not in _ahead:
+                _ahead[key] = concurrent.futures.Future()
+                started.append((_ahead[key], urls))
+        while len(_ahead) > _AHEAD_KEPT:
+            _ahead.pop(next(iter(_ahead))).cancel()
+    if started:
+        threading.Thread(target=_open_all, args=(started, open_options), daemon=True, name="cherenkov-open-ahead").start()
+    return len(wanted)
+
+
+def _open_all(started, open_options):
+    def one(item):
+        future, urls = item
+        if not future.set_running_or_notify_cancel():
+            return  # dropped from the registry before its turn
+        try:
+            f = cherenkov.File(urls, **open_options)
+            f.read_ranges([])  # the metadata uproot reads beyond the opening's: streamers, trees' keys
+            future.set_result(f)
+        except BaseException as e:
+            future.set_exception(e)
+
+    with concurrent.futures.ThreadPoolExecutor(min(OPENED_AT_ONCE, len(started)), thread_name_prefix="cherenkov-open") as pool:
+        list(pool.map(one, started))
+
+
+def _take_ahead(urls, open_options) -> cherenkov.File | None:
+    """The file `open_ahead` opened for these URLs and options (waiting for it), or None."""
+    with _ahead_lock:
+        future = _ahead.pop(_ahead_key(urls, open_options), None)
+    if future is None or future.cancelled():
+        return None
+    try:
+        return future.result()
+    except Exception:
+        return None  # opened again by the caller, which reports the error
+
+
+def _ahead_key(urls, open_options) -> tuple:
+    return (tuple(urls), tuple(sorted((k, repr(v)) for k, v in open_options.items())))
+
+
+def _paths_in(files) -> list[str]:
+    """The paths and URLs of a list, of a dict from each to its tree, or of a coffea fileset."""
+    if isinstance(files, (str, os.PathLike)):
+        return [os.fspath(files)]
+    if isinstance(files, dict):
+        values = list(files.values())
+        if values and all(isinstance(v, dict) and "files" in v for v in values):
+            return [p for v in values for p in _paths_in(v["files"])]
+    return [os.fspath(f) for f in files]
 
 
 def _replicas_of(url: str, replicas) -> list[str]:

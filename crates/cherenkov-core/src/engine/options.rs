@@ -126,6 +126,16 @@ pub const OPEN_OPTIONS: &[OpenOption] = &[
               file changed on its server is read anew, never from old entries.",
     },
     OpenOption {
+        name: "direct_io",
+        kind: OptionKind::Bool,
+        default: "False",
+        doc: "Read local files and the cache's entries around the page cache (O_DIRECT), which \
+              they then neither fill nor evict; a filesystem that refuses it is read as usual, \
+              with a warning. Worth it for a cold file read once that is large against free \
+              memory; repeated reads and many readers of one file are faster through the page \
+              cache.",
+    },
+    OpenOption {
         name: "cache_max_bytes",
         kind: OptionKind::Bytes,
         default: "20 GiB",
@@ -231,9 +241,11 @@ impl OpenOptions {
                 source.cache = Some(CacheOptions {
                     dir: value.path(),
                     max_bytes: CacheOptions::DEFAULT_MAX_BYTES,
+                    direct_io: false,
                 })
             }
             "cache_max_bytes" => self.cache_max_bytes = Some(value.count()?),
+            "direct_io" => source.direct_io = value.flag(),
             "token" => source.token = Some(Secret::new(value.text())),
             "ca" => source.tls.ca = Some(value.path()),
             "insecure_skip_verify" => source.tls.insecure_skip_verify = value.flag(),
@@ -261,7 +273,11 @@ impl OpenOptions {
                 .map(|dir| CacheOptions {
                     dir: PathBuf::from(dir),
                     max_bytes: CacheOptions::DEFAULT_MAX_BYTES,
+                    direct_io: false,
                 });
+        }
+        if let Some(cache) = &mut self.source.cache {
+            cache.direct_io = self.source.direct_io;
         }
         if let (Some(cache), Some(max)) = (&mut self.source.cache, self.cache_max_bytes) {
             cache.max_bytes = max;

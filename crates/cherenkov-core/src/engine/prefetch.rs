@@ -12,7 +12,9 @@
 
 use super::cpu_turns::{in_order, Need};
 use super::output::ReadStats;
-use super::table::{check_entry_range, fetch, fetch_and_decode, stored_bytes, Held, Table};
+use super::table::{
+    check_entry_range, fetch, fetch_and_assemble, fetch_and_decode, stored_bytes, Held, Table,
+};
 use crate::error::{Error, Result};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -471,6 +473,9 @@ async fn read_step<T: Table>(
 
 /// Step `k`'s arrays from the units it owns and those earlier steps decoded for it.
 async fn read_whole<T: Table>(shared: &Shared<T>, k: usize) -> Result<(Vec<T::Item>, ReadStats)> {
+    if shared.owners[k] == [k] && shared.decoded.lock().unwrap()[k].users_left == 1 {
+        return read_alone(shared, k).await;
+    }
     let (start, stop) = shared.steps[k];
     let table = &*shared.table;
     let t0 = Instant::now();
@@ -522,6 +527,29 @@ async fn read_whole<T: Table>(shared: &Shared<T>, k: usize) -> Result<(Vec<T::It
     Ok((arrays, stats))
 }
 
+/// Step `k` when it needs only the units it owns and no other step needs them (steps of whole
+/// clusters): fetched, then decoded straight into its arrays (`Table::decode_and_assemble`).
+async fn read_alone<T: Table>(shared: &Shared<T>, k: usize) -> Result<(Vec<T::Item>, ReadStats)> {
+    let (start, stop) = shared.steps[k];
+    let plan = &shared.owned[k];
+    let t0 = Instant::now();
+    let mut held = Held::new();
+    fetch(&*shared.table, plan, &mut held).await?;
+    shared.fetched[k].store(true, Ordering::Release);
+    let (fetched, bytes_in) = (t0.elapsed(), shared.began.elapsed());
+    let (arrays, mut stats) =
+        fetch_and_assemble(&*shared.table, &shared.items, start, stop, plan, &held).await?;
+    if k == 0 {
+        let _ = shared
+            .first_step
+            .set((bytes_in, shared.began.elapsed() - bytes_in));
+    }
+    shared.decoded.lock().unwrap()[k].cell = None;
+    stats.compressed_bytes = stored_bytes(&*shared.table, plan);
+    stats.fetch_seconds = fetched.as_secs_f64();
+    Ok((arrays, stats))
+}
+
 /// A step whose units exceed the memory budget: its items in consecutive groups whose units fit
 /// in the budget (an item larger than it makes a group alone), each fetched, decoded and assembled
 /// before the next is fetched, so that the step holds its arrays so far plus one group's units.
@@ -547,15 +575,14 @@ async fn read_in_parts<T: Table>(
     for (items, _) in groups {
         // Planned as a whole: items may share units (an RNTuple collection's offsets).
         let units = table.plan(&items, start, stop).await?;
-        let (decoded, part) = fetch_and_decode(table, &units, &Held::new()).await?;
-        let t = Instant::now();
-        let units = units.into_iter().zip(decoded).collect();
-        arrays.extend(table.assemble(&items, start, stop, units).await?);
+        let (part_arrays, part) =
+            fetch_and_assemble(table, &items, start, stop, &units, &Held::new()).await?;
+        arrays.extend(part_arrays);
         stats.baskets += part.baskets;
         stats.compressed_bytes += part.compressed_bytes;
         stats.uncompressed_bytes += part.uncompressed_bytes;
         stats.fetch_seconds += part.fetch_seconds;
-        stats.decode_seconds += part.decode_seconds + t.elapsed().as_secs_f64();
+        stats.decode_seconds += part.decode_seconds;
         stats.decompress_cpu_seconds += part.decompress_cpu_seconds;
     }
     Ok((arrays, stats))

@@ -92,6 +92,9 @@ engine_counters! {
         decompress_wall_seconds,
         /// Decompression time summed over the threads that did it.
         decompress_cpu_seconds,
+        /// Time placing decoded bytes into the arrays (byte order, entry offsets, copies):
+        /// summed over threads where that is done unit by unit, else assembly's wall time.
+        assemble_seconds,
         /// Time the consumer waited for data it needed now (what prefetching hides).
         blocked_seconds,
     }
@@ -133,6 +136,9 @@ impl EngineStats {
         add_time(&self.fetch_seconds, fetch);
         add_time(&self.decompress_wall_seconds, wall);
         add_time(&self.decompress_cpu_seconds, cpu);
+    }
+    pub fn record_assembly(&self, time: Duration) {
+        add_time(&self.assemble_seconds, time);
     }
     pub fn record_request(&self, bytes: u64) {
         self.requested_bytes.fetch_add(bytes, Relaxed);

@@ -55,6 +55,39 @@ pub trait Table: Send + Sync + 'static {
     ) -> Result<Vec<Self::Item>>;
     /// Bytes an item's array holds.
     fn item_len(&self, item: &Self::Item) -> u64;
+
+    /// Decode `units` from their stored bytes (`stored[i]` holds `ranges(&units[i])`'s) and
+    /// assemble `items` over `[start, stop)` from them, for a read that has these units to
+    /// itself: a table may then decompress each unit straight into the arrays, one pass over
+    /// the data. By default every unit is decoded on all cores, then the items assembled.
+    async fn decode_and_assemble(
+        &self,
+        items: &[usize],
+        start: u64,
+        stop: u64,
+        units: &[Self::Unit],
+        stored: Vec<Vec<Bytes>>,
+    ) -> Result<(Vec<Self::Item>, Decoding)> {
+        let (decoded, mut decoding) = decode_all(self, units, stored).await?;
+        let t = Instant::now();
+        let units = units.iter().copied().zip(decoded).collect();
+        let arrays = self.assemble(items, start, stop, units).await?;
+        decoding.assemble_time += t.elapsed();
+        Ok((arrays, decoding))
+    }
+}
+
+/// What decoding a read's units took.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Decoding {
+    pub units: u64,
+    /// Bytes of the units decoded (as `Table::decoded_len` counts them).
+    pub uncompressed_bytes: u64,
+    /// Decompressing, summed over the threads.
+    pub decompress_cpu: Duration,
+    /// Placing decoded bytes into the arrays (byte order, entry offsets, copies): summed over
+    /// the threads where that is done unit by unit, else the wall time of assembling.
+    pub assemble_time: Duration,
 }
 
 pub fn check_entry_range<T: Table + ?Sized>(table: &T, start: u64, stop: u64) -> Result<()> {
@@ -113,14 +146,13 @@ fn is_held(held: &Held, r: &ByteRange) -> bool {
     held.get(&r.offset).is_some_and(|b| b.len() as u64 == r.len)
 }
 
-/// Fetch the units' bytes that `held` lacks in one request, and decode all units in parallel,
-/// in order.
-pub async fn fetch_and_decode<T: Table + ?Sized>(
+/// The stored bytes of each of `units`: from `held`, the rest fetched in one request. Returns
+/// them with the bytes fetched and the time it took.
+pub async fn stored_of<T: Table + ?Sized>(
     table: &T,
     units: &[T::Unit],
     held: &Held,
-) -> Result<(Vec<Arc<T::Decoded>>, ReadStats)> {
-    let mut stats = ReadStats::default();
+) -> Result<(Vec<Vec<Bytes>>, u64, Duration)> {
     let file = table.file();
     let ranges = checked_ranges(table, units)?;
     let missing: Vec<ByteRange> = ranges
@@ -129,11 +161,11 @@ pub async fn fetch_and_decode<T: Table + ?Sized>(
         .filter(|r| !is_held(held, r))
         .collect();
     let t0 = Instant::now();
+    let fetched_bytes = missing.iter().map(|r| r.len).sum();
     let mut fetched = if missing.is_empty() {
         Vec::new()
     } else {
-        file.stats
-            .record_request(missing.iter().map(|r| r.len).sum());
+        file.stats.record_request(fetched_bytes);
         file.source.read_ranges(&missing).await?
     }
     .into_iter();
@@ -141,18 +173,24 @@ pub async fn fetch_and_decode<T: Table + ?Sized>(
         Some(b) if is_held(held, r) => b.clone(),
         _ => fetched.next().unwrap_or_default(),
     });
-    let jobs: Vec<(&T::Unit, Vec<Bytes>)> = units
+    let stored = units
         .iter()
-        .map(|u| (u, bytes.by_ref().take(table.ranges(u).len()).collect()))
+        .map(|u| bytes.by_ref().take(table.ranges(u).len()).collect())
         .collect();
-    let fetch_time = t0.elapsed();
-    stats.fetch_seconds = fetch_time.as_secs_f64();
-    stats.compressed_bytes = missing.iter().map(|r| r.len).sum();
+    Ok((stored, fetched_bytes, t0.elapsed()))
+}
 
-    let t1 = Instant::now();
+/// Decode every unit from its stored bytes on all cores, in order.
+pub async fn decode_all<T: Table + ?Sized>(
+    table: &T,
+    units: &[T::Unit],
+    stored: Vec<Vec<Bytes>>,
+) -> Result<(Vec<Arc<T::Decoded>>, Decoding)> {
     // Decompression is CPU work: let the runtime move its other tasks off this thread meanwhile.
     let timed: Vec<(T::Decoded, Duration)> = super::cpu_turns::cpu_work(|| {
-        jobs.into_par_iter()
+        units
+            .par_iter()
+            .zip(stored.into_par_iter())
             .map(|(u, stored)| {
                 let t = Instant::now();
                 table.decode(u, &stored).map(|d| (d, t.elapsed()))
@@ -160,22 +198,75 @@ pub async fn fetch_and_decode<T: Table + ?Sized>(
             .collect::<Result<_>>()
     })
     .await?;
-    let decompress_cpu: Duration = timed.iter().map(|(_, d)| *d).sum();
-    stats.decompress_cpu_seconds = decompress_cpu.as_secs_f64();
+    let decompress_cpu = timed.iter().map(|(_, d)| *d).sum();
     let decoded: Vec<Arc<T::Decoded>> = timed.into_iter().map(|(d, _)| Arc::new(d)).collect();
-    stats.baskets = decoded.len() as u64;
-    stats.uncompressed_bytes = decoded.iter().map(|d| table.decoded_len(d)).sum();
-    let decode_time = t1.elapsed();
-    stats.decode_seconds = decode_time.as_secs_f64();
-    file.stats.record_fetch(
-        stats.baskets,
-        stats.compressed_bytes,
-        stats.uncompressed_bytes,
-        fetch_time,
-        decode_time,
+    let decoding = Decoding {
+        units: decoded.len() as u64,
+        uncompressed_bytes: decoded.iter().map(|d| table.decoded_len(d)).sum(),
         decompress_cpu,
+        assemble_time: Duration::ZERO,
+    };
+    Ok((decoded, decoding))
+}
+
+/// Count a read's fetching and decoding in the file's statistics and its own.
+fn record<T: Table + ?Sized>(
+    table: &T,
+    fetched: (u64, Duration),
+    decoding: &Decoding,
+    decode_wall: Duration,
+) -> ReadStats {
+    let file = table.file();
+    file.stats.record_fetch(
+        decoding.units,
+        fetched.0,
+        decoding.uncompressed_bytes,
+        fetched.1,
+        decode_wall,
+        decoding.decompress_cpu,
     );
+    file.stats.record_assembly(decoding.assemble_time);
+    ReadStats {
+        baskets: decoding.units,
+        compressed_bytes: fetched.0,
+        uncompressed_bytes: decoding.uncompressed_bytes,
+        fetch_seconds: fetched.1.as_secs_f64(),
+        decode_seconds: decode_wall.as_secs_f64(),
+        decompress_cpu_seconds: decoding.decompress_cpu.as_secs_f64(),
+    }
+}
+
+/// Fetch the units' bytes that `held` lacks in one request, and decode all units in parallel,
+/// in order.
+pub async fn fetch_and_decode<T: Table + ?Sized>(
+    table: &T,
+    units: &[T::Unit],
+    held: &Held,
+) -> Result<(Vec<Arc<T::Decoded>>, ReadStats)> {
+    let (stored, fetched_bytes, fetch_time) = stored_of(table, units, held).await?;
+    let t = Instant::now();
+    let (decoded, decoding) = decode_all(table, units, stored).await?;
+    let stats = record(table, (fetched_bytes, fetch_time), &decoding, t.elapsed());
     Ok((decoded, stats))
+}
+
+/// Fetch the units' bytes that `held` lacks in one request, then decode them and assemble
+/// `items` from them in one pass (`Table::decode_and_assemble`): for units no other read shares.
+pub async fn fetch_and_assemble<T: Table + ?Sized>(
+    table: &T,
+    items: &[usize],
+    start: u64,
+    stop: u64,
+    units: &[T::Unit],
+    held: &Held,
+) -> Result<(Vec<T::Item>, ReadStats)> {
+    let (stored, fetched_bytes, fetch_time) = stored_of(table, units, held).await?;
+    let t = Instant::now();
+    let (arrays, decoding) = table
+        .decode_and_assemble(items, start, stop, units, stored)
+        .await?;
+    let stats = record(table, (fetched_bytes, fetch_time), &decoding, t.elapsed());
+    Ok((arrays, stats))
 }
 
 /// Read `items` over entries `[start, stop)`, taking the stored bytes found in `held` from there.
@@ -190,10 +281,92 @@ pub async fn read<T: Table + ?Sized>(
     table.check(items)?;
     table.file().stats.record_read_call();
     let plan = table.plan(items, start, stop).await?;
-    let (decoded, mut stats) = fetch_and_decode(table, &plan, held).await?;
-    let t = Instant::now();
-    let units = plan.into_iter().zip(decoded).collect();
-    let arrays = table.assemble(items, start, stop, units).await?;
-    stats.decode_seconds += t.elapsed().as_secs_f64();
+    let pipelined = held.is_empty()
+        && items.len() > 1
+        && table.file().source.report().round_trip == Some(Duration::ZERO)
+        && stored_bytes(table, &plan) > PIPELINED_READ_BYTES;
+    if pipelined {
+        return read_pipelined(table, items, start, stop).await;
+    }
+    fetch_and_assemble(table, items, start, stop, &plan, held).await
+}
+
+/// Stored bytes above which a read from a source whose requests wait for no round trip (a local
+/// file) is pipelined (see `read_pipelined`).
+const PIPELINED_READ_BYTES: u64 = 8 << 20;
+
+/// Stored bytes of each part of a pipelined read.
+const PIPELINED_PART_BYTES: u64 = 2 << 20;
+
+/// A large read from a source that costs no round trip, in parts of whole items of about
+/// `PIPELINED_PART_BYTES`: each part's bytes are read while the part before decodes, so reading
+/// the disk (a copy out of the page cache, or the disk itself) overlaps decompressing instead of
+/// preceding it. One request per part: from a local file, requests cost no round trip.
+async fn read_pipelined<T: Table + ?Sized>(
+    table: &T,
+    items: &[usize],
+    start: u64,
+    stop: u64,
+) -> Result<(Vec<T::Item>, ReadStats)> {
+    let mut parts: Vec<(Vec<usize>, u64)> = Vec::new();
+    for &item in items {
+        let bytes = stored_bytes(table, &table.plan(&[item], start, stop).await?);
+        match parts.last_mut() {
+            Some((group, group_bytes)) if *group_bytes < PIPELINED_PART_BYTES => {
+                group.push(item);
+                *group_bytes += bytes;
+            }
+            _ => parts.push((vec![item], bytes)),
+        }
+    }
+    let mut planned = Vec::with_capacity(parts.len());
+    for (items, _) in parts {
+        // Planned as a whole: items may share units (an RNTuple collection's offsets).
+        let units = table.plan(&items, start, stop).await?;
+        planned.push((items, units));
+    }
+    let file = table.file();
+    let fetch_part = |units: &[T::Unit]| -> Result<tokio::task::JoinHandle<Result<Held>>> {
+        let ranges = checked_ranges(table, units)?;
+        let source = file.source.clone();
+        let bytes: u64 = ranges.iter().map(|r| r.len).sum();
+        file.stats.record_request(bytes);
+        Ok(tokio::spawn(async move {
+            let got = source.read_ranges(&ranges).await?;
+            Ok(ranges.iter().map(|r| r.offset).zip(got).collect())
+        }))
+    };
+    let mut arrays = Vec::with_capacity(items.len());
+    let mut stats = ReadStats::default();
+    let mut next = match planned.first() {
+        Some((_, units)) => Some(fetch_part(units)?),
+        None => None,
+    };
+    for k in 0..planned.len() {
+        let t = Instant::now();
+        let held = match next.take() {
+            Some(fetching) => fetching
+                .await
+                .map_err(|e| Error::io_caused(file.name(), "read task failed", e))??,
+            None => Held::new(),
+        };
+        let waited = t.elapsed();
+        let part_bytes = held.values().map(|b| b.len() as u64).sum();
+        file.stats
+            .record_fetch(0, part_bytes, 0, waited, Duration::ZERO, Duration::ZERO);
+        if let Some((_, units)) = planned.get(k + 1) {
+            next = Some(fetch_part(units)?);
+        }
+        let (items, units) = &planned[k];
+        let (part_arrays, part) =
+            fetch_and_assemble(table, items, start, stop, units, &held).await?;
+        arrays.extend(part_arrays);
+        stats.baskets += part.baskets;
+        stats.compressed_bytes += part_bytes;
+        stats.uncompressed_bytes += part.uncompressed_bytes;
+        stats.fetch_seconds += waited.as_secs_f64();
+        stats.decode_seconds += part.decode_seconds;
+        stats.decompress_cpu_seconds += part.decompress_cpu_seconds;
+    }
     Ok((arrays, stats))
 }

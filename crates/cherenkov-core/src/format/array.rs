@@ -3,6 +3,9 @@
 //! shape and the bindings turn them into awkward or numpy arrays without copying the data.
 //! Numbers are native-endian; offsets and indices are `i64`, as in uproot's forms.
 
+use std::mem::MaybeUninit;
+use std::sync::Arc;
+
 /// Element types of numeric data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
@@ -161,6 +164,72 @@ impl std::fmt::Debug for AlignedBytes {
     }
 }
 
+/// A buffer whose every element a reader writes before it is read: allocated without zeroing,
+/// since zeroing is a pass over memory the reader overwrites anyway (and a serial one, before
+/// the parallel writers start).
+pub struct Unwritten<T> {
+    items: Vec<MaybeUninit<T>>,
+}
+
+impl<T: Copy> Unwritten<T> {
+    pub fn new(n: usize) -> Self {
+        let mut items = Vec::with_capacity(n);
+        // SAFETY: `MaybeUninit` elements need no initialization.
+        unsafe { items.set_len(n) };
+        Self { items }
+    }
+
+    pub fn slots(&mut self) -> &mut [MaybeUninit<T>] {
+        &mut self.items
+    }
+
+    /// The written elements.
+    ///
+    /// # Safety
+    /// Every slot was written.
+    pub unsafe fn assume_written(self) -> Vec<T> {
+        let mut items = std::mem::ManuallyDrop::new(self.items);
+        // SAFETY: same allocation, length and capacity; `MaybeUninit<T>` has `T`'s layout and
+        // every element was written (the caller's promise).
+        unsafe { Vec::from_raw_parts(items.as_mut_ptr() as *mut T, items.len(), items.capacity()) }
+    }
+}
+
+/// An `AlignedBytes` to be written byte by byte (see `Unwritten`).
+pub struct UnwrittenBytes {
+    words: Unwritten<u64>,
+    len: usize,
+}
+
+impl UnwrittenBytes {
+    pub fn new(len: usize) -> Self {
+        let mut words = Unwritten::new(len.div_ceil(8));
+        // The padding after the last byte belongs to no writer.
+        if let Some(last) = words.slots().last_mut() {
+            last.write(0);
+        }
+        Self { words, len }
+    }
+
+    pub fn bytes(&mut self) -> &mut [MaybeUninit<u8>] {
+        let words = self.words.slots();
+        // SAFETY: the words' storage viewed as bytes (alignment 1, `len` within the storage).
+        unsafe {
+            std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut MaybeUninit<u8>, self.len)
+        }
+    }
+
+    /// # Safety
+    /// Every byte of `bytes()` was written.
+    pub unsafe fn assume_written(self) -> AlignedBytes {
+        AlignedBytes {
+            len: self.len,
+            // SAFETY: the bytes were written (the caller's promise), the padding by `new`.
+            storage: Storage::Words(unsafe { self.words.assume_written() }),
+        }
+    }
+}
+
 /// awkward parameters that readers set: `__array__` ("string", "char", "set", "sorted_map"),
 /// `__record__` (a class name). Values are plain strings.
 pub type Parameters = Vec<(String, String)>;
@@ -195,9 +264,10 @@ pub enum Layout {
         inner_shape: Vec<usize>,
         data: AlignedBytes,
     },
-    /// Entry `i` is `content[offsets[i]..offsets[i + 1]]`; `offsets` has length + 1 values.
+    /// Entry `i` is `content[offsets[i]..offsets[i + 1]]`; `offsets` has length + 1 values,
+    /// shared by lists of the same collection (an RNTuple's fields of one collection).
     ListOffset {
-        offsets: Vec<i64>,
+        offsets: Arc<Vec<i64>>,
         content: Box<Array>,
         index_type: IndexType,
     },
@@ -257,6 +327,11 @@ impl Array {
     }
 
     pub fn list(offsets: Vec<i64>, content: Array) -> Self {
+        Array::list_shared(Arc::new(offsets), content)
+    }
+
+    /// A list whose offsets other lists may hold too.
+    pub fn list_shared(offsets: Arc<Vec<i64>>, content: Array) -> Self {
         Layout::ListOffset {
             offsets,
             content: Box::new(content),
@@ -405,7 +480,7 @@ impl Array {
             } => {
                 let (lo, hi) = (offsets[start], offsets[stop]);
                 Layout::ListOffset {
-                    offsets: offsets[start..=stop].iter().map(|o| o - lo).collect(),
+                    offsets: Arc::new(offsets[start..=stop].iter().map(|o| o - lo).collect()),
                     content: Box::new(content.slice(lo as usize, hi as usize)),
                     index_type,
                 }

@@ -2,7 +2,7 @@
 //! variable-size entries, the table of where each entry starts; and the baskets a TTree keeps in
 //! its own metadata (the writer's last basket, never flushed).
 
-use super::compression::decompress;
+use super::compression::{check_declared, decompress, decompress_into};
 use super::cursor::Cursor;
 use super::directory::Key;
 use crate::error::Result;
@@ -60,74 +60,140 @@ impl BasketHeader {
     }
 }
 
+/// Where a stored basket's parts are, from its key and TBasket headers (nothing decompressed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BasketLayout {
+    /// Bytes of the key header: the payload starts here.
+    pub keylen: usize,
+    /// Bytes of the payload once decompressed: entry data, then the entry offset table.
+    pub objlen: usize,
+    /// Where the entry data ends in the decompressed payload (fLast - fKeylen); an offset
+    /// table follows when it is short of `objlen`.
+    pub border: usize,
+    pub entries: usize,
+    pub compressed: bool,
+}
+
+impl BasketLayout {
+    /// Parse and check the headers of a stored basket (`raw` = the whole key).
+    pub fn parse(raw: &[u8], origin: &str) -> Result<BasketLayout> {
+        let mut cur = Cursor::new(raw, origin, 0);
+        let key = Key::parse(&mut cur)?;
+        let BasketHeader {
+            nev_buf,
+            nev_pos,
+            last,
+            ..
+        } = BasketHeader::parse(&mut cur)?;
+        let keylen = key.keylen as usize;
+        if key.nbytes as usize != raw.len() || keylen > raw.len() || keylen < cur.pos() {
+            return Err(cur.error_at(
+                0,
+                format!(
+                    "a basket key of {} bytes with its header inside (fNbytes {}, fKeylen {})",
+                    raw.len(),
+                    key.nbytes,
+                    key.keylen
+                ),
+            ));
+        }
+        let objlen = key.objlen as usize;
+        let border = (last as i64) - keylen as i64;
+        if border < 0 || border as usize > objlen {
+            return Err(cur.error_at(
+                nev_pos + 4,
+                format!(
+                    "fLast ({last}) between fKeylen ({keylen}) and fKeylen + fObjlen ({})",
+                    keylen + objlen
+                ),
+            ));
+        }
+        let compressed = key.is_compressed();
+        if compressed {
+            // Buffers are sized from `objlen`: only once the blocks present declare as much.
+            check_declared(&raw[keylen..], objlen, origin)?;
+        }
+        Ok(BasketLayout {
+            keylen,
+            objlen,
+            border: border as usize,
+            entries: cur.non_negative(nev_pos, nev_buf as i64, "TBasket fNevBuf")?,
+            compressed,
+        })
+    }
+
+    /// Whether the payload ends with a table of entry offsets.
+    pub fn has_offsets(&self) -> bool {
+        self.border < self.objlen
+    }
+
+    /// The payload, decompressed into `dest` (which must hold `objlen` bytes), or as stored.
+    pub fn payload<'a>(&self, raw: &'a [u8], dest: &'a mut [u8], origin: &str) -> Result<&'a [u8]> {
+        let stored = &raw[self.keylen..];
+        if self.compressed {
+            decompress_into(stored, dest, origin)?;
+            return Ok(dest);
+        }
+        stored.get(..self.objlen).ok_or_else(|| {
+            Cursor::new(raw, origin, 0)
+                .error_at(self.keylen, format!("{} uncompressed bytes", self.objlen))
+        })
+    }
+
+    /// The stored entry offsets of a decompressed payload: `entries` big-endian `i32`s, each
+    /// counted from the key's start (see `relative_offsets`); `None` without a table.
+    pub fn offset_table<'a>(&self, payload: &'a [u8], origin: &str) -> Result<Option<&'a [u8]>> {
+        if !self.has_offsets() {
+            return Ok(None);
+        }
+        let mut table = Cursor::new(&payload[self.border..], origin, self.border as u64);
+        let n = table.count("the entry offset count", 4)?;
+        if n < self.entries {
+            return Err(table.error_at(0, format!("{} entry offsets, found {n}", self.entries)));
+        }
+        table.bytes(self.entries * 4, "entry offsets")?;
+        let at = self.border + 4;
+        Ok(Some(&payload[at..at + self.entries * 4]))
+    }
+
+    /// The error for stored entry offsets out of order or outside the entry data.
+    pub fn bad_offsets(&self, origin: &str) -> crate::error::Error {
+        Cursor::new(&[], origin, self.border as u64 + 4).error_at(
+            0,
+            format!(
+                "entry offsets in order and inside the {} data bytes",
+                self.border
+            ),
+        )
+    }
+}
+
 /// Decode a basket from its stored bytes (`raw` = the whole key: header and payload).
 /// `origin` names it for errors, e.g. "basket 3 of branch 'Muon_pt' (file offset 1234)".
 pub fn decode_basket(raw: &[u8], origin: &str) -> Result<Basket> {
-    let mut cur = Cursor::new(raw, origin, 0);
-    let key = Key::parse(&mut cur)?;
-    let BasketHeader {
-        nev_buf,
-        nev_pos,
-        last,
-        ..
-    } = BasketHeader::parse(&mut cur)?;
-    let keylen = key.keylen as usize;
-    if key.nbytes as usize != raw.len() || keylen > raw.len() || keylen < cur.pos() {
-        return Err(cur.error_at(
-            0,
-            format!(
-                "a basket key of {} bytes with its header inside (fNbytes {}, fKeylen {})",
-                raw.len(),
-                key.nbytes,
-                key.keylen
-            ),
-        ));
-    }
-    let objlen = key.objlen as usize;
-    let border = (last as i64) - keylen as i64;
-    if border < 0 || border as usize > objlen {
-        return Err(cur.error_at(
-            nev_pos + 4,
-            format!(
-                "fLast ({last}) between fKeylen ({keylen}) and fKeylen + fObjlen ({})",
-                keylen + objlen
-            ),
-        ));
-    }
-    let border = border as usize;
-    let stored = &raw[keylen..];
-    let data = if key.is_compressed() {
-        decompress(stored, objlen, origin)?
+    let layout = BasketLayout::parse(raw, origin)?;
+    let mut data = if layout.compressed {
+        decompress(&raw[layout.keylen..], layout.objlen, origin)?
     } else {
-        stored
-            .get(..objlen)
-            .ok_or_else(|| cur.error_at(keylen, format!("{objlen} uncompressed bytes")))?
-            .to_vec()
+        layout.payload(raw, &mut [], origin)?.to_vec()
     };
-    let nev = cur.non_negative(nev_pos, nev_buf as i64, "TBasket fNevBuf")?;
-    let offsets = if border < objlen {
-        let mut table = Cursor::new(&data[border..], origin, border as u64);
-        let n = table.count("the entry offset count", 4)?;
-        if n < nev {
-            return Err(table.error_at(0, format!("{nev} entry offsets, found {n}")));
+    let offsets = match layout.offset_table(&data, origin)? {
+        Some(table) => {
+            let raw_offsets: Vec<i32> = table
+                .chunks_exact(4)
+                .map(|c| i32::from_be_bytes(c.try_into().unwrap()))
+                .collect();
+            Some(
+                relative_offsets(&raw_offsets, layout.keylen, layout.border)
+                    .ok_or_else(|| layout.bad_offsets(origin))?,
+            )
         }
-        let raw_offsets = table.i32_array(nev, "entry offsets")?;
-        Some(
-            relative_offsets(&raw_offsets, keylen, border).ok_or_else(|| {
-                table.error_at(
-                    4,
-                    format!("entry offsets in order and inside the {border} data bytes"),
-                )
-            })?,
-        )
-    } else {
-        None
+        None => None,
     };
-    let mut content = data;
-    content.truncate(border);
+    data.truncate(layout.border);
     Ok(Basket {
-        entries: nev as u32,
-        content,
+        entries: layout.entries as u32,
+        content: data,
         offsets,
     })
 }

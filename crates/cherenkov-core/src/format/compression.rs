@@ -58,22 +58,50 @@ fn u24_le(b: &[u8]) -> usize {
 
 /// Decompress a key payload of `compressed.len()` bytes into exactly `uncompressed_len` bytes.
 /// `origin` names the object for errors ("basket 3 of branch 'pt' at file offset 1234").
-/// The output buffer grows block by block, so a lying size field cannot allocate more than the
-/// blocks actually present declare (each at most 16 MiB).
+/// The output is allocated only once the block headers present declare `uncompressed_len`
+/// bytes, so a lying size field cannot allocate more than the blocks declare (each at most
+/// 16 MiB).
 pub fn decompress(compressed: &[u8], uncompressed_len: usize, origin: &str) -> Result<Vec<u8>> {
+    let blocks = blocks(compressed, uncompressed_len, origin)?;
+    let mut out = vec![0u8; uncompressed_len];
+    decompress_blocks(&blocks, &mut out, origin)?;
+    Ok(out)
+}
+
+/// Decompress a key payload into `dest`, which it must fill exactly: a buffer the caller
+/// reuses, or the final place of the bytes (see `decompress`).
+pub fn decompress_into(compressed: &[u8], dest: &mut [u8], origin: &str) -> Result<()> {
+    let blocks = blocks(compressed, dest.len(), origin)?;
+    decompress_blocks(&blocks, dest, origin)
+}
+
+/// Whether a payload's block headers declare exactly `uncompressed_len` bytes, each block's bytes
+/// present: then a buffer of that size is what the blocks themselves say (see `decompress`).
+pub fn check_declared(compressed: &[u8], uncompressed_len: usize, origin: &str) -> Result<()> {
+    blocks(compressed, uncompressed_len, origin).map(|_| ())
+}
+
+/// One compression block: its algorithm, where it starts in the payload, its bytes, and the
+/// bytes it declares decompressed.
+type Block<'a> = (Algorithm, usize, &'a [u8], usize);
+
+/// A payload's compression blocks (algorithm, where the block starts, its bytes, the bytes it
+/// declares decompressed), checked to declare exactly `uncompressed_len` bytes in all.
+fn blocks<'a>(
+    compressed: &'a [u8],
+    uncompressed_len: usize,
+    origin: &str,
+) -> Result<Vec<Block<'a>>> {
     let err = |pos: usize, expected: String| {
         Error::format(format!("{origin} compressed byte {pos}"), expected)
     };
-    let mut out: Vec<u8> = Vec::with_capacity(
-        uncompressed_len
-            .min(compressed.len().saturating_mul(16))
-            .min(1 << 28),
-    );
+    let mut out = Vec::with_capacity(1);
+    let mut declared = 0usize;
     let mut pos = 0usize;
-    while out.len() < uncompressed_len {
+    while declared < uncompressed_len {
         let header = compressed
             .get(pos..pos + HEADER_LEN)
-            .ok_or_else(|| err(pos, format!("a 9-byte compression header ({} of {uncompressed_len} bytes decompressed so far)", out.len())))?;
+            .ok_or_else(|| err(pos, format!("a 9-byte compression header ({declared} of {uncompressed_len} bytes decompressed so far)")))?;
         let algorithm = Algorithm::from_magic(&header[..2]).ok_or_else(|| {
             err(
                 pos,
@@ -96,21 +124,30 @@ pub fn decompress(compressed: &[u8], uncompressed_len: usize, origin: &str) -> R
                 ),
             )
         })?;
-        if out.len() + block_out > uncompressed_len {
+        if declared + block_out > uncompressed_len {
             return Err(err(
                 pos,
                 format!(
                     "blocks adding up to {uncompressed_len} bytes, but this one would reach {}",
-                    out.len() + block_out
+                    declared + block_out
                 ),
             ));
         }
-        let before = out.len();
-        out.resize(before + block_out, 0);
-        decompress_block(algorithm, block, &mut out[before..]).map_err(|m| err(pos, m))?;
+        out.push((algorithm, pos, block, block_out));
+        declared += block_out;
         pos = start + block_len;
     }
     Ok(out)
+}
+
+fn decompress_blocks(blocks: &[Block], dest: &mut [u8], origin: &str) -> Result<()> {
+    let mut at = 0usize;
+    for &(algorithm, pos, block, block_out) in blocks {
+        decompress_block(algorithm, block, &mut dest[at..at + block_out])
+            .map_err(|m| Error::format(format!("{origin} compressed byte {pos}"), m))?;
+        at += block_out;
+    }
+    Ok(())
 }
 
 /// Decompress one block into `dest`, which must be filled exactly.

@@ -643,28 +643,40 @@ fn streams_itself_refusal(name: &str) -> Unsupported {
 
 /// Copy big-endian items into native-endian `dst` (same length in bytes).
 pub fn convert_big_endian(dtype: DType, src: &[u8], dst: &mut [u8]) {
-    debug_assert_eq!(src.len(), dst.len());
+    // SAFETY: initialized bytes viewed as possibly uninitialized ones, only ever written with
+    // initialized values.
+    let dst = unsafe { &mut *(dst as *mut [u8] as *mut [std::mem::MaybeUninit<u8>]) };
+    convert_big_endian_into(dtype, src, dst);
+}
+
+/// `convert_big_endian` into bytes not written yet (see `array::Unwritten`): writes every one.
+pub fn convert_big_endian_into(dtype: DType, src: &[u8], dst: &mut [std::mem::MaybeUninit<u8>]) {
+    assert_eq!(src.len(), dst.len());
     macro_rules! swap {
-        ($n:expr) => {
-            for (d, s) in dst.chunks_exact_mut($n).zip(src.chunks_exact($n)) {
-                let mut a: [u8; $n] = s.try_into().unwrap();
-                if cfg!(target_endian = "little") {
-                    a.reverse();
-                }
-                d.copy_from_slice(&a);
+        ($t:ty) => {{
+            const N: usize = std::mem::size_of::<$t>();
+            for (d, s) in dst.chunks_exact_mut(N).zip(src.chunks_exact(N)) {
+                let value = <$t>::from_be_bytes(s.try_into().unwrap()).to_ne_bytes();
+                // SAFETY: `d` holds exactly N bytes; `[u8; N]` has alignment 1.
+                unsafe { d.as_mut_ptr().cast::<[u8; N]>().write(value) };
             }
-        };
+        }};
     }
     match dtype.size() {
         1 if dtype == DType::Bool => {
             for (d, s) in dst.iter_mut().zip(src) {
-                *d = (*s != 0) as u8;
+                d.write((*s != 0) as u8);
             }
         }
-        1 => dst.copy_from_slice(src),
-        2 => swap!(2),
-        4 => swap!(4),
-        _ => swap!(8),
+        1 => {
+            // SAFETY: `dst` holds `src.len()` bytes (asserted), not overlapping `src`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast(), src.len())
+            }
+        }
+        2 => swap!(u16),
+        4 => swap!(u32),
+        _ => swap!(u64),
     }
 }
 

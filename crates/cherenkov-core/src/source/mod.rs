@@ -9,6 +9,7 @@ pub mod adaptive;
 mod byte_source;
 pub mod cache;
 pub mod credentials;
+pub mod direct;
 pub mod external_credentials;
 mod file_changed;
 pub mod http;

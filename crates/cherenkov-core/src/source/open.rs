@@ -97,8 +97,11 @@ async fn open_untraced(url: &str, options: &SourceOptions) -> Result<Opened> {
 async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<Opened> {
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     match scheme.as_deref() {
-        None => Ok(local::LocalSource::open(url)?.into_opened()),
-        Some("file") => Ok(local::LocalSource::open(file_url_path(url)?)?.into_opened()),
+        None => Ok(local::LocalSource::open(url, options.direct_io)?.into_opened()),
+        Some("file") => {
+            let path = file_url_path(url)?;
+            Ok(local::LocalSource::open(path, options.direct_io)?.into_opened())
+        }
         Some("http" | "https" | "dav" | "davs") => {
             let defaults = http::HttpOptions::default();
             let http_options = http::HttpOptions {

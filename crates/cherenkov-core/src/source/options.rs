@@ -100,6 +100,8 @@ pub struct SourceOptions {
     /// from every data server a redirector names, as replicas (see `xrootd::open_discovering`).
     /// Default true; a list of replica URLs is read as given.
     pub discover: Option<bool>,
+    /// Read local files and the disk cache's entries around the page cache (see `direct`).
+    pub direct_io: bool,
     /// Replicas (a list, or found through a redirector) must have the same checksum on their
     /// servers, not only the same size (see `multi::MultiOptions::verify_checksums`).
     pub verify_checksums: bool,

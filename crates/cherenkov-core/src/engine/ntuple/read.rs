@@ -9,18 +9,22 @@ use crate::engine::output::FieldArray;
 use crate::engine::table::Table;
 use crate::error::{Error, Result};
 use crate::format::array::AlignedBytes;
-use crate::format::rntuple::assemble::{assemble, Columns, Decoded};
+use crate::format::rntuple::assemble::{assemble, offsets, Columns, Decoded, Offsets};
 use crate::format::rntuple::clusters::{column_range, Cluster, ColumnRange, PageSource};
 use crate::format::rntuple::column::Coding;
 use crate::format::rntuple::fields::{slots, Slot};
-use crate::format::rntuple::page::{packed_page, stored_len};
+use crate::format::rntuple::page::{check_page, packed_page_into, stored_len, Packed};
 use crate::source::ByteRange;
 use async_trait::async_trait;
 use bytes::Bytes;
 use rayon::prelude::*;
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+
+thread_local! {
+    /// Each thread decompresses pages into one buffer, grown to the largest page it has seen.
+    static PAGE: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Elements a unit may hold of zeros that no page stores (a deferred column before its first
 /// element): bounded, since only the cluster's entry count, not data, says how many.
@@ -283,45 +287,58 @@ impl Ntuple {
                 format!("at most {MAX_ZERO_BYTES} bytes of a deferred column's zeros, found {zeros} elements"),
             ));
         }
-        // Decompress every page first: the output is then sized by bytes that exist.
+        // Every stored page is checked to hold its elements' bytes (raw, or as its compression
+        // blocks declare) before the output is sized from their counts.
         let mut stored = stored.iter();
-        let pages: Vec<(PageSource, Option<&Bytes>)> = range
-            .pages
-            .iter()
-            .map(|p| match p {
-                PageSource::Stored(_) => (*p, stored.next()),
-                PageSource::Zeros(_) => (*p, None),
-            })
-            .collect();
-        let packed: Vec<(u64, Cow<[u8]>)> = pages
-            .par_iter()
-            .map(|(p, bytes)| match (p, bytes) {
-                (PageSource::Stored(page), Some(bytes)) => {
+        let mut pages = Vec::with_capacity(range.pages.len());
+        for p in &range.pages {
+            let bytes = match p {
+                PageSource::Stored(page) => {
+                    let bytes = stored.next().ok_or_else(|| {
+                        Error::Cancelled(format!(
+                            "the page at file offset {} was not fetched",
+                            page.locator.offset
+                        ))
+                    })?;
                     let what = origin(&format!("page at file offset {}", page.locator.offset));
-                    Ok((
-                        page.elements as u64,
-                        packed_page(&coding, page, bytes, &what)?,
-                    ))
+                    check_page(&coding, page, bytes, &what)?;
+                    Some(bytes)
                 }
-                (PageSource::Zeros(n), _) => {
-                    Ok((*n, Cow::Owned(vec![0u8; coding.packed_len(*n) as usize])))
-                }
-                (PageSource::Stored(page), None) => Err(Error::Cancelled(format!(
-                    "the page at file offset {} was not fetched",
-                    page.locator.offset
-                ))),
-            })
-            .collect::<Result<_>>()?;
+                PageSource::Zeros(_) => None,
+            };
+            pages.push((*p, bytes));
+        }
         let mut data = AlignedBytes::zeroed(range.elements as usize * element);
         let mut rest = data.as_bytes_mut();
-        let mut jobs = Vec::with_capacity(packed.len());
-        for (n, bytes) in &packed {
-            let (head, tail) = rest.split_at_mut(*n as usize * element);
-            jobs.push((*n as usize, bytes, head));
+        let mut jobs = Vec::with_capacity(pages.len());
+        for (p, bytes) in pages {
+            let n = match p {
+                PageSource::Stored(page) => page.elements as usize,
+                PageSource::Zeros(n) => n as usize,
+            };
+            let (head, tail) = rest.split_at_mut(n * element);
+            jobs.push((p, bytes, n, head));
             rest = tail;
         }
+        // Each page decompressed into its thread's buffer and decoded into its place.
         jobs.into_par_iter()
-            .for_each(|(n, bytes, out)| coding.decode(bytes, n, out));
+            .try_for_each(|(p, bytes, n, out)| match (p, bytes) {
+                (PageSource::Stored(page), Some(bytes)) => PAGE.with(|cell| {
+                    let mut buffer = cell.borrow_mut();
+                    let what = origin(&format!("page at file offset {}", page.locator.offset));
+                    let packed = match packed_page_into(&coding, &page, bytes, &mut buffer, &what)?
+                    {
+                        Packed::Stored(body) => body,
+                        Packed::Decompressed(n) => &buffer[..n],
+                    };
+                    coding.decode(packed, n, out);
+                    Ok(())
+                }),
+                _ => {
+                    coding.decode(&vec![0u8; coding.packed_len(n as u64) as usize], n, out);
+                    Ok(())
+                }
+            })?;
         Ok(Decoded {
             kind: coding.kind,
             elements: range.elements,
@@ -335,9 +352,15 @@ impl Ntuple {
 struct UnitMap {
     /// Per (column, position of the cluster in the read): the unit and its uses left.
     units: Mutex<HashMap<(usize, usize), WithUsesLeft>>,
+    /// Offsets built so far, by index column and the clusters' entries: the fields of one
+    /// collection share them.
+    offsets: Mutex<HashMap<OffsetsKey, Arc<Offsets>>>,
 }
 
 type WithUsesLeft = (Arc<Decoded>, usize);
+
+/// An index column's candidates and the clusters' entries: what one collection's offsets are built from.
+type OffsetsKey = (Vec<usize>, Vec<u64>);
 
 impl UnitMap {
     fn new<'a>(
@@ -365,6 +388,7 @@ impl UnitMap {
         }
         UnitMap {
             units: Mutex::new(map),
+            offsets: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -389,5 +413,21 @@ impl Columns for UnitMap {
             return Ok(units.remove(&key).unwrap().0);
         }
         Ok(decoded.clone())
+    }
+
+    fn offsets(&self, slot: &Slot, counts: &[u64], origin: &str) -> Result<Arc<Offsets>> {
+        let key = (slot.candidates.clone(), counts.to_vec());
+        if let Some(built) = self.offsets.lock().unwrap().get(&key) {
+            return Ok(built.clone());
+        }
+        // Built outside the lock (fields assemble in parallel); the first one built is kept.
+        let built = Arc::new(offsets(slot, counts, self, origin)?);
+        Ok(self
+            .offsets
+            .lock()
+            .unwrap()
+            .entry(key)
+            .or_insert(built)
+            .clone())
     }
 }

@@ -97,7 +97,10 @@ fn assemble(
     let name = tree.branch_path(branch);
     let entries = stop - start;
     let bad = |what: String| Error::format(format!("branch '{name}'"), what).in_file(file.name());
-    check_coverage(baskets, start, stop).map_err(bad)?;
+    let coverage = baskets
+        .iter()
+        .map(|(p, b)| (p.entry_start, b.entries as usize));
+    check_coverage(coverage, start, stop).map_err(bad)?;
     let array = match &interp {
         Interpretation::Fixed {
             dtype,
@@ -279,26 +282,28 @@ fn assemble(
     })
 }
 
-/// The baskets must hold each entry of `[start, stop)` once, in order: a corrupt basket table
-/// (gaps, overlaps, a branch shorter than its tree) would otherwise give arrays of the wrong length.
-fn check_coverage(
-    baskets: &[(&Planned, &Basket)],
+/// The baskets (each its first entry and entry count, in order) must hold each entry of
+/// `[start, stop)` once, in order: a corrupt basket table (gaps, overlaps, a branch shorter than
+/// its tree) would otherwise give arrays of the wrong length.
+pub fn check_coverage(
+    baskets: impl Iterator<Item = (u64, usize)>,
     start: u64,
     stop: u64,
 ) -> std::result::Result<(), String> {
     let mut next = start;
-    for (p, b) in baskets {
-        let (first, last) = local_range(p, b, start, stop);
-        if first == last {
+    for (entry_start, entries) in baskets {
+        let first = start.saturating_sub(entry_start).min(entries as u64);
+        let last = (stop.min(entry_start + entries as u64)).saturating_sub(entry_start);
+        if first >= last {
             continue;
         }
-        let basket_start = p.entry_start + first as u64;
+        let basket_start = entry_start + first;
         if basket_start != next {
             return Err(format!(
                 "baskets holding entries {start}..{stop} in order, found one starting at entry {basket_start} after entry {next}"
             ));
         }
-        next = p.entry_start + last as u64;
+        next = entry_start + last;
     }
     if next != stop {
         return Err(format!(

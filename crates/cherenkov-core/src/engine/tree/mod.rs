@@ -2,11 +2,12 @@
 //! `plan.rs`, assembly in `assemble.rs`; the reading itself is `table::read`.
 
 pub mod assemble;
+mod one_pass;
 pub mod plan;
 
 use super::file::RootFile;
 use super::output::{BranchArray, ReadStats};
-use super::table::{read, Held, Table};
+use super::table::{read, Decoding, Held, Table};
 use crate::error::{Error, Result};
 use crate::format::array::Array;
 use crate::format::basket::{decode_basket, Basket};
@@ -106,14 +107,43 @@ impl Table for TreeTable {
         stop: u64,
         units: Vec<(Planned, Arc<Basket>)>,
     ) -> Result<Vec<BranchArray>> {
-        let (stored, mut uses) = stored_branches(&self.file, &self.tree, items)?;
+        let (stored, uses) = stored_branches(&self.file, &self.tree, items)?;
         let interps = interpretations(&self.file, &self.tree, &stored)?;
         let pairs: Vec<(&Planned, &Basket)> = units.iter().map(|(p, b)| (p, b.as_ref())).collect();
         let arrays = assemble_all(
             &self.file, &self.tree, &stored, interps, &pairs, start, stop,
         )
         .await?;
-        let mut by_branch: HashMap<usize, BranchArray> = stored.into_iter().zip(arrays).collect();
+        let by_branch: HashMap<usize, BranchArray> = stored.into_iter().zip(arrays).collect();
+        self.finish(items, by_branch, uses, stop - start)
+    }
+
+    async fn decode_and_assemble(
+        &self,
+        items: &[usize],
+        start: u64,
+        stop: u64,
+        units: &[Planned],
+        stored: Vec<Vec<Bytes>>,
+    ) -> Result<(Vec<BranchArray>, Decoding)> {
+        one_pass::decode_and_assemble(self, items, start, stop, units, stored).await
+    }
+
+    fn item_len(&self, item: &BranchArray) -> u64 {
+        item.array.nbytes() as u64
+    }
+}
+
+impl TreeTable {
+    /// The arrays of `items` from those of the branches holding their data (`by_branch`, of
+    /// `stored_branches`): groups become records of their sub-branches.
+    fn finish(
+        &self,
+        items: &[usize],
+        mut by_branch: HashMap<usize, BranchArray>,
+        mut uses: HashMap<usize, usize>,
+        entries: u64,
+    ) -> Result<Vec<BranchArray>> {
         items
             .iter()
             .map(|&b| {
@@ -123,14 +153,10 @@ impl Table for TreeTable {
                     b,
                     &mut by_branch,
                     &mut uses,
-                    stop - start,
+                    entries,
                 )
             })
             .collect()
-    }
-
-    fn item_len(&self, item: &BranchArray) -> u64 {
-        item.array.nbytes() as u64
     }
 }
 

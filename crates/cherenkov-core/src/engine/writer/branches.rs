@@ -132,7 +132,7 @@ fn flatten_array(kind: &ColumnType, array: Array, out: &mut Vec<Array>) {
                     items: Box::new(t.clone()),
                     counter: None,
                 };
-                flatten_array(&list, Array::list(offsets.clone(), c), out);
+                flatten_array(&list, Array::list_shared(offsets.clone(), c), out);
             }
         }
         (_, layout) => out.push(Array {

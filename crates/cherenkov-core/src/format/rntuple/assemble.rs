@@ -20,6 +20,12 @@ pub struct Decoded {
 /// Where assembly finds decoded columns: the active column of `slot` in the `k`-th cluster read.
 pub trait Columns: Sync {
     fn get(&self, slot: &Slot, k: usize) -> Result<Arc<Decoded>>;
+
+    /// The offsets of the index column `slot` over clusters of `counts` entries. Fields of one
+    /// collection share its index column: a source of columns may build them once for all.
+    fn offsets(&self, slot: &Slot, counts: &[u64], origin: &str) -> Result<Arc<Offsets>> {
+        offsets(slot, counts, self, origin).map(Arc::new)
+    }
 }
 
 /// Assemble `node` over clusters holding `counts[k]` items of it each. `origin` names the field.
@@ -33,20 +39,21 @@ pub fn assemble(node: &Node, counts: &[u64], columns: &dyn Columns, origin: &str
             Ok(Array::numpy(*dtype, vec![], data))
         }
         Node::Cardinality { slot, dtype } => {
-            let sizes = offsets(slot, counts, columns, origin)?.sizes;
+            let sizes = columns.offsets(slot, counts, origin)?;
             Ok(Array::numpy(
                 *dtype,
                 vec![],
-                int_bytes(*dtype, sizes.into_iter()),
+                int_bytes(*dtype, sizes.sizes()),
             ))
         }
         Node::Strings {
             offsets: o, chars, ..
         } => {
-            let o = offsets(o, counts, columns, origin)?;
+            let o = columns.offsets(o, counts, origin)?;
             let bytes = numbers(chars, DType::U8, &o.child_counts, columns, origin)?;
             check_end(&o.offsets, bytes.len as u64, origin)?;
-            Ok(Array::strings(o.offsets, bytes))
+            let chars = Array::numpy(DType::U8, vec![], bytes).with_parameter("__array__", "char");
+            Ok(Array::list_shared(o.offsets.clone(), chars).with_parameter("__array__", "string"))
         }
         Node::Regular { size, content } => {
             let child: Option<Vec<u64>> = counts
@@ -62,24 +69,23 @@ pub fn assemble(node: &Node, counts: &[u64], columns: &dyn Columns, origin: &str
             content,
             wide,
         } => {
-            let o = offsets(o, counts, columns, origin)?;
+            let o = columns.offsets(o, counts, origin)?;
             let content = assemble(content, &o.child_counts, columns, origin)?;
             check_end(&o.offsets, content.len() as u64, origin)?;
-            Ok(Array::list(o.offsets, content).with_index_type(index_type(*wide)))
+            Ok(Array::list_shared(o.offsets.clone(), content).with_index_type(index_type(*wide)))
         }
         Node::Optional {
             offsets: o,
             content,
             wide,
         } => {
-            let o = offsets(o, counts, columns, origin)?;
+            let o = columns.offsets(o, counts, origin)?;
             let content = assemble(content, &o.child_counts, columns, origin)?;
             check_end(&o.offsets, content.len() as u64, origin)?;
             let index = o
-                .sizes
-                .iter()
-                .zip(&o.offsets)
-                .map(|(&n, &at)| match n {
+                .sizes()
+                .zip(o.offsets.iter())
+                .map(|(n, &at)| match n {
                     0 => Ok(-1),
                     1 => Ok(at),
                     n => Err(bad(format!("an optional value of 0 or 1 items, found {n}"))),
@@ -177,20 +183,30 @@ fn widen(from: DType, to: DType, src: &[u8], dst: &mut [u8]) {
     }
 }
 
-struct Offsets {
+/// An index column over consecutive clusters.
+pub struct Offsets {
     /// `total + 1` offsets from the first cluster read.
-    offsets: Vec<i64>,
-    /// Items of each entry.
-    sizes: Vec<i64>,
+    pub offsets: Arc<Vec<i64>>,
     /// Items of the content in each cluster.
-    child_counts: Vec<u64>,
+    pub child_counts: Vec<u64>,
+}
+
+impl Offsets {
+    /// Items of each entry.
+    fn sizes(&self) -> impl Iterator<Item = i64> + '_ {
+        self.offsets.windows(2).map(|w| w[1] - w[0])
+    }
 }
 
 /// An index column over the clusters: cluster-relative ends become offsets over all of them.
-fn offsets(slot: &Slot, counts: &[u64], columns: &dyn Columns, origin: &str) -> Result<Offsets> {
+pub fn offsets(
+    slot: &Slot,
+    counts: &[u64],
+    columns: &(impl Columns + ?Sized),
+    origin: &str,
+) -> Result<Offsets> {
     let total: u64 = counts.iter().sum();
     let mut offsets = Vec::with_capacity(total as usize + 1);
-    let mut sizes = Vec::with_capacity(total as usize);
     let mut child_counts = Vec::with_capacity(counts.len());
     offsets.push(0i64);
     let mut base = 0i64;
@@ -203,18 +219,31 @@ fn offsets(slot: &Slot, counts: &[u64], columns: &dyn Columns, origin: &str) -> 
                 format!("an index column, found {}", chunk.kind.name()),
             ));
         }
-        let mut prev = 0i64;
-        for e in chunk.data.as_bytes().chunks_exact(8) {
+        // Checked once after the loop, not entry by entry: it runs over every entry read.
+        let (mut prev, mut ordered) = (0i64, true);
+        offsets.extend(chunk.data.as_bytes().chunks_exact(8).map(|e| {
             let end = i64::from_ne_bytes(e.try_into().unwrap());
-            if end < prev {
-                return Err(Error::format(
-                    origin.to_string(),
-                    format!("offsets that never decrease in cluster {k}, found {end} after {prev}"),
-                ));
-            }
-            sizes.push(end - prev);
-            offsets.push(base + end);
+            ordered &= end >= prev;
             prev = end;
+            base.wrapping_add(end)
+        }));
+        if !ordered {
+            let ends = chunk.data.as_bytes().chunks_exact(8);
+            let ends: Vec<i64> = ends
+                .map(|e| i64::from_ne_bytes(e.try_into().unwrap()))
+                .collect();
+            let w = std::iter::once(0)
+                .chain(ends.iter().copied())
+                .collect::<Vec<_>>();
+            let (after, end) = w
+                .windows(2)
+                .map(|w| (w[0], w[1]))
+                .find(|(a, b)| b < a)
+                .unwrap_or_default();
+            return Err(Error::format(
+                origin.to_string(),
+                format!("offsets that never decrease in cluster {k}, found {end} after {after}"),
+            ));
         }
         child_counts.push(prev as u64);
         base = base
@@ -222,8 +251,7 @@ fn offsets(slot: &Slot, counts: &[u64], columns: &dyn Columns, origin: &str) -> 
             .ok_or_else(|| Error::format(origin.to_string(), "offsets that fit 63 bits"))?;
     }
     Ok(Offsets {
-        offsets,
-        sizes,
+        offsets: Arc::new(offsets),
         child_counts,
     })
 }

@@ -5,7 +5,7 @@ use super::column::Coding;
 use super::envelope::{xxh3, CHECKSUM_LEN};
 use super::page_list::PageInfo;
 use crate::error::{Error, Result};
-use crate::format::compression::decompress;
+use crate::format::compression::{check_declared, decompress, decompress_into};
 use std::borrow::Cow;
 
 /// Bytes to read for a page: the stored page and its checksum, if it has one.
@@ -26,6 +26,65 @@ pub fn packed_page<'a>(
     stored: &'a [u8],
     origin: &str,
 ) -> Result<Cow<'a, [u8]>> {
+    let mut buffer = Vec::new();
+    match packed_page_into(coding, page, stored, &mut buffer, origin)? {
+        Packed::Stored(body) => Ok(Cow::Borrowed(body)),
+        Packed::Decompressed(n) => {
+            buffer.truncate(n);
+            Ok(Cow::Owned(buffer))
+        }
+    }
+}
+
+/// Where `packed_page_into` left a page's packed elements.
+pub enum Packed<'a> {
+    /// In the stored bytes (a page stored raw).
+    Stored(&'a [u8]),
+    /// In the buffer's first bytes, this many.
+    Decompressed(usize),
+}
+
+/// `packed_page`, decompressing into `buffer` (grown as needed, never shrunk: a buffer a thread
+/// reuses page after page).
+pub fn packed_page_into<'a>(
+    coding: &Coding,
+    page: &PageInfo,
+    stored: &'a [u8],
+    buffer: &mut Vec<u8>,
+    origin: &str,
+) -> Result<Packed<'a>> {
+    let (body, packed) = check_page(coding, page, stored, origin)?;
+    if page.checksum {
+        let checksum = &stored[body.len()..];
+        let expected = u64::from_le_bytes(checksum.try_into().unwrap());
+        let computed = xxh3(body);
+        if expected != computed {
+            return Err(Error::format(
+                origin.to_string(),
+                format!("the page's XXH3-64 checksum {expected:#018x}, computed {computed:#018x}"),
+            ));
+        }
+    }
+    if body.len() == packed {
+        return Ok(Packed::Stored(body));
+    }
+    // The buffer grows only to what the blocks present declare (checked by `check_page`).
+    if buffer.len() < packed {
+        buffer.resize(packed, 0);
+    }
+    decompress_into(body, &mut buffer[..packed], origin)?;
+    Ok(Packed::Decompressed(packed))
+}
+
+/// A page's stored body and its packed size, once its length is right and its bytes stored
+/// raw or in compression blocks declaring that size: then buffers may be sized from the page's
+/// element count. Nothing is decompressed, no checksum computed.
+pub fn check_page<'a>(
+    coding: &Coding,
+    page: &PageInfo,
+    stored: &'a [u8],
+    origin: &str,
+) -> Result<(&'a [u8], usize)> {
     let bad = |what: String| Error::format(origin.to_string(), what);
     if stored.len() as u64 != stored_len(page) {
         return Err(bad(format!(
@@ -34,22 +93,13 @@ pub fn packed_page<'a>(
             stored.len()
         )));
     }
-    let (body, checksum) = stored.split_at(page.locator.size as usize);
-    if page.checksum {
-        let expected = u64::from_le_bytes(checksum.try_into().unwrap());
-        let computed = xxh3(body);
-        if expected != computed {
-            return Err(bad(format!(
-                "the page's XXH3-64 checksum {expected:#018x}, computed {computed:#018x}"
-            )));
-        }
-    }
+    let body = &stored[..page.locator.size as usize];
     let packed = coding.packed_len(page.elements as u64);
-    if body.len() as u64 == packed {
-        return Ok(Cow::Borrowed(body));
-    }
     let packed = usize::try_from(packed).map_err(|_| bad("a page that fits memory".into()))?;
-    Ok(Cow::Owned(decompress(body, packed, origin)?))
+    if body.len() != packed {
+        check_declared(body, packed, origin)?;
+    }
+    Ok((body, packed))
 }
 
 /// The uncompressed bytes of an envelope stored as `stored` (`length` bytes uncompressed).

@@ -26,6 +26,7 @@ pub mod notes;
 mod store;
 mod writer;
 
+use super::direct;
 use super::redact::redact;
 use super::{ByteRange, ByteSource, Opened, SharedSource, SourceLimits, SourceReport};
 use crate::error::{Error, Result};
@@ -49,6 +50,8 @@ pub struct CacheOptions {
     pub dir: PathBuf,
     /// Bytes kept at most; the least recently used entries go first.
     pub max_bytes: u64,
+    /// Entries read around the page cache, and dropped from it once written (see `direct`).
+    pub direct_io: bool,
 }
 
 impl CacheOptions {
@@ -81,6 +84,7 @@ struct Shared {
     dir: PathBuf,
     root: PathBuf,
     max_bytes: u64,
+    direct_io: bool,
     index: Mutex<Index>,
     /// Set when the directory cannot be written: the cache only reads from then on.
     read_only: AtomicBool,
@@ -125,6 +129,7 @@ pub async fn wrap(opened: &Opened, options: &CacheOptions) -> Result<SharedSourc
         dir: root.join(format!("{:016x}", key.finish())),
         root,
         max_bytes: options.max_bytes,
+        direct_io: options.direct_io,
         index: Mutex::new(Index::default()),
         read_only: AtomicBool::new(false),
         written_since_prune: AtomicU64::new(0),
@@ -231,7 +236,9 @@ impl CachedSource {
         }
         for (entry, wanted) in by_entry {
             let path = self.shared.dir.join(&*entry);
-            let Ok(mut file) = File::open(&path) else {
+            let Ok(direct::Opened { mut file, direct }) =
+                direct::open(&path, self.shared.direct_io)
+            else {
                 // Evicted by another process since it was indexed.
                 self.shared.index.lock().unwrap().forget(&entry);
                 missing.extend(wanted.iter().map(|(i, _)| i));
@@ -243,7 +250,7 @@ impl CachedSource {
                 let s = l.stored;
                 let bytes = match read.get(&s.at) {
                     Some(b) => Some(b.clone()),
-                    None => read_stored(&mut file, s).inspect(|b| {
+                    None => read_stored(&mut file, direct, s).inspect(|b| {
                         read.insert(s.at, b.clone());
                     }),
                 };
@@ -294,6 +301,7 @@ impl CachedSource {
             let shared = self.shared.clone();
             let job = writer::Job {
                 dir: shared.dir.clone(),
+                direct_io: shared.direct_io,
                 ranges: asked,
                 bytes: got,
                 done: Box::new(move |written| {
@@ -309,7 +317,13 @@ impl CachedSource {
 }
 
 /// The bytes of one stored range, checked against its checksum.
-fn read_stored(file: &mut File, s: store::Stored) -> Option<Bytes> {
+fn read_stored(file: &mut File, direct: bool, s: store::Stored) -> Option<Bytes> {
+    if direct {
+        let size = file.metadata().ok()?.len();
+        let at = ByteRange::new(s.at, s.range.len);
+        let bytes = direct::read_ranges(file, size, &[at]).ok()?.pop()?;
+        return (store::checksum(&bytes) == s.checksum).then_some(bytes);
+    }
     let mut bytes = vec![0; usize::try_from(s.range.len).ok()?];
     file.seek(SeekFrom::Start(s.at)).ok()?;
     file.read_exact(&mut bytes).ok()?;
@@ -503,6 +517,7 @@ mod tests {
         CacheOptions {
             dir: dir.to_path_buf(),
             max_bytes: CacheOptions::DEFAULT_MAX_BYTES,
+            direct_io: false,
         }
     }
 

@@ -73,11 +73,12 @@ fn stored(ranges: &[ByteRange], sums: &[u64], header_len: usize) -> Vec<Stored> 
 }
 
 /// Write one entry holding `ranges` (with their `bytes`) into `dir`, atomically; its name and
-/// where each range is.
+/// where each range is. `uncached`: the entry leaves the page cache once on disk.
 pub fn write(
     dir: &Path,
     ranges: &[ByteRange],
     bytes: &[Bytes],
+    uncached: bool,
 ) -> std::io::Result<(String, Vec<Stored>)> {
     static SEQUENCE: AtomicU64 = AtomicU64::new(0);
     let sums: Vec<u64> = bytes.iter().map(|b| checksum(b)).collect();
@@ -94,9 +95,13 @@ pub fn write(
         for b in bytes {
             f.write_all(b)?;
         }
-        f.into_inner().map_err(|e| e.into_error())?;
-        // No fsync: it would cost milliseconds per entry; an entry a crash leaves damaged fails
-        // its checksums and is fetched again.
+        let file = f.into_inner().map_err(|e| e.into_error())?;
+        if uncached {
+            super::super::direct::drop_cached(&file);
+        }
+        // No fsync (but where the entry leaves the page cache, which needs it on disk first):
+        // it would cost milliseconds per entry; an entry a crash leaves damaged fails its
+        // checksums and is fetched again.
         fs::rename(&temporary, dir.join(&name))
     })();
     match written {

@@ -22,6 +22,8 @@ pub type Written = std::io::Result<(String, Vec<Stored>)>;
 /// write failed), on the writer's thread.
 pub struct Job {
     pub dir: PathBuf,
+    /// Drop the entry from the page cache once written (see `source::direct`).
+    pub direct_io: bool,
     pub ranges: Vec<ByteRange>,
     pub bytes: Vec<Bytes>,
     pub done: Box<dyn FnOnce(Written) + Send>,
@@ -38,7 +40,7 @@ fn queue() -> &'static Mutex<Option<Sender<Job>>> {
             .spawn(move || {
                 for job in receive {
                     let size: u64 = job.ranges.iter().map(|r| r.len).sum();
-                    let written = store::write(&job.dir, &job.ranges, &job.bytes);
+                    let written = store::write(&job.dir, &job.ranges, &job.bytes, job.direct_io);
                     drop(job.bytes);
                     QUEUED_BYTES.fetch_sub(size, Ordering::Relaxed);
                     (job.done)(written);
