@@ -14,10 +14,10 @@ tests/test_branch_layouts.py compares every branch with uproot.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import ROOT
+from aclic import compile_classes, write_file
 
 OUT = Path(__file__).with_name("branch-layouts.root")
 ENTRIES = 30
@@ -147,21 +147,9 @@ inline void write_layouts(int entries) {
 """
 
 
-def compile_classes() -> None:
-    """Compile the classes with a dictionary (ACLiC), as experiments do."""
-    build = Path(tempfile.mkdtemp(prefix="branch-layouts-"))
-    header = build / "BranchLayouts.h"
-    header.write_text(CLASSES)
-    if ROOT.gSystem.CompileMacro(str(header), "kO", "", str(build)) != 1:
-        raise SystemExit("ACLiC could not compile the classes (is a C++ compiler installed?)")
-
-
 def main() -> None:
-    compile_classes()
-    f = ROOT.TFile(str(OUT), "RECREATE")
-    ROOT.write_layouts(ENTRIES)
-    f.Close()
-    print(f"wrote {OUT} ({OUT.stat().st_size} bytes)")
+    compile_classes(CLASSES, "BranchLayouts.h")
+    write_file(OUT, ROOT.write_layouts, ENTRIES)
 
 
 if __name__ == "__main__":

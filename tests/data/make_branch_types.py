@@ -12,10 +12,10 @@ tests/test_branch_types.py compares every branch with uproot.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import ROOT
+from aclic import compile_classes
 
 OUT = Path(__file__).with_name("branch-types.root")
 ENTRIES = 40
@@ -297,16 +297,6 @@ inline void write_repeated_name(int entries) {
 """
 
 
-def compile_classes() -> None:
-    """Compile the classes with a dictionary (ACLiC), as experiments do: interpreted classes
-    crash ROOT's writer for some members (std::vector<std::string> in a split object)."""
-    build = Path(tempfile.mkdtemp(prefix="branch-types-"))
-    header = build / "BranchTypes.h"
-    header.write_text(CLASSES)
-    if ROOT.gSystem.CompileMacro(str(header), "kO", "", str(build)) != 1:
-        raise SystemExit("ACLiC could not compile the classes (is a C++ compiler installed?)")
-
-
 def write_snapshot() -> None:
     df = ROOT.RDataFrame(ENTRIES)
     df = (
@@ -321,7 +311,7 @@ def write_snapshot() -> None:
 
 
 def main() -> None:
-    compile_classes()
+    compile_classes(CLASSES, "BranchTypes.h")
     f = ROOT.TFile(str(OUT), "RECREATE")
     ROOT.write_objects(ENTRIES)
     ROOT.write_repeated_name(ENTRIES)

@@ -18,10 +18,10 @@ tests/test_member_layouts.py compares the branches with uproot and with ROOT's v
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import ROOT
+from aclic import compile_classes, write_file
 
 OUT = Path(__file__).with_name("member-layouts.root")
 ENTRIES = 9
@@ -105,21 +105,9 @@ inline void write_layouts(int entries) {
 """
 
 
-def compile_classes() -> None:
-    """Compile the classes with a dictionary (ACLiC)."""
-    build = Path(tempfile.mkdtemp(prefix="member-layouts-"))
-    header = build / "MemberLayouts.h"
-    header.write_text(CLASSES)
-    if ROOT.gSystem.CompileMacro(str(header), "kO", "", str(build)) != 1:
-        raise SystemExit("ACLiC could not compile the classes (is a C++ compiler installed?)")
-
-
 def main() -> None:
-    compile_classes()
-    f = ROOT.TFile(str(OUT), "RECREATE")
-    ROOT.write_layouts(ENTRIES)
-    f.Close()
-    print(f"wrote {OUT} ({OUT.stat().st_size} bytes)")
+    compile_classes(CLASSES, "MemberLayouts.h")
+    write_file(OUT, ROOT.write_layouts, ENTRIES)
 
 
 if __name__ == "__main__":

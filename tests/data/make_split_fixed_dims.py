@@ -13,10 +13,10 @@ tests/test_split_fixed_dims.py compares every branch with uproot.
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 
 import ROOT
+from aclic import compile_classes, write_file
 
 OUT = Path(__file__).with_name("split-fixed-dims.root")
 ENTRIES = 12
@@ -89,21 +89,9 @@ inline void write_dims(int entries) {
 """
 
 
-def compile_classes() -> None:
-    """Compile the classes with a dictionary (ACLiC): a split std::vector<Cell> needs one."""
-    build = Path(tempfile.mkdtemp(prefix="split-fixed-dims-"))
-    header = build / "SplitFixedDims.h"
-    header.write_text(CLASSES)
-    if ROOT.gSystem.CompileMacro(str(header), "kO", "", str(build)) != 1:
-        raise SystemExit("ACLiC could not compile the classes (is a C++ compiler installed?)")
-
-
 def main() -> None:
-    compile_classes()
-    f = ROOT.TFile(str(OUT), "RECREATE")
-    ROOT.write_dims(ENTRIES)
-    f.Close()
-    print(f"wrote {OUT} ({OUT.stat().st_size} bytes)")
+    compile_classes(CLASSES, "SplitFixedDims.h")
+    write_file(OUT, ROOT.write_dims, ENTRIES)
 
 
 if __name__ == "__main__":
