@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -69,7 +70,13 @@ def pages(data: dict) -> list[bytes]:
     return out
 
 
-def floor(page_bytes: list[bytes]) -> float:
+def cpu_seconds() -> float:
+    """CPU time of the process, every thread (what a load on the machine spares, unlike wall time)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def floor(page_bytes: list[bytes]) -> tuple[float, float]:
     """The zstd library alone compressing the pages on both cores (it releases the GIL)."""
     local = __import__("threading").local()
 
@@ -78,10 +85,10 @@ def floor(page_bytes: list[bytes]) -> float:
             local.c = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         return len(local.c.compress(page))
 
-    t0 = time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     with ThreadPoolExecutor(os.cpu_count() or 2) as pool:
         sum(pool.map(compress, page_bytes, chunksize=16))
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, cpu_seconds() - c0
 
 
 def chunks(data: dict, n: int) -> list[dict]:
@@ -89,13 +96,13 @@ def chunks(data: dict, n: int) -> list[dict]:
     return [{k: v[start : start + CHUNK] for k, v in data.items()} for start in range(0, n, CHUNK)]
 
 
-def write_cherenkov(parts: list[dict], path: Path) -> float:
-    t0 = time.perf_counter()
+def write_cherenkov(parts: list[dict], path: Path) -> tuple[float, float]:
+    c0, t0 = cpu_seconds(), time.perf_counter()
     with cherenkov.recreate(path, compression=505) as f:
         ntuple = f.mktree(TREE, {k: v.type.content for k, v in parts[0].items()}, format="rntuple")
         for chunk in parts:
             ntuple.extend(chunk)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, cpu_seconds() - c0
 
 
 def write_uproot(parts: list[dict], path: Path, level: int) -> float:
@@ -152,12 +159,13 @@ def main(argv=None) -> int:
     # uproot hands zstd its level as it is: ZSTD(10) is the zstd level of ROOT's (and cherenkov's) 505.
     uproot_levels = {f"uproot ZSTD({level})": level for level in (LEVEL, ZSTD_LEVEL)}
     times = {"floor": [], "cherenkov": [], **{k: [] for k in uproot_levels}, "ROOT": []}
-    sizes = {}
+    sizes, cpu = {}, {"floor": [], "cherenkov": []}
     with tempfile.TemporaryDirectory(prefix="cherenkov-write-rntuple-") as tmp:
         out = Path(tmp)
         for _ in range(args.repeat):
-            times["floor"].append(floor(page_bytes))
-            times["cherenkov"].append(write_cherenkov(parts, out / "cherenkov.root"))
+            for tool, (wall, used) in [("floor", floor(page_bytes)), ("cherenkov", write_cherenkov(parts, out / "cherenkov.root"))]:
+                times[tool].append(wall)
+                cpu[tool].append(used)
             sizes["cherenkov"] = (out / "cherenkov.root").stat().st_size
             for tool, level in uproot_levels.items() if not args.no_uproot else ():
                 times[tool].append(write_uproot(parts, out / "uproot.root", level))
@@ -176,6 +184,12 @@ def main(argv=None) -> int:
         size = f"{sizes[tool] / 1e6:8.1f}" if tool in sizes else " " * 8
         ratio = f"{best / t:.2f}x floor" if tool == "floor" else f"{t / best:.2f}x"
         print(f"{tool:<24}{t:10.3f}{ratio:>14}{size}")
+    spent = {tool: median(runs) for tool, runs in cpu.items()}
+    print(
+        f"CPU time: zstd alone {spent['floor']:.3f} s, cherenkov {spent['cherenkov']:.3f} s, "
+        f"{spent['cherenkov'] / spent['floor']:.2f}x of it (a measure the load on the machine spares); "
+        f"load {os.getloadavg()[0]:.1f} at the end"
+    )
     return 0
 
 
