@@ -3,8 +3,9 @@
 //! uncompressed size reaches what the compression so far says makes about 128 MiB on disk
 //! (`layout.rs`: within a third of the memory budget), every page with its XXH3-64. Entries are
 //! split into their columns on every core; pages are packed, compressed and checksummed on the
-//! compressing threads as soon as they are full, and a closed cluster's last pages while the
-//! next cluster fills; its pages are then written column after column in RBlob keys.
+//! compressing threads as soon as they are full; a closed cluster's pages are written column
+//! after column in RBlob keys. (Compressing a closed cluster while the next one fills held two
+//! clusters and their compressed copies: 839 MiB peak against 612 in `bench/write_memory.py`.)
 //! Page lists, header and footer go at the end with the anchor, so a reader's opening tail read
 //! finds every cluster.
 
@@ -61,8 +62,7 @@ impl Default for NtupleLayout {
 /// packed, compressed and checksummed on the pool: (column, page) in order.
 type InFlight = mpsc::Receiver<Vec<(usize, SealedPage)>>;
 
-/// A closed cluster compressing: its pages on the pool, its first entry, entries and
-/// uncompressed bytes.
+/// A closed cluster: its pages on the pool, its first entry, entries and uncompressed bytes.
 struct Closed {
     in_flight: Vec<InFlight>,
     first_entry: u64,
@@ -87,8 +87,6 @@ pub struct NtupleWriter {
     filling_entries: u64,
     filling_bytes: u64,
     in_flight: Vec<InFlight>,
-    /// The cluster closed before, compressing while this one fills.
-    closed: Option<Closed>,
     /// Clusters written so far, and each column's elements in them.
     written: PageList,
     first_element: Vec<u64>,
@@ -157,7 +155,6 @@ impl NtupleWriter {
             filling_entries: 0,
             filling_bytes: 0,
             in_flight: Vec::new(),
-            closed: None,
             written: PageList {
                 clusters: Vec::new(),
                 columns: Vec::new(),
@@ -213,8 +210,7 @@ impl NtupleWriter {
         self.in_flight.push(pages);
     }
 
-    /// Close the cluster being filled: its last pages sent to compress while the next cluster
-    /// fills, once the cluster closed before is written.
+    /// Close the cluster being filled: its last pages compressed, all of them written.
     fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
         if self.filling_entries == 0 {
             return Ok(());
@@ -229,17 +225,12 @@ impl NtupleWriter {
         self.filling = vec![ColumnData::default(); self.codings.len()];
         self.filling_entries = 0;
         self.filling_bytes = 0;
-        self.write_closed(file)?;
-        self.closed = Some(closed);
-        Ok(())
+        self.write_closed(file, closed)
     }
 
     /// Wait for the closed cluster's pages, write them column after column in RBlob keys, and
     /// list them.
-    fn write_closed(&mut self, file: &mut FileWriter) -> Result<()> {
-        let Some(closed) = self.closed.take() else {
-            return Ok(());
-        };
+    fn write_closed(&mut self, file: &mut FileWriter, closed: Closed) -> Result<()> {
         let mut pages: Vec<Vec<SealedPage>> = vec![Vec::new(); self.codings.len()];
         for batch in closed.in_flight {
             let batch = batch.recv().map_err(|_| {
@@ -374,7 +365,6 @@ impl TableWriter for NtupleWriter {
 
     fn finish(mut self: Box<Self>, file: &mut FileWriter) -> Result<()> {
         self.close_cluster(file)?;
-        self.write_closed(file)?;
         let (head, checksum) = header(&self.name, &self.title, WRITER, &self.model.schema);
         let groups = if self.written.clusters.is_empty() {
             Vec::new()
