@@ -5,6 +5,7 @@ may hold (``memory_budget``: the cluster filling and the one compressing) plus t
 written and the process before writing. The file is removed afterwards.
 
     python bench/write_memory.py [--gigabytes 5] [--budget-mb 256] [--chunk 200000] [--dir /tmp]
+                                 [--format ttree|rntuple]
 """
 
 from __future__ import annotations
@@ -63,13 +64,17 @@ def nbytes(columns: dict) -> int:
     return sum(v.nbytes if isinstance(v, np.ndarray) else ak.to_layout(v).nbytes for v in columns.values())
 
 
-def check(path: Path) -> None:
+def check(path: Path, format: str) -> None:
     """The large file read by uproot (and ROOT where it imports): its last entries, past 4 GB."""
     import subprocess
 
     import uproot
 
     tree = uproot.open(path)["Events"]
+    if format == "rntuple":
+        last = tree.arrays(["Jet_v0"], entry_start=tree.num_entries - 3)["Jet_v0"]
+        print(f"uproot reads its last entries: {last.tolist()}")
+        return
     last = tree["Jet_v0"].array(entry_start=tree.num_entries - 3)
     print(f"uproot reads its last entries: {last.tolist()}")
     script = (
@@ -86,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-mb", type=int, default=256)
     parser.add_argument("--chunk", type=int, default=200_000, help="entries per extend")
     parser.add_argument("--dir", default=tempfile.gettempdir())
+    parser.add_argument("--format", choices=["ttree", "rntuple"], default="ttree")
     args = parser.parse_args(argv)
     budget = args.budget_mb << 20
     rng = np.random.default_rng(1)
@@ -98,7 +104,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with Peak() as peak, cherenkov.recreate(path) as f:
             tree = f.mktree(
-                "Events", {n: ak.type(v).content if isinstance(v, ak.Array) else v.dtype for n, v in first.items()}, memory_budget=budget
+                "Events",
+                {n: ak.type(v).content if isinstance(v, ak.Array) else v.dtype for n, v in first.items()},
+                memory_budget=budget,
+                format=args.format,
             )
             data = first
             while True:
@@ -119,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"peak resident {peak.peak / 2**20:.0f} MiB = before + {(peak.peak - before) / 2**20:.0f} MiB")
         bound = before + budget + 2 * threshold + 2 * chunk_bytes
         verdict = "within" if peak.peak <= bound else "PAST IT"
-        check(path)
+        check(path, args.format)
         print(f"bound: before + budget + two clusters + two input chunks = {bound / 2**20:.0f} MiB: {verdict}")
     finally:
         path.unlink(missing_ok=True)

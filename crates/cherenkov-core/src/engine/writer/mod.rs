@@ -19,6 +19,7 @@ use crate::format::array::{Array, DType, Layout};
 use crate::format::writing::compression::Compression;
 use file::FileWriter;
 use std::fmt;
+use std::sync::OnceLock;
 
 /// What a column holds, whatever format stores it.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +89,25 @@ pub trait TableWriter: Send {
 
     /// Write what is buffered and the table's metadata: the table is then complete in `file`.
     fn finish(self: Box<Self>, file: &mut FileWriter) -> Result<()>;
+}
+
+/// Run `job` (a closed cluster's compression) on the compressing threads, one per core: a pool of
+/// their own, because rayon's workers take a new job only once theirs are done, so filling the
+/// next cluster (and decoding, in a read-select-write loop) on the global pool would wait for a
+/// whole cluster's compression instead of sharing the cores with it. Where no thread can be
+/// made for that pool, the global pool compresses.
+pub(crate) fn spawn_compression(job: impl FnOnce() + Send + 'static) {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("cherenkov-zip-{i}"))
+            .build()
+            .ok()
+    });
+    match pool {
+        Some(pool) => pool.spawn(job),
+        None => rayon::spawn(job),
+    }
 }
 
 impl fmt::Display for ColumnType {

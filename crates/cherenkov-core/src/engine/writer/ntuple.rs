@@ -1,15 +1,17 @@
 //! RNTuples written (`TableWriter`), as ROOT's `RNTupleWriter` lays them out with its default
 //! `RNTupleWriteOptions`: pages of at most 1 MiB of elements, clusters closed when their
 //! uncompressed size reaches what the compression so far says makes about 128 MiB on disk
-//! (`layout.rs`: within a third of the memory budget), every page with its XXH3-64. Pages are
-//! packed, compressed and checksummed on every core as soon as they are full, while the cluster
-//! goes on filling; a closed cluster's pages are written column after column in RBlob keys.
+//! (`layout.rs`: within a third of the memory budget), every page with its XXH3-64. Entries are
+//! split into their columns on every core; pages are packed, compressed and checksummed on the
+//! compressing threads as soon as they are full; a closed cluster's pages are written column
+//! after column in RBlob keys. (Compressing a closed cluster while the next one fills held two
+//! clusters and their compressed copies: 839 MiB peak against 612 in `bench/write_memory.py`.)
 //! Page lists, header and footer go at the end with the anchor, so a reader's opening tail read
 //! finds every cluster.
 
 use super::file::{DirectoryId, FileWriter};
 use super::layout::{ClusterPolicy, RNTUPLE_CLUSTER_BYTES};
-use super::{check_arrays, Column, ColumnType, TableOptions, TableWriter};
+use super::{check_arrays, spawn_compression, Column, ColumnType, TableOptions, TableWriter};
 use crate::error::{Error, Result};
 use crate::format::array::Array;
 use crate::format::rntuple::anchor::Anchor;
@@ -59,6 +61,14 @@ impl Default for NtupleLayout {
 /// Pages cut off the columns together (one `extend` batch, or a cluster's last pages), being
 /// packed, compressed and checksummed on the pool: (column, page) in order.
 type InFlight = mpsc::Receiver<Vec<(usize, SealedPage)>>;
+
+/// A closed cluster: its pages on the pool, its first entry, entries and uncompressed bytes.
+struct Closed {
+    in_flight: Vec<InFlight>,
+    first_entry: u64,
+    entries: u64,
+    bytes: u64,
+}
 
 pub struct NtupleWriter {
     name: String,
@@ -181,7 +191,7 @@ impl NtupleWriter {
             self.compression,
             self.layout.checksums,
         );
-        rayon::spawn(move || {
+        spawn_compression(move || {
             let pieces: Vec<(usize, &[u8])> = work
                 .iter()
                 .flat_map(|(c, bytes, page)| bytes.chunks(*page).map(move |p| (*c, p)))
@@ -200,15 +210,29 @@ impl NtupleWriter {
         self.in_flight.push(pages);
     }
 
-    /// Close the cluster being filled: its last pages compressed, all of them written column
-    /// after column in RBlob keys, and listed.
+    /// Close the cluster being filled: its last pages compressed, all of them written.
     fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
         if self.filling_entries == 0 {
             return Ok(());
         }
         self.send_pages(true);
+        let closed = Closed {
+            in_flight: std::mem::take(&mut self.in_flight),
+            first_entry: self.entries - self.filling_entries,
+            entries: self.filling_entries,
+            bytes: self.filling_bytes,
+        };
+        self.filling = vec![ColumnData::default(); self.codings.len()];
+        self.filling_entries = 0;
+        self.filling_bytes = 0;
+        self.write_closed(file, closed)
+    }
+
+    /// Wait for the closed cluster's pages, write them column after column in RBlob keys, and
+    /// list them.
+    fn write_closed(&mut self, file: &mut FileWriter, closed: Closed) -> Result<()> {
         let mut pages: Vec<Vec<SealedPage>> = vec![Vec::new(); self.codings.len()];
-        for batch in std::mem::take(&mut self.in_flight) {
+        for batch in closed.in_flight {
             let batch = batch.recv().map_err(|_| {
                 Error::InvalidArgument(format!(
                     "{}: RNTuple '{}': compressing a cluster's pages failed",
@@ -261,14 +285,11 @@ impl NtupleWriter {
             })
             .collect();
         self.written.clusters.push(ClusterSummary {
-            first_entry: self.entries - self.filling_entries,
-            entries: self.filling_entries,
+            first_entry: closed.first_entry,
+            entries: closed.entries,
         });
         self.written.columns.push(listed);
-        self.policy.observe(self.filling_bytes, zipped);
-        self.filling = vec![ColumnData::default(); self.codings.len()];
-        self.filling_entries = 0;
-        self.filling_bytes = 0;
+        self.policy.observe(closed.bytes, zipped);
         Ok(())
     }
 
@@ -314,22 +335,19 @@ impl TableWriter for NtupleWriter {
         while start < n {
             let room = self.policy.threshold().saturating_sub(self.filling_bytes) / per_entry;
             let stop = n.min(start + room.max(1) as usize);
-            for (i, array) in arrays.iter().enumerate() {
-                let range = self.model.columns[i].clone();
-                shred(
-                    &self.model.fields[i].1,
-                    array,
-                    start,
-                    stop,
-                    &mut self.filling[range],
-                )
-                .map_err(|why| {
-                    Error::InvalidArgument(format!(
-                        "'{}' column '{}' of type {}: {why}",
-                        self.name, self.columns[i].name, self.columns[i].kind
-                    ))
+            let (model, columns, name) = (&self.model, &self.columns, &self.name);
+            per_field(&mut self.filling, &model.columns)
+                .into_par_iter()
+                .zip(&arrays)
+                .enumerate()
+                .try_for_each(|(i, (data, array))| {
+                    shred(&model.fields[i].1, array, start, stop, data).map_err(|why| {
+                        Error::InvalidArgument(format!(
+                            "'{name}' column '{}' of type {}: {why}",
+                            columns[i].name, columns[i].kind
+                        ))
+                    })
                 })?;
-            }
             self.filling_entries += (stop - start) as u64;
             self.entries += (stop - start) as u64;
             self.filling_bytes = (self.filling.iter().zip(&self.codings))
@@ -384,6 +402,21 @@ impl TableWriter for NtupleWriter {
         file.add_streamers(class(ANCHOR_CLASS).map(|c| c.info()));
         Ok(())
     }
+}
+
+/// The cluster's columns, a slice per top-level field (`ranges`, which follow one another).
+fn per_field<'a>(
+    mut columns: &'a mut [ColumnData],
+    ranges: &[std::ops::Range<usize>],
+) -> Vec<&'a mut [ColumnData]> {
+    ranges
+        .iter()
+        .map(|range| {
+            let (field, rest) = std::mem::take(&mut columns).split_at_mut(range.len());
+            columns = rest;
+            field
+        })
+        .collect()
 }
 
 /// The writer's name in the header, as ROOT writes "ROOT v6.40.00".

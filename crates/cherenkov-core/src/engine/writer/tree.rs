@@ -8,7 +8,7 @@ use super::branches::{flat_arrays, leaf_title, plan, Branch, Source, Storage};
 use super::file::{DirectoryId, FileWriter};
 use super::fill::{bytes, fill, integer, lengths, BasketBuffer, MAX_BASKET};
 use super::layout::ClusterPolicy;
-use super::{check_arrays, Column, TableOptions, TableWriter};
+use super::{check_arrays, spawn_compression, Column, TableOptions, TableWriter};
 use crate::error::{Error, Result};
 use crate::format::array::{Array, DType};
 use crate::format::directory::Key;
@@ -259,7 +259,7 @@ impl TreeWriter {
         self.write_pending(file)?;
         let compression = self.options.compression;
         let (send, baskets) = mpsc::sync_channel(1);
-        rayon::spawn(move || {
+        spawn_compression(move || {
             let packed = jobs
                 .into_par_iter()
                 .map(|(object, fields)| Packed {
