@@ -4,7 +4,8 @@ member of a split class is the record of its members' branches, as uproot reads 
 ``TClonesArray`` branch of the tree is the number of objects); ``TDatime`` members are read bare
 (TDatime::Streamer writes 4 bytes, no byte count or version) in split and unsplit classes; packed
 leaf-list arrays (``x[2][3]/d[0,1,10]``) keep the dimensions of their leaf's title and take their
-range from the type after the slash."""
+range from the type after the slash; ``TString`` members of the objects of a split collection
+(streamer type 65) are each entry's list of strings."""
 
 from pathlib import Path
 
@@ -18,10 +19,12 @@ uproot = pytest.importorskip("uproot")
 FILE = Path(__file__).parent / "data" / "member-layouts.root"
 TREE = "layouts"
 ENTRIES = 9
-# Branches uproot cannot read: the split Event whole (a KeyError on its TDatime member) and the
-# Float16_t leaf list (an UnboundLocalError on its title); and one it misreads: the Double32_t
-# leaf list, as 4-byte floats (denormal numbers; ROOT reads the values written, as cherenkov).
-UPROOT_FAILS = {"event", "f", "x"}
+# Branches uproot cannot read: the split Event whole and its vector<Tag> (IndexErrors on the
+# TString member), and the Float16_t leaf list (an UnboundLocalError on its title); and ones it
+# misreads: the Double32_t leaf list, as 4-byte floats (denormal numbers; ROOT reads the values
+# written, as cherenkov), and the TString member of the Labels, as one string per entry (the
+# objects' strings run together, length bytes included).
+UPROOT_FAILS = {"event", "tags", "tags.name", "f", "x", "labels.text"}
 
 
 def datime(year, month, day, hour, minute, second):
@@ -79,3 +82,17 @@ def test_packed_leaf_lists_keep_the_dimensions_of_their_leaf_titles(ours):
     for i in range(ENTRIES):
         assert ak.to_list(got.x[i]) == [[(i * 6 + a * 3 + b) / 64 for b in range(3)] for a in range(2)]
         assert ak.to_list(got.f[i]) == [[1.5 * (i - 4) + 0.25 * (a * 3 + b) for b in range(3)] for a in range(2)]
+
+
+def test_tstring_members_of_collection_objects_are_lists_of_strings(ours):
+    # As make_member_layouts.py wrote them: a TClonesArray of Label, a split vector<Tag>.
+    labels = ours.arrays(["labels.text", "labels.k"], library="ak")
+    assert str(labels["labels.text"].type) == f"{ENTRIES} * var * string"
+    expected = [[chr(ord("a") + j) * (300 + i if j == 1 else i) for j in range(i % 3)] for i in range(ENTRIES)]
+    assert ak.to_list(labels["labels.text"]) == expected
+    assert ak.to_list(labels["labels.k"]) == [[10 * i + j for j in range(i % 3)] for i in range(ENTRIES)]
+    tags = ours.arrays(["tags"], library="ak")["tags"]
+    assert ak.to_list(tags["tags.name"]) == [[f"tag{i}.{j}" for j in range((i + 1) % 3)] for i in range(ENTRIES)]
+    assert ak.to_list(tags["tags.id"]) == [[10 * i + j for j in range((i + 1) % 3)] for i in range(ENTRIES)]
+    event = ours.arrays(["event"], library="ak")["event"]
+    assert ak.to_list(event.tags["tags.name"]) == ak.to_list(tags["tags.name"])

@@ -2,8 +2,10 @@
 streamer or on how the member is declared, as in experiments' files.
 
 - ``Event`` split: a ``TClonesArray *hits`` member (uproot reads it as the record of its members'
-  branches; a ``TClonesArray`` branch of the tree is the number of objects) and a ``TDatime``
-  member;
+  branches; a ``TClonesArray`` branch of the tree is the number of objects), a ``TDatime``
+  member, and a split ``std::vector<Tag> tags`` whose ``Tag`` has a ``TString`` member;
+- ``labels`` split: a ``TClonesArray`` of ``Label`` with a ``TString`` member (streamer type 65:
+  each object's string bare, a length, then the characters; some past 254 characters);
 - ``Stamp`` unsplit: a ``TDatime`` member (TDatime::Streamer writes its 4 bytes bare, with no
   byte count or version);
 - leaf lists of ``Double32_t x[2][3]/d[0,1,10]`` and ``Float16_t f[2][3]/f[0,0,10]`` (uproot
@@ -30,7 +32,9 @@ CLASSES = r"""
 #include "TObject.h"
 #include "TClonesArray.h"
 #include "TDatime.h"
+#include "TString.h"
 #include "TTree.h"
+#include <vector>
 
 class Hit : public TObject {
 public:
@@ -40,11 +44,29 @@ public:
    ClassDef(Hit, 1)
 };
 
+class Label : public TObject {
+public:
+   TString text;
+   Int_t k;
+   Label() : k(0) {}
+   ClassDef(Label, 1)
+};
+
+class Tag {
+public:
+   TString name;
+   Int_t id;
+   Tag() : id(0) {}
+   virtual ~Tag() {}
+   ClassDef(Tag, 1)
+};
+
 class Event : public TObject {
 public:
    Int_t n;
    TDatime when;
    TClonesArray *hits;
+   std::vector<Tag> tags;
    Event() : n(0), hits(new TClonesArray("Hit")) {}
    ~Event() { delete hits; }
    ClassDef(Event, 1)
@@ -63,11 +85,13 @@ inline void write_layouts(int entries) {
    TTree *tree = new TTree("layouts", "member layouts");
    auto *event = new Event();
    auto *clones = new TClonesArray("Hit");
+   auto *labels = new TClonesArray("Label");
    auto *stamp = new Stamp();
    Double_t x[2][3];
    Float_t f[2][3];
    tree->Branch("event", &event, 32000, 99);
    tree->Branch("clones", &clones, 32000, 99);
+   tree->Branch("labels", &labels, 32000, 99);
    tree->Branch("stamp", &stamp, 32000, 0);
    tree->Branch("x", x, "x[2][3]/d[0,1,10]");
    tree->Branch("f", f, "f[2][3]/f[0,0,10]");
@@ -76,6 +100,8 @@ inline void write_layouts(int entries) {
       event->when.Set(2020 + i, 1 + i, 2 + i, 3 + i, 4 + i, 5 + i);
       event->hits->Clear();
       clones->Clear();
+      event->tags.clear();
+      labels->Clear();
       for (int j = 0; j < i % 4; j++) {
          Hit *h = (Hit *)event->hits->ConstructedAt(j);
          h->e = i + 0.25f * j;
@@ -83,6 +109,18 @@ inline void write_layouts(int entries) {
          Hit *c = (Hit *)clones->ConstructedAt(j);
          c->e = -h->e;
          c->cell = -h->cell;
+      }
+      for (int j = 0; j < i % 3; j++) {
+         Label *l = (Label *)labels->ConstructedAt(j);
+         // Lengths past 254 take the long form (255, then 4 bytes).
+         l->text = TString('a' + j, j == 1 ? 300 + i : i);
+         l->k = 10 * i + j;
+      }
+      for (int j = 0; j < (i + 1) % 3; j++) {
+         Tag t;
+         t.name = TString::Format("tag%d.%d", i, j);
+         t.id = 10 * i + j;
+         event->tags.push_back(t);
       }
       stamp->when.Set(1999, 12, 31, 23, 59, i);
       stamp->run = 1000 + i;
@@ -98,6 +136,9 @@ inline void write_layouts(int entries) {
 
 #ifdef __ROOTCLING__
 #pragma link C++ class Hit+;
+#pragma link C++ class Label+;
+#pragma link C++ class Tag+;
+#pragma link C++ class std::vector<Tag>+;
 #pragma link C++ class Event+;
 #pragma link C++ class Stamp+;
 #pragma link C++ function write_layouts;

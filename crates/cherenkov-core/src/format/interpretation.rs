@@ -537,9 +537,12 @@ fn interpret_leaf(
             typename: "UInt_t[]".to_string(),
         });
     }
-    if is_collection_member(e.kind) && matches!(code, K_STL | K_STL_STRING | K_OBJECT | K_ANY) {
+    if is_collection_member(e.kind)
+        && matches!(code, K_STL | K_STL_STRING | K_OBJECT | K_ANY | K_TSTRING)
+    {
         // One member of each object in the collection, stored whole: STL members after one
-        // header per entry, objects each with its own (uproot's AsArray / AsStridedObjects).
+        // header per entry, objects each with its own (uproot's AsArray / AsStridedObjects),
+        // TStrings bare (a length, then the characters).
         let Some(m) = member else {
             return Err(unsupported(member_type, "its streamer info is missing"));
         };
@@ -683,6 +686,7 @@ pub fn convert_big_endian_into(dtype: DType, src: &[u8], dst: &mut [std::mem::Ma
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::streamers::StreamerElement;
 
     fn one_leaf_tree(class: &str, title: &str) -> TreeMeta {
         TreeMeta {
@@ -770,6 +774,48 @@ mod tests {
         tree.leaves[0].class = "TLeafX".into();
         let refused = interpret(&tree, 1, &[], MemberDims::Uproot).unwrap_err();
         assert!(refused.reason.contains("member 'x'"), "{refused:?}");
+    }
+
+    #[test]
+    fn tstring_members_of_collection_objects_are_lists_of_strings() {
+        let mut tree = one_leaf_tree("TLeafElement", "label");
+        let infos = [StreamerInfo {
+            class_name: "Hit".into(),
+            class_version: 1,
+            checksum: 0,
+            elements: vec![StreamerElement {
+                class: "TStreamerString".into(),
+                name: "label".into(),
+                type_code: K_TSTRING,
+                type_name: "TString".into(),
+                title: String::new(),
+                size: 24,
+                array_length: 0,
+                array_dims: vec![],
+                max_index: [0; 5],
+                tail: Default::default(),
+            }],
+        }];
+        for kind in [CLONES_MEMBER, STL_MEMBER] {
+            tree.branches[0].element = Some(ElementMeta {
+                class_name: "Hit".into(),
+                class_version: 1,
+                id: 0,
+                kind,
+                streamer_type: K_TSTRING,
+                ..Default::default()
+            });
+            assert_eq!(
+                interpret(&tree, 0, &infos, MemberDims::Uproot),
+                Ok(Interpretation::Objects {
+                    model: Model::Members {
+                        header: false,
+                        items: Box::new(Model::String { header: false }),
+                    },
+                    typename: "TString[]".into(),
+                })
+            );
+        }
     }
 
     #[test]
