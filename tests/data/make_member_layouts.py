@@ -4,6 +4,9 @@ streamer or on how the member is declared, as in experiments' files.
 - ``Event`` split: a ``TClonesArray *hits`` member (uproot reads it as the record of its members'
   branches; a ``TClonesArray`` branch of the tree is the number of objects), a ``TDatime``
   member, and a split ``std::vector<Tag> tags`` whose ``Tag`` has a ``TString`` member;
+- ``Track`` with fixed arrays of objects, ``Mom m[2]`` (a TObject: streamer type 81) and ``Pt
+  q[3]`` (not one: 82), each object with its header: in a split TClonesArray ``tracks``, split
+  alone (``track``) and unsplit (``track0``);
 - ``labels`` split: a ``TClonesArray`` of ``Label`` with a ``TString`` member (streamer type 65:
   each object's string bare, a length, then the characters; some past 254 characters);
 - ``Stamp`` unsplit: a ``TDatime`` member (TDatime::Streamer writes its 4 bytes bare, with no
@@ -52,6 +55,41 @@ public:
    ClassDef(Label, 1)
 };
 
+class Mom : public TObject {
+public:
+   Double_t px, pz;
+   Mom() : px(0), pz(0) {}
+   ClassDef(Mom, 1)
+};
+
+class Pt {
+public:
+   Float_t x, y;
+   Pt() : x(0), y(0) {}
+   virtual ~Pt() {}
+   ClassDef(Pt, 1)
+};
+
+class Track : public TObject {
+public:
+   Int_t id;
+   Mom m[2];
+   Pt q[3];
+   Track() : id(0) {}
+   void Set(int i) {
+      id = i;
+      for (int k = 0; k < 2; k++) {
+         m[k].px = i + 0.5 * k;
+         m[k].pz = -i - 0.25 * k;
+      }
+      for (int k = 0; k < 3; k++) {
+         q[k].x = 10 * i + k;
+         q[k].y = 0.5f * k - i;
+      }
+   }
+   ClassDef(Track, 1)
+};
+
 class Tag {
 public:
    TString name;
@@ -86,12 +124,18 @@ inline void write_layouts(int entries) {
    auto *event = new Event();
    auto *clones = new TClonesArray("Hit");
    auto *labels = new TClonesArray("Label");
+   auto *tracks = new TClonesArray("Track");
+   auto *track = new Track();
+   auto *track0 = new Track();
    auto *stamp = new Stamp();
    Double_t x[2][3];
    Float_t f[2][3];
    tree->Branch("event", &event, 32000, 99);
    tree->Branch("clones", &clones, 32000, 99);
    tree->Branch("labels", &labels, 32000, 99);
+   tree->Branch("tracks", &tracks, 32000, 99);
+   tree->Branch("track", &track, 32000, 99);
+   tree->Branch("track0", &track0, 32000, 0);
    tree->Branch("stamp", &stamp, 32000, 0);
    tree->Branch("x", x, "x[2][3]/d[0,1,10]");
    tree->Branch("f", f, "f[2][3]/f[0,0,10]");
@@ -102,6 +146,11 @@ inline void write_layouts(int entries) {
       clones->Clear();
       event->tags.clear();
       labels->Clear();
+      tracks->Clear();
+      for (int j = 0; j < i % 3; j++)
+         ((Track *)tracks->ConstructedAt(j))->Set(10 * i + j);
+      track->Set(i);
+      track0->Set(-i);
       for (int j = 0; j < i % 4; j++) {
          Hit *h = (Hit *)event->hits->ConstructedAt(j);
          h->e = i + 0.25f * j;
@@ -137,6 +186,9 @@ inline void write_layouts(int entries) {
 #ifdef __ROOTCLING__
 #pragma link C++ class Hit+;
 #pragma link C++ class Label+;
+#pragma link C++ class Mom+;
+#pragma link C++ class Pt+;
+#pragma link C++ class Track+;
 #pragma link C++ class Tag+;
 #pragma link C++ class std::vector<Tag>+;
 #pragma link C++ class Event+;

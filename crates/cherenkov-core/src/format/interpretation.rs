@@ -1,7 +1,7 @@
 //! How a branch's bytes become arrays: which element type, which per-entry shape, which headers.
 
 pub use super::array::DType;
-use super::model::{model_of_type, Member, Model};
+use super::model::{model_of_type, object_array_model, Member, Model};
 use super::packed::{Packing, K_DOUBLE32, K_FLOAT16};
 use super::streamers::{find_element, StreamerInfo};
 use super::tree::{BranchMeta, ElementMeta, LeafMeta, TreeMeta};
@@ -552,6 +552,23 @@ fn interpret_leaf(
             Ok(items) => Ok(Interpretation::Objects {
                 model: Model::Members {
                     header: stl,
+                    items: Box::new(items),
+                },
+                typename: format!("{}[]", m.type_name.trim()),
+            }),
+            Err(why) => Err(unsupported(m.type_name.trim(), why)),
+        };
+    }
+    if code == OFFSET_L + K_OBJECT || code == OFFSET_L + K_ANY {
+        // Fixed arrays of objects, each with its own header: each entry's list of arrays, one
+        // per object of a collection or a single one outside collections (uproot's form).
+        let Some(m) = member else {
+            return Err(unsupported(member_type, "its streamer info is missing"));
+        };
+        return match object_array_model(m, infos) {
+            Ok(items) => Ok(Interpretation::Objects {
+                model: Model::Members {
+                    header: false,
                     items: Box::new(items),
                 },
                 typename: format!("{}[]", m.type_name.trim()),

@@ -168,6 +168,28 @@ fn type_model(
     class_model(name, infos, depth)
 }
 
+/// A fixed array of objects (`TLorentzVector p[5]`: streamer type kOffsetL + kObject or
+/// kOffsetL + kAny), as element `e` of its class declares it: each object with its own byte
+/// count and version.
+pub fn object_array_model(e: &StreamerElement, infos: &[StreamerInfo]) -> Result<Model, String> {
+    object_array(e, infos, 0)
+}
+
+fn object_array(
+    e: &StreamerElement,
+    infos: &[StreamerInfo],
+    depth: usize,
+) -> Result<Model, String> {
+    if e.array_dims.is_empty() {
+        return Err(format!(
+            "member {} ({}): a fixed array without dimensions",
+            e.name, e.type_name
+        ));
+    }
+    let items = class_model(&normalize(&e.type_name), infos, depth + 1)?;
+    Ok(Model::FixedArray(Box::new(items), e.array_dims.clone()))
+}
+
 /// A model read without its own header, and whether it had one (STL strings and collections).
 fn without_header(model: Model) -> (Model, bool) {
     match model {
@@ -267,6 +289,9 @@ fn member_model(
         K_OBJECT | K_ANY | K_TNAMED => {
             field(class_model(&normalize(&e.type_name), infos, depth + 1)?)
         }
+        code if code == K_OFFSET_L + K_OBJECT || code == K_OFFSET_L + K_ANY => {
+            field(object_array(e, infos, depth)?)
+        }
         code @ 1..=19 | code @ 21..=39 => {
             let base = if code > K_OFFSET_L {
                 code - K_OFFSET_L
@@ -333,6 +358,51 @@ mod tests {
         };
         assert_eq!(column_headers, [false, true]);
         assert!(matches!(*values, Model::Sequence { header: false, .. }));
+    }
+
+    fn element(name: &str, type_code: i32, type_name: &str, dims: Vec<usize>) -> StreamerElement {
+        StreamerElement {
+            class: String::new(),
+            name: name.into(),
+            type_code,
+            type_name: type_name.into(),
+            title: String::new(),
+            size: 0,
+            array_length: dims.iter().product::<usize>() as i32,
+            array_dims: dims,
+            max_index: [0; 5],
+            tail: Default::default(),
+        }
+    }
+
+    #[test]
+    fn fixed_arrays_of_objects_hold_classes_each_with_its_header() {
+        let info = |name: &str, elements| StreamerInfo {
+            class_name: name.into(),
+            class_version: 1,
+            checksum: 0,
+            elements,
+        };
+        let infos = [
+            info("Pt", vec![element("x", 5, "float", vec![])]),
+            info(
+                "Track",
+                vec![element("q", K_OFFSET_L + K_ANY, "Pt", vec![3])],
+            ),
+        ];
+        let Model::Class { members, .. } = model_of_type("Track", true, &infos).unwrap() else {
+            panic!()
+        };
+        let [Member::Field(name, Model::FixedArray(items, dims))] = members.as_slice() else {
+            panic!("{members:?}")
+        };
+        assert_eq!((name.as_str(), dims.as_slice()), ("q", &[3][..]));
+        assert!(
+            matches!(**items, Model::Class { header: true, .. }),
+            "{items:?}"
+        );
+        let no_dims = element("q", K_OFFSET_L + K_OBJECT, "Pt", vec![]);
+        assert!(object_array_model(&no_dims, &infos).is_err());
     }
 
     #[test]
