@@ -7,7 +7,8 @@ leaf-list arrays (``x[2][3]/d[0,1,10]``) keep the dimensions of their leaf's tit
 range from the type after the slash; ``TString`` members of the objects of a split collection
 (streamer type 65) are each entry's list of strings; fixed arrays of objects (streamer types 81
 and 82), each object with its header, are each entry's list of arrays (one outside collections,
-as uproot reads them)."""
+as uproot reads them); TArrays (TArray::Streamer writes fN and the numbers bare) are lists of
+numbers."""
 
 from pathlib import Path
 
@@ -26,9 +27,10 @@ ENTRIES = 9
 # misreads: the Double32_t leaf list, as 4-byte floats (denormal numbers; ROOT reads the values
 # written, as cherenkov), and the TString member of the Labels, as one string per entry (the
 # objects' strings run together, length bytes included).
-# It fails on arrays of objects not TObjects (Pt q[3], whose headers it does not expect), and
-# misreads the unsplit Track (one Mom and one Pt, not arrays: numbers from the wrong bytes).
-UPROOT_FAILS = {"event", "tags", "tags.name", "f", "x", "labels.text", "track", "q[3]", "tracks.q[3]", "track0"}
+# It fails on arrays of objects not TObjects (Pt q[3], whose headers it does not expect) and on
+# the TArrayF of the TClonesArray's Tracks, and misreads the unsplit Track (one Mom and one Pt,
+# not arrays: numbers from the wrong bytes).
+UPROOT_FAILS = {"tracks.w", "event", "tags", "tags.name", "f", "x", "labels.text", "track", "q[3]", "tracks.q[3]", "track0"}
 
 
 def datime(year, month, day, hour, minute, second):
@@ -120,8 +122,27 @@ def test_fixed_arrays_of_objects_are_lists_of_arrays(ours, theirs):
     track = ours.arrays(["track"], library="ak")["track"]
     assert ak.to_list(track["m[2]"]) == [[moms(i)] for i in range(ENTRIES)]
     assert ak.to_list(track["q[3]"]) == [[pts(i)] for i in range(ENTRIES)]
-    assert ak.to_list(ours.arrays(["track0"], library="ak")["track0"]) == [{"id": -i, "m": moms(-i), "q": pts(-i)} for i in range(ENTRIES)]
+    assert ak.to_list(ours.arrays(["track0"], library="ak")["track0"]) == [
+        {"id": -i, "m": moms(-i), "q": pts(-i), "w": []} for i in range(ENTRIES)
+    ]
     # uproot reads the arrays of TObjects (Mom m[2]) alike.
     expected = theirs["track"]["m[2]"].array(library="ak")
     assert str(track["m[2]"].type) == str(expected.type)
     assert ak.to_list(track["m[2]"]) == ak.to_list(expected)
+
+
+def test_tarrays_are_lists_of_numbers(ours, theirs):
+    # As make_member_layouts.py wrote them: a TArrayD branch, Track's TArrayF w (Track::Set).
+    arr = ours.arrays(["arr"], library="ak")["arr"]
+    assert str(arr.type) == f"{ENTRIES} * var * float64"
+    assert ak.to_list(arr) == [[i - 0.125 * k for k in range(i)] for i in range(ENTRIES)]
+    assert ak.to_list(arr) == ak.to_list(theirs["arr"].array(library="ak"))
+
+    def w(i):
+        # C++'s i % 4 is negative for negative ids, which TArray::Set ignores: w stays empty.
+        return [0.5 * i + k for k in range(i % 4 if i >= 0 else 0)]
+
+    assert ak.to_list(ours.arrays(["track"], library="ak")["track"]["w"]) == [w(i) for i in range(ENTRIES)]
+    tracks_w = ours.arrays(["tracks.w"], library="ak")["tracks.w"]
+    assert ak.to_list(tracks_w) == [[w(10 * i + j) for j in range(i % 3)] for i in range(ENTRIES)]
+    assert [t["w"] for t in ak.to_list(ours.arrays(["track0"], library="ak")["track0"])] == [w(-i) for i in range(ENTRIES)]

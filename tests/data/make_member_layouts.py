@@ -6,7 +6,8 @@ streamer or on how the member is declared, as in experiments' files.
   member, and a split ``std::vector<Tag> tags`` whose ``Tag`` has a ``TString`` member;
 - ``Track`` with fixed arrays of objects, ``Mom m[2]`` (a TObject: streamer type 81) and ``Pt
   q[3]`` (not one: 82), each object with its header: in a split TClonesArray ``tracks``, split
-  alone (``track``) and unsplit (``track0``);
+  alone (``track``) and unsplit (``track0``); ``Track`` also has a ``TArrayF w`` (TArray::Streamer
+  writes fN and the numbers bare), and ``arr`` is a ``TArrayD`` branch;
 - ``labels`` split: a ``TClonesArray`` of ``Label`` with a ``TString`` member (streamer type 65:
   each object's string bare, a length, then the characters; some past 254 characters);
 - ``Stamp`` unsplit: a ``TDatime`` member (TDatime::Streamer writes its 4 bytes bare, with no
@@ -36,6 +37,8 @@ CLASSES = r"""
 #include "TClonesArray.h"
 #include "TDatime.h"
 #include "TString.h"
+#include "TArrayD.h"
+#include "TArrayF.h"
 #include "TTree.h"
 #include <vector>
 
@@ -75,9 +78,13 @@ public:
    Int_t id;
    Mom m[2];
    Pt q[3];
+   TArrayF w;
    Track() : id(0) {}
    void Set(int i) {
       id = i;
+      w.Set(i % 4);
+      for (int k = 0; k < i % 4; k++)
+         w[k] = 0.5f * i + k;
       for (int k = 0; k < 2; k++) {
          m[k].px = i + 0.5 * k;
          m[k].pz = -i - 0.25 * k;
@@ -127,6 +134,7 @@ inline void write_layouts(int entries) {
    auto *tracks = new TClonesArray("Track");
    auto *track = new Track();
    auto *track0 = new Track();
+   auto *arr = new TArrayD();
    auto *stamp = new Stamp();
    Double_t x[2][3];
    Float_t f[2][3];
@@ -136,6 +144,7 @@ inline void write_layouts(int entries) {
    tree->Branch("tracks", &tracks, 32000, 99);
    tree->Branch("track", &track, 32000, 99);
    tree->Branch("track0", &track0, 32000, 0);
+   tree->Branch("arr", &arr, 32000, 0);
    tree->Branch("stamp", &stamp, 32000, 0);
    tree->Branch("x", x, "x[2][3]/d[0,1,10]");
    tree->Branch("f", f, "f[2][3]/f[0,0,10]");
@@ -151,6 +160,9 @@ inline void write_layouts(int entries) {
          ((Track *)tracks->ConstructedAt(j))->Set(10 * i + j);
       track->Set(i);
       track0->Set(-i);
+      arr->Set(i);
+      for (int k = 0; k < i; k++)
+         (*arr)[k] = i - 0.125 * k;
       for (int j = 0; j < i % 4; j++) {
          Hit *h = (Hit *)event->hits->ConstructedAt(j);
          h->e = i + 0.25f * j;

@@ -117,6 +117,9 @@ fn type_model(
     if let Some(dtype) = DType::from_cpp_name(name) {
         return Ok(Model::Number(dtype));
     }
+    if let Some(model) = tarray(name) {
+        return Ok(model);
+    }
     match name {
         "string" => return Ok(Model::String { header }),
         "TString" => return Ok(Model::String { header: false }),
@@ -188,6 +191,26 @@ fn object_array(
     }
     let items = class_model(&normalize(&e.type_name), infos, depth + 1)?;
     Ok(Model::FixedArray(Box::new(items), e.array_dims.clone()))
+}
+
+/// TArrayC, TArrayS, TArrayI, TArrayF, TArrayD, TArrayL64: TArray::Streamer writes fN, then
+/// the numbers, with no byte count or version (their streamer infos, an `fArray` pointer
+/// counted by the base's fN, do not describe what is written).
+fn tarray(name: &str) -> Option<Model> {
+    let dtype = match name {
+        "TArrayC" => DType::I8,
+        "TArrayS" => DType::I16,
+        "TArrayI" => DType::I32,
+        "TArrayF" => DType::F32,
+        "TArrayD" => DType::F64,
+        "TArrayL64" => DType::I64,
+        _ => return None,
+    };
+    Some(Model::Sequence {
+        header: false,
+        items: Box::new(Model::Number(dtype)),
+        set: false,
+    })
 }
 
 /// A model read without its own header, and whether it had one (STL strings and collections).
@@ -287,7 +310,11 @@ fn member_model(
             depth + 1,
         )?),
         K_OBJECT | K_ANY | K_TNAMED => {
-            field(class_model(&normalize(&e.type_name), infos, depth + 1)?)
+            let name = normalize(&e.type_name);
+            match tarray(&name) {
+                Some(model) => field(model),
+                None => field(class_model(&name, infos, depth + 1)?),
+            }
         }
         code if code == K_OFFSET_L + K_OBJECT || code == K_OFFSET_L + K_ANY => {
             field(object_array(e, infos, depth)?)
@@ -403,6 +430,18 @@ mod tests {
         );
         let no_dims = element("q", K_OFFSET_L + K_OBJECT, "Pt", vec![]);
         assert!(object_array_model(&no_dims, &infos).is_err());
+    }
+
+    #[test]
+    fn tarrays_are_their_count_and_numbers_bare() {
+        assert_eq!(
+            model_of_type("TArrayD", true, &[]),
+            Ok(Model::Sequence {
+                header: false,
+                items: Box::new(Model::Number(DType::F64)),
+                set: false,
+            })
+        );
     }
 
     #[test]
