@@ -41,9 +41,17 @@ class InputInfo:
 
 
 def describe(specs: list[FileSpec], open_options: dict) -> list[InputInfo]:
-    """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap)."""
+    """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap).
+    Inputs with the same columns share one dict of them: memory stays small with 10 000 inputs
+    of 947 branches, and `combine` passes over an input whose columns are the first's."""
+    shared: dict[tuple, dict[str, str]] = {}
+    infos = []
     with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
-        return list(pool.map(lambda s: _describe(s, open_options), specs))
+        for info in pool.map(lambda s: _describe(s, open_options), specs):
+            for t in info.tables.values():
+                t.columns = shared.setdefault(tuple(t.columns.items()), t.columns)
+            infos.append(info)
+    return infos
 
 
 def _describe(spec: FileSpec, open_options: dict) -> InputInfo:
@@ -84,6 +92,8 @@ def combine(table: str, inputs: list[InputInfo], schema: str) -> tuple[list[str]
     types = dict(first)
     for info in having[1:]:
         columns = info.tables[table].columns
+        if columns is first:  # shared by `describe`: nothing to check or add
+            continue
         for name, typename in columns.items():
             if name in types and types[name] != typename:
                 raise ValueError(
@@ -118,7 +128,8 @@ def column_types(table: str, names: list[str], inputs: list[InputInfo], open_opt
     ``std::vector`` branches stay vectors (awkward lists would become counted leaves)."""
     types: dict = {}
     for info in inputs:
-        wanted = [n for n in names if n not in types and n in info.tables.get(table, TableSchema("", 0, {})).columns]
+        having = info.tables[table].columns if table in info.tables else {}
+        wanted = [n for n in names if n not in types and n in having]
         if not wanted:
             continue
         with open_file(list(info.spec.replicas), **open_options) as f:
