@@ -107,6 +107,25 @@ def test_trees_concatenated_and_rewritten(inputs, tmp_path):
     assert "vector" in typenames["v"] and "vector" not in typenames["Muon_pt"]
 
 
+def test_inputs_described_from_the_core_summary(inputs):
+    """The summary computed in Rust names the columns and types the tree's branches list, and
+    inputs with the same columns share one dict of them (what `combine` passes over)."""
+    from cherenkov.dataset import file_specs
+    from cherenkov.merging.schema import describe
+
+    paths, datas = inputs
+    infos = describe(file_specs([str(p) for p in paths]), {})
+    for info, path, data in zip(infos, paths, datas):
+        tree = cherenkov.open(path)["Events"]
+        table = info.tables["Events"]
+        assert table.columns == {b.name: b.typename for b in tree.branches if b.readable and b.parent is None}
+        assert list(table.columns) == list(TYPES)
+        assert table.entries == len(data["x"]) == tree.num_entries
+        assert table.compressed == sum(b.compressed_bytes for b in tree.branches) > 0
+        assert table.clusters == len(tree.cluster_boundaries) - 1 > 0
+        assert table.columns is infos[0].tables["Events"].columns
+
+
 def test_histograms_summed_other_objects_copied(inputs, tmp_path):
     paths, _ = inputs
     out = tmp_path / "merged.root"

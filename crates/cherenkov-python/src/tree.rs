@@ -116,6 +116,24 @@ impl Tree {
             })
             .collect()
     }
+
+    /// What a merge compares between inputs, without a `BranchInfo` per branch:
+    /// `(entries, [(name, typename)] of the readable top-level branches, compressed bytes of
+    /// every basket, clusters)`.
+    fn summary(&self) -> (u64, Vec<(String, String)>, u64, usize) {
+        let meta = &self.meta;
+        let columns = (0..meta.branches.len())
+            .filter(|&i| meta.branches[i].parent.is_none())
+            .filter_map(|i| {
+                interpret(meta, i, self.file.streamers_read(), self.file.member_dims)
+                    .ok()
+                    .map(|interp| (meta.branches[i].name.clone(), interp.typename()))
+            })
+            .collect();
+        let compressed = meta.branches.iter().map(|b| b.compressed_bytes()).sum();
+        let clusters = meta.cluster_boundaries().len().saturating_sub(1);
+        (meta.entries, columns, compressed, clusters)
+    }
 }
 
 impl Tree {

@@ -182,41 +182,36 @@ impl WritableFile {
         })
     }
 
-    /// Why the baskets of `tree` (of another file) cannot be copied into TTree `table`, or
-    /// None when they can (see `engine::writer::copy`).
-    fn copy_refusal(&self, table: usize, tree: PyRef<'_, Tree>) -> PyResult<Option<String>> {
-        self.with_tree(table, |writer, _| Ok(writer.copy_plan(&tree.meta).err()))
-    }
-
     /// Append the entries of `trees` (of other files, in order) to TTree `table` by copying their
-    /// compressed baskets (each must be copyable: see `copy_refusal`); returns the bytes copied.
+    /// compressed baskets (see `engine::writer::copy`), up to the first that cannot be copied:
+    /// returns how many were copied and, when one stopped the copy, why it cannot be copied.
     fn copy_trees(
         &self,
         py: Python<'_>,
         table: usize,
         trees: Vec<PyRef<'_, Tree>>,
-    ) -> PyResult<u64> {
+    ) -> PyResult<(usize, Option<String>)> {
         let inputs: Vec<_> = trees
             .iter()
             .map(|t| (t.file.source.clone(), t.meta.clone()))
             .collect();
         self.with_tree(table, |writer, file| {
-            let plans = inputs
-                .iter()
-                .map(|(source, meta)| {
-                    let plan = writer.copy_plan(meta).map_err(|why| {
-                        cherenkov_core::Error::InvalidArgument(format!(
-                            "{}: tree '{}' cannot be copied: {why}",
-                            source.name(),
-                            meta.name
-                        ))
-                    })?;
-                    Ok((source.clone(), plan))
-                })
-                .collect::<cherenkov_core::Result<Vec<_>>>()?;
-            let bytes = plans.iter().map(|(_, p)| p.bytes()).sum();
-            py.detach(|| copy_trees(writer, file, plans))?;
-            Ok(bytes)
+            let mut plans = Vec::new();
+            let mut refusal = None;
+            for (source, meta) in &inputs {
+                match writer.copy_plan(meta) {
+                    Ok(plan) => plans.push((source.clone(), plan)),
+                    Err(why) => {
+                        refusal = Some(why);
+                        break;
+                    }
+                }
+            }
+            let copied = plans.len();
+            if copied > 0 {
+                py.detach(|| copy_trees(writer, file, plans))?;
+            }
+            Ok((copied, refusal))
         })
     }
 

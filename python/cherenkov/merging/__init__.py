@@ -196,12 +196,15 @@ def output_name(output: str, index: int, count: int) -> str:
 def _plan(table: str, infos: list[InputInfo], schema: str, format: str | None, open_options: dict) -> dict:
     names, missing = combine(table, infos, schema)
     having = [i for i in infos if table in i.tables]
-    everything = list(dict.fromkeys(n for i in having for n in i.tables[table].columns))
+    everything: dict[str, str] = {}
+    kept = set(names)
+    for i in having:
+        everything.update(i.tables[table].columns)
     kind = having[0].tables[table].kind
     return {
         "names": names,
         "missing": missing,
-        "dropped": [n for n in everything if n not in names],
+        "dropped": [n for n in everything if n not in kept],
         "types": column_types(table, names, having, open_options),
         "format": format or ("rntuple" if kind == "RNTuple" else "ttree"),
     }

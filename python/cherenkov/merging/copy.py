@@ -62,27 +62,25 @@ def copy_table(tree, table: str, group: list[InputInfo], rewrite, open_options: 
     batch: list = []
 
     def flush() -> None:
-        if batch:
-            core.copy_trees(table_id, [t for _, t in batch])
-            for f, _ in batch:
+        """Copy the batch; an input that cannot be copied is rewritten in its place."""
+        while batch:
+            copied, why = core.copy_trees(table_id, [t for _, _, t in batch])
+            for _, f, _ in batch[:copied]:
                 f.close()
-            batch.clear()
+            del batch[:copied]
+            if why is not None:
+                info, f, _ = batch.pop(0)
+                f.close()
+                rewritten[info.spec.replicas[0]] = why
+                rewrite([info])
 
     with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
         pending = [pool.submit(opened, i) for i in having[:OPENED_AT_ONCE]]
         for n in range(len(having)):
-            info, f, t = pending.pop(0).result()
+            batch.append(pending.pop(0).result())
             if n + OPENED_AT_ONCE < len(having):
                 pending.append(pool.submit(opened, having[n + OPENED_AT_ONCE]))
-            why = core.copy_refusal(table_id, t)
-            if why is None:
-                batch.append((f, t))
-                if len(batch) == COPIED_AT_ONCE:
-                    flush()
-                continue
-            flush()
-            f.close()
-            rewritten[info.spec.replicas[0]] = why
-            rewrite([info])
+            if len(batch) == COPIED_AT_ONCE:
+                flush()
         flush()
     return rewritten

@@ -11,6 +11,7 @@ import numpy as np
 
 from cherenkov.arrays import to_layout
 from cherenkov.dataset import TABLE_CLASSES
+from cherenkov.file import RNTUPLE_CLASS
 from cherenkov.file import open as open_file
 from cherenkov.processing.dataset import FileSpec
 from cherenkov.writing import _from_ak_type
@@ -40,9 +41,17 @@ class InputInfo:
 
 
 def describe(specs: list[FileSpec], open_options: dict) -> list[InputInfo]:
-    """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap)."""
+    """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap).
+    Inputs with the same columns share one dict of them: memory stays small with 10 000 inputs
+    of 947 branches, and `combine` passes over an input whose columns are the first's."""
+    shared: dict[tuple, dict[str, str]] = {}
+    infos = []
     with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
-        return list(pool.map(lambda s: _describe(s, open_options), specs))
+        for info in pool.map(lambda s: _describe(s, open_options), specs):
+            for t in info.tables.values():
+                t.columns = shared.setdefault(tuple(t.columns.items()), t.columns)
+            infos.append(info)
+    return infos
 
 
 def _describe(spec: FileSpec, open_options: dict) -> InputInfo:
@@ -52,20 +61,20 @@ def _describe(spec: FileSpec, open_options: dict) -> InputInfo:
             path = key.split(";")[0]
             if cls in TABLE_CLASSES:
                 if path not in tables:
-                    tables[path] = _table_schema(f[path])
+                    tables[path] = _table_schema(f, path, cls)
             elif cls not in ("TDirectory", "TDirectoryFile") and path not in objects:
                 objects[path] = cls
         return InputInfo(spec, f.size, f._core.compression, tables, objects)
 
 
-def _table_schema(table) -> TableSchema:
-    kind = "RNTuple" if type(table).__name__ == "RNTuple" else "TTree"
-    branches = table.branches
-    columns = {b.name: b.typename for b in branches if b.readable and getattr(b, "parent", None) is None}
-    if kind == "RNTuple":
-        return TableSchema(kind, table.num_entries, columns)
-    compressed = sum(b.compressed_bytes for b in branches)
-    return TableSchema(kind, table.num_entries, columns, compressed, len(table.cluster_boundaries) - 1)
+def _table_schema(f, path: str, cls: str) -> TableSchema:
+    if cls == RNTUPLE_CLASS:
+        table = f[path]
+        columns = {b.name: b.typename for b in table.branches if b.readable and getattr(b, "parent", None) is None}
+        return TableSchema("RNTuple", table.num_entries, columns)
+    # The core tree alone: no Python object per branch (947 in NanoAOD) for a few names and sums.
+    entries, columns, compressed, clusters = f._core.tree(path).summary()
+    return TableSchema("TTree", entries, dict(columns), compressed, clusters)
 
 
 def combine(table: str, inputs: list[InputInfo], schema: str) -> tuple[list[str], dict[str, list[str]]]:
@@ -83,6 +92,8 @@ def combine(table: str, inputs: list[InputInfo], schema: str) -> tuple[list[str]
     types = dict(first)
     for info in having[1:]:
         columns = info.tables[table].columns
+        if columns is first:  # shared by `describe`: nothing to check or add
+            continue
         for name, typename in columns.items():
             if name in types and types[name] != typename:
                 raise ValueError(
@@ -117,7 +128,8 @@ def column_types(table: str, names: list[str], inputs: list[InputInfo], open_opt
     ``std::vector`` branches stay vectors (awkward lists would become counted leaves)."""
     types: dict = {}
     for info in inputs:
-        wanted = [n for n in names if n not in types and n in info.tables.get(table, TableSchema("", 0, {})).columns]
+        having = info.tables[table].columns if table in info.tables else {}
+        wanted = [n for n in names if n not in types and n in having]
         if not wanted:
             continue
         with open_file(list(info.spec.replicas), **open_options) as f:

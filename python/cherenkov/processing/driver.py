@@ -246,7 +246,11 @@ class _Run:
         self.finish(time.monotonic())
 
     def needed_running(self) -> bool:
-        """Is a packet running whose result is still needed?"""
+        """Is a packet running whose result is still needed? With event outputs, every one is: a
+        copy whose twin answered still writes into `output_dir`, which must be still once the job
+        returns (its files kept, another job's may start)."""
+        if self.job.outputs is not None:
+            return any(self.running.values())
         return any(p.id not in self.merged for held in self.running.values() for p, _ in held)
 
     def finished(self, worker: str, packet: Packet, future) -> None:

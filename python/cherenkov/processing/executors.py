@@ -494,7 +494,7 @@ class LocalProcesses:
         with self.lock:
             self.busy[worker] -= 1
             if self.busy[worker] == 0 and worker in self.closed:  # a copy that lost ended
-                _keep_pool(self.closed.pop(worker))
+                _rejoin(self.closed.pop(worker))
 
     def lost(self, error: BaseException) -> bool:
         return isinstance(error, BrokenProcessPool)
@@ -516,10 +516,13 @@ class LocalProcesses:
                     _keep_pool(pool)
                 else:
                     self.closed[worker] = pool
+                    with _KEPT_LOCK:
+                        _RETURNING.add(pool)
             self.pools.clear()
 
 
 _KEPT_POOLS: list[ProcessPoolExecutor] = []  # idle worker processes of earlier calls, for the next ones
+_RETURNING: set[ProcessPoolExecutor] = set()  # kept once the packet they still run ends
 _KEPT_LOCK = threading.Lock()
 
 
@@ -535,6 +538,16 @@ def _keep_pool(pool: ProcessPoolExecutor) -> None:
         return
     with _KEPT_LOCK:
         _KEPT_POOLS.append(pool)
+
+
+def _rejoin(pool: ProcessPoolExecutor) -> None:
+    """A closed call's process whose last packet ended joins the kept ones, unless
+    `close_workers()` ended it meanwhile."""
+    with _KEPT_LOCK:
+        if pool not in _RETURNING:
+            return
+        _RETURNING.discard(pool)
+    _keep_pool(pool)
 
 
 def _kept_pool() -> ProcessPoolExecutor | None:
@@ -557,8 +570,12 @@ def close_workers() -> None:
     with it)."""
     with _KEPT_LOCK:
         pools, _KEPT_POOLS[:] = list(_KEPT_POOLS), []
+        returning = list(_RETURNING)
+        _RETURNING.clear()
     for pool in pools:
         pool.shutdown(wait=True, cancel_futures=True)
+    for pool in returning:  # still running a copy whose twin answered: not worth waiting for
+        _end_pool(pool)
 
 
 class Dask:
