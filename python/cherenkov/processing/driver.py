@@ -217,7 +217,7 @@ class _Run:
         while True:
             self.hand_out()
             if not learning and self.packetizer.exhausted() and not self.needed_running():
-                break  # copies still running whose twin answered are not waited for
+                break  # without event outputs, copies whose twin answered are not waited for
             # Workers present, none holding a packet, work left: the handing out is stuck (a bug);
             # an error that says where beats a job that waits for ever.
             stuck = not learning and not any(self.running.values()) and bool(self.executor.workers())
