@@ -3,7 +3,7 @@
 
 use cherenkov_core::engine::output::{BranchArray, FieldArray};
 use cherenkov_core::format::array::{Array, Layout};
-use numpy::{IntoPyArray, ToPyArray};
+use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::collections::HashMap;
@@ -75,7 +75,8 @@ pub fn arrays_to_py<I: ItemToPy>(py: Python<'_>, arrays: Vec<I>) -> PyResult<Bou
 }
 
 /// Offsets as numpy: moved when this list holds them alone, else made once per read for every
-/// list sharing them (read-only: one list's change must not show in the others).
+/// list sharing them (read-only: one list's change must not show in the others), as a view of
+/// the shared buffer (no copy) that keeps it alive.
 fn offsets_to_py<'py>(
     py: Python<'py>,
     offsets: Arc<Vec<i64>>,
@@ -88,7 +89,11 @@ fn offsets_to_py<'py>(
     match Arc::try_unwrap(offsets) {
         Ok(alone) => Ok(alone.into_pyarray(py).into_any()),
         Err(offsets) => {
-            let array = offsets.as_slice().to_pyarray(py);
+            let view = numpy::ndarray::ArrayView1::from(offsets.as_slice());
+            let owner = Bound::new(py, OffsetsOwner(offsets.clone()))?.into_any();
+            // SAFETY: `owner`, the array's base, holds the offsets for as long as the array
+            // lives; being shared, they are never changed or moved.
+            let array = unsafe { PyArray1::borrow_from_array(&view, owner) };
             array.call_method1("setflags", (false,))?;
             let array = array.into_any();
             shared.offsets.insert(key, (offsets, array.clone()));
@@ -96,6 +101,10 @@ fn offsets_to_py<'py>(
         }
     }
 }
+
+/// What keeps shared offsets alive under the numpy arrays that view them.
+#[pyclass(frozen)]
+struct OffsetsOwner(#[allow(dead_code)] Arc<Vec<i64>>);
 
 /// One layout node as a dict: `class` (awkward's class name), its buffers as numpy arrays (the
 /// data as 8-byte words, viewed by `cherenkov.arrays`), `parameters`, and its children.

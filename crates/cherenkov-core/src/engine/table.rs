@@ -56,6 +56,13 @@ pub trait Table: Send + Sync + 'static {
     /// Bytes an item's array holds.
     fn item_len(&self, item: &Self::Item) -> u64;
 
+    /// Items that share stored structure give the same key (a TTree's jagged branches of one
+    /// counter, an RNTuple collection's fields): a read in parts keeps them in one part, where
+    /// they share it (one offsets array, built once).
+    fn shares_with(&self, _item: usize) -> Option<usize> {
+        None
+    }
+
     /// Decode `units` from their stored bytes (`stored[i]` holds `ranges(&units[i])`'s) and
     /// assemble `items` over `[start, stop)` from them, for a read that has these units to
     /// itself: a table may then decompress each unit straight into the arrays, one pass over
@@ -299,7 +306,8 @@ const PIPELINED_READ_BYTES: u64 = 8 << 20;
 const PIPELINED_PART_BYTES: u64 = 2 << 20;
 
 /// A large read from a source that costs no round trip, in parts of whole items of about
-/// `PIPELINED_PART_BYTES`: each part's bytes are read while the part before decodes, so reading
+/// `PIPELINED_PART_BYTES` (items that share structure in one part: see `Table::shares_with`),
+/// in the items' order; each part's bytes are read while the part before decodes, so reading
 /// the disk (a copy out of the page cache, or the disk itself) overlaps decompressing instead of
 /// preceding it. One request per part: from a local file, requests cost no round trip.
 async fn read_pipelined<T: Table + ?Sized>(
@@ -308,22 +316,44 @@ async fn read_pipelined<T: Table + ?Sized>(
     start: u64,
     stop: u64,
 ) -> Result<(Vec<T::Item>, ReadStats)> {
+    // Items sharing structure stay together (in the first one's place), whole in one part.
+    let mut blocks: Vec<Vec<usize>> = Vec::new();
+    let mut block_of: HashMap<usize, usize> = HashMap::new();
+    for (position, &item) in items.iter().enumerate() {
+        match table
+            .shares_with(item)
+            .map(|key| block_of.get(&key).copied().ok_or(key))
+        {
+            Some(Ok(block)) => blocks[block].push(position),
+            Some(Err(key)) => {
+                block_of.insert(key, blocks.len());
+                blocks.push(vec![position]);
+            }
+            None => blocks.push(vec![position]),
+        }
+    }
+    // Parts of whole blocks, by the positions of their items in `items`.
     let mut parts: Vec<(Vec<usize>, u64)> = Vec::new();
-    for &item in items {
-        let bytes = stored_bytes(table, &table.plan(&[item], start, stop).await?);
+    for block in blocks {
+        let mut bytes = 0;
+        for &position in &block {
+            let plan = table.plan(&[items[position]], start, stop).await?;
+            bytes += stored_bytes(table, &plan);
+        }
         match parts.last_mut() {
             Some((group, group_bytes)) if *group_bytes < PIPELINED_PART_BYTES => {
-                group.push(item);
+                group.extend(block);
                 *group_bytes += bytes;
             }
-            _ => parts.push((vec![item], bytes)),
+            _ => parts.push((block, bytes)),
         }
     }
     let mut planned = Vec::with_capacity(parts.len());
-    for (items, _) in parts {
+    for (positions, _) in parts {
+        let part_items: Vec<usize> = positions.iter().map(|&p| items[p]).collect();
         // Planned as a whole: items may share units (an RNTuple collection's offsets).
-        let units = table.plan(&items, start, stop).await?;
-        planned.push((items, units));
+        let units = table.plan(&part_items, start, stop).await?;
+        planned.push((positions, part_items, units));
     }
     let file = table.file();
     let fetch_part = |units: &[T::Unit]| -> Result<tokio::task::JoinHandle<Result<Held>>> {
@@ -336,10 +366,10 @@ async fn read_pipelined<T: Table + ?Sized>(
             Ok(ranges.iter().map(|r| r.offset).zip(got).collect())
         }))
     };
-    let mut arrays = Vec::with_capacity(items.len());
+    let mut arrays: Vec<Option<T::Item>> = items.iter().map(|_| None).collect();
     let mut stats = ReadStats::default();
     let mut next = match planned.first() {
-        Some((_, units)) => Some(fetch_part(units)?),
+        Some((_, _, units)) => Some(fetch_part(units)?),
         None => None,
     };
     for k in 0..planned.len() {
@@ -354,19 +384,27 @@ async fn read_pipelined<T: Table + ?Sized>(
         let part_bytes = held.values().map(|b| b.len() as u64).sum();
         file.stats
             .record_fetch(0, part_bytes, 0, waited, Duration::ZERO, Duration::ZERO);
-        if let Some((_, units)) = planned.get(k + 1) {
+        if let Some((_, _, units)) = planned.get(k + 1) {
             next = Some(fetch_part(units)?);
         }
-        let (items, units) = &planned[k];
+        let (positions, part_items, units) = &planned[k];
         let (part_arrays, part) =
-            fetch_and_assemble(table, items, start, stop, units, &held).await?;
-        arrays.extend(part_arrays);
+            fetch_and_assemble(table, part_items, start, stop, units, &held).await?;
+        for (&position, array) in positions.iter().zip(part_arrays) {
+            arrays[position] = Some(array);
+        }
         stats.baskets += part.baskets;
         stats.compressed_bytes += part_bytes;
         stats.uncompressed_bytes += part.uncompressed_bytes;
         stats.fetch_seconds += waited.as_secs_f64();
         stats.decode_seconds += part.decode_seconds;
         stats.decompress_cpu_seconds += part.decompress_cpu_seconds;
+    }
+    let arrays = arrays.into_iter().flatten().collect::<Vec<_>>();
+    if arrays.len() != items.len() {
+        return Err(Error::Cancelled(
+            "a part of the read gave fewer arrays than items".into(),
+        ));
     }
     Ok((arrays, stats))
 }

@@ -12,7 +12,7 @@ use crate::format::array::UnwrittenBytes;
 use crate::format::rntuple::assemble::{assemble, offsets, Columns, Decoded, Offsets};
 use crate::format::rntuple::clusters::{column_range, Cluster, ColumnRange, PageSource};
 use crate::format::rntuple::column::Coding;
-use crate::format::rntuple::fields::{slots, Slot};
+use crate::format::rntuple::fields::{slots, Node, Slot};
 use crate::format::rntuple::page::{check_page, packed_page_into, stored_len, Packed};
 use crate::source::ByteRange;
 use async_trait::async_trait;
@@ -242,6 +242,17 @@ impl Table for Ntuple {
 
     fn item_len(&self, item: &FieldArray) -> u64 {
         item.array.nbytes() as u64
+    }
+
+    /// The index column of a collection's field or size (they share its offsets).
+    fn shares_with(&self, item: usize) -> Option<usize> {
+        match self.items.get(item)?.2.as_ref().ok()? {
+            Node::Cardinality { slot: offsets, .. }
+            | Node::List { offsets, .. }
+            | Node::Strings { offsets, .. }
+            | Node::Optional { offsets, .. } => offsets.candidates.first().copied(),
+            _ => None,
+        }
     }
 }
 

@@ -2,6 +2,7 @@
 //! `plan.rs`, assembly in `assemble.rs`; the reading itself is `table::read`.
 
 pub mod assemble;
+mod ends;
 mod one_pass;
 pub mod plan;
 
@@ -131,6 +132,17 @@ impl Table for TreeTable {
 
     fn item_len(&self, item: &BranchArray) -> u64 {
         item.array.nbytes() as u64
+    }
+
+    /// The counter of a jagged branch (its branches share their offsets: `ends.rs`).
+    fn shares_with(&self, item: usize) -> Option<usize> {
+        match interpretations(&self.file, &self.tree, &[item])
+            .ok()?
+            .pop()?
+        {
+            Interpretation::Jagged { count_branch, .. } => count_branch,
+            _ => None,
+        }
     }
 }
 

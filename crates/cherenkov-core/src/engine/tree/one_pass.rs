@@ -12,6 +12,7 @@
 //! same parallel pass.
 
 use super::assemble::{assemble_all, check_coverage};
+use super::ends::Starts;
 use super::plan::{interpretations, offsets_count_branch, BasketSource, Planned};
 use super::{decode_planned, stored_branches, TreeTable};
 use crate::engine::output::BranchArray;
@@ -25,6 +26,7 @@ use rayon::prelude::*;
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::mem::MaybeUninit;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How a branch read in one pass lays its entries out.
@@ -71,8 +73,83 @@ struct Placed<'a> {
     first: usize,
     last: usize,
     content: &'a mut [MaybeUninit<u8>],
-    /// Jagged: the offsets of the entries' ends, and the items before the first entry.
-    ends: Option<(&'a mut [MaybeUninit<i64>], i64)>,
+    /// Jagged: where the entries' ends go, and the items before the first entry.
+    ends: Option<(EndsTo<'a>, i64)>,
+}
+
+/// Where a jagged basket's entry ends go.
+enum EndsTo<'a> {
+    /// Into the branch's own offsets.
+    Write(&'a mut [MaybeUninit<i64>]),
+    /// Checked against its counter's offsets, which the branch then shares.
+    Check(&'a [i64]),
+}
+
+/// A branch read in one pass: its final buffers, and the place of each basket read in them.
+struct Output {
+    branch: usize,
+    shape: Shape,
+    content: UnwrittenBytes,
+    /// Its own offsets (jagged), unless it shares its counter's.
+    offsets: Option<Unwritten<i64>>,
+    /// The count branch of a jagged branch: the branches of a counter share its offsets.
+    counter: Option<usize>,
+    /// Checks its ends against the offsets the first branch of its counter wrote.
+    follows: bool,
+    /// Per basket: the unit, the entries `first..last` of it read, their bytes.
+    places: Vec<(usize, usize, usize, usize)>,
+}
+
+impl Output {
+    /// The jobs placing this branch's baskets: their ends written into its own offsets, or
+    /// checked against `known` (its counter's offsets over the read).
+    fn jobs<'a>(
+        &'a mut self,
+        known: Option<&'a [i64]>,
+        layouts: &HashMap<usize, BasketLayout>,
+    ) -> Vec<Job<'a>> {
+        let mut content = self.content.bytes();
+        let mut write = self.offsets.as_mut().map(|o| &mut o.slots()[1..]);
+        let mut check = known.map(|k| &k[1..]);
+        let mut items_before = 0i64;
+        let mut jobs = Vec::with_capacity(self.places.len());
+        for &(unit, first, last, len) in &self.places {
+            let (here, rest) = std::mem::take(&mut content).split_at_mut(len);
+            content = rest;
+            let n = last - first;
+            let ends = if let Some(slots) = write.take() {
+                let (here, rest) = slots.split_at_mut(n);
+                write = Some(rest);
+                Some((EndsTo::Write(here), items_before))
+            } else if let Some(known) = check.take() {
+                let (here, rest) = known.split_at(n);
+                check = Some(rest);
+                Some((EndsTo::Check(here), items_before))
+            } else {
+                None
+            };
+            if let Shape::Jagged { item_bytes, .. } = self.shape {
+                items_before += (len / item_bytes) as i64;
+            }
+            jobs.push(Job::Place(Placed {
+                unit,
+                layout: layouts[&unit],
+                shape: self.shape,
+                first,
+                last,
+                content: here,
+                ends,
+            }));
+        }
+        jobs
+    }
+}
+
+/// Offsets for `entries` entries, the first (0) written.
+fn own_offsets(entries: u64) -> Unwritten<i64> {
+    let mut offsets = Unwritten::new(entries as usize + 1);
+    offsets.slots()[0].write(0);
+    offsets
 }
 
 /// A unit's work in the parallel pass.
@@ -86,6 +163,8 @@ enum Job<'a> {
 enum Done {
     Placed,
     Decoded(usize, Basket),
+    /// A basket of this branch whose ends differ from its counter's offsets (not placed).
+    Differs(usize),
 }
 
 thread_local! {
@@ -183,11 +262,12 @@ pub async fn decode_and_assemble(
         .await?
     };
 
-    // Each branch's final buffers, and every basket's place in them.
-    // Written by the parallel pass, every byte once (the places below cover each exactly).
-    let mut buffers: Vec<(usize, Shape, UnwrittenBytes, Option<Unwritten<i64>>)> = Vec::new();
-    let mut starts: Vec<Vec<(usize, usize, usize, usize)>> = Vec::new();
-    for &b in &branches {
+    // Each branch's final buffers, and every basket's place in them, written by the parallel
+    // passes below, every byte once (the places cover each exactly). The first jagged branch
+    // of a counter gets offsets, the others of that counter check their ends against them.
+    let mut outputs: Vec<Output> = Vec::new();
+    let mut counters_seen: HashSet<usize> = HashSet::new();
+    for (&b, interp) in branches.iter().zip(&interps) {
         let Some(&shape) = shapes.get(&b) else {
             continue;
         };
@@ -239,68 +319,51 @@ pub async fn decode_and_assemble(
             places.push((i, first, last, len));
             bytes += len;
         }
-        let entries = (stop - start) as usize;
-        let offsets = matches!(shape, Shape::Jagged { .. }).then(|| {
-            let mut offsets = Unwritten::new(entries + 1);
-            offsets.slots()[0].write(0);
-            offsets
-        });
-        buffers.push((b, shape, UnwrittenBytes::new(bytes), offsets));
-        starts.push(places);
-    }
-
-    let mut jobs: Vec<Job> = Vec::new();
-    let mut placed_bytes = 0u64;
-    for ((_, shape, content, offsets), places) in buffers.iter_mut().zip(&starts) {
-        let mut content = content.bytes();
-        let mut ends = offsets.as_mut().map(|o| &mut o.slots()[1..]);
-        let mut items_before = 0i64;
-        for &(unit, first, last, len) in places {
-            let (here, rest) = std::mem::take(&mut content).split_at_mut(len);
-            content = rest;
-            let mine = ends.take().map(|e| {
-                let (here, rest) = e.split_at_mut(last - first);
-                ends = Some(rest);
-                (here, items_before)
-            });
-            if let Shape::Jagged { item_bytes, .. } = shape {
-                items_before += (len / *item_bytes) as i64;
-            }
-            placed_bytes += layouts[&unit].border as u64;
-            jobs.push(Job::Place(Placed {
-                unit,
-                layout: layouts[&unit],
-                shape: *shape,
-                first,
-                last,
-                content: here,
-                ends: mine,
-            }));
-        }
-    }
-    jobs.extend(
-        (0..units.len())
-            .filter(|&i| decode_branches.contains(&units[i].branch))
-            .map(Job::Decode),
-    );
-    // The largest first, so that no core is left with a large one at the end.
-    jobs.sort_by_key(|j| {
-        let unit = match j {
-            Job::Place(p) => p.unit,
-            Job::Decode(i) => *i,
+        let counter = match (shape, interp) {
+            (Shape::Jagged { .. }, Interpretation::Jagged { count_branch, .. }) => *count_branch,
+            _ => None,
         };
-        std::cmp::Reverse(units[unit].stored_bytes())
-    });
+        let follows = counter.is_some_and(|c| !counters_seen.insert(c));
+        let offsets =
+            (matches!(shape, Shape::Jagged { .. }) && !follows).then(|| own_offsets(stop - start));
+        outputs.push(Output {
+            branch: b,
+            shape,
+            content: UnwrittenBytes::new(bytes),
+            offsets,
+            counter,
+            follows,
+            places,
+        });
+    }
+    let placed_bytes: u64 = outputs
+        .iter()
+        .flat_map(|o| &o.places)
+        .map(|&(unit, ..)| layouts[&unit].border as u64)
+        .sum();
 
-    let timed: Vec<(Done, Duration, Duration)> = crate::engine::cpu_turns::cpu_work(|| {
+    let run = |mut jobs: Vec<Job>| -> Result<Vec<(Done, Duration, Duration)>> {
+        // The largest first, so that no core is left with a large one at the end.
+        jobs.sort_by_key(|j| {
+            let unit = match j {
+                Job::Place(p) => p.unit,
+                Job::Decode(i) => *i,
+            };
+            std::cmp::Reverse(units[unit].stored_bytes())
+        });
         jobs.into_par_iter()
             .map(|job| match job {
                 Job::Place(placed) => {
                     let unit = placed.unit;
                     let what = origin(&units[unit]);
-                    let (unzip, place) = place(placed, raw(unit), early.get(&unit), &what)
+                    let (kept, unzip, place) = place(placed, raw(unit), early.get(&unit), &what)
                         .map_err(|e| e.in_file(file.name()))?;
-                    Ok((Done::Placed, unzip, place))
+                    let done = if kept {
+                        Done::Placed
+                    } else {
+                        Done::Differs(units[unit].branch)
+                    };
+                    Ok((done, unzip, place))
                 }
                 Job::Decode(i) => {
                     let t = Instant::now();
@@ -308,7 +371,49 @@ pub async fn decode_and_assemble(
                     Ok((Done::Decoded(i, basket), t.elapsed(), Duration::ZERO))
                 }
             })
-            .collect::<Result<_>>()
+            .collect()
+    };
+    let (timed, shared) = crate::engine::cpu_turns::cpu_work(|| -> Result<_> {
+        // First every branch that writes its own offsets (and the baskets decoded whole)...
+        let mut jobs: Vec<Job> = (0..units.len())
+            .filter(|&i| decode_branches.contains(&units[i].branch))
+            .map(Job::Decode)
+            .collect();
+        for o in outputs.iter_mut().filter(|o| !o.follows) {
+            jobs.extend(o.jobs(None, &layouts));
+        }
+        let mut timed = run(jobs)?;
+        let mut shared: HashMap<usize, Arc<Vec<i64>>> = HashMap::new();
+        for o in outputs.iter_mut().filter(|o| !o.follows) {
+            let Some(c) = o.counter else { continue };
+            if let Some(offsets) = o.offsets.take() {
+                // SAFETY: the pass succeeded, so every basket wrote its entries' ends.
+                shared.insert(c, Arc::new(unsafe { offsets.assume_written() }));
+            }
+        }
+        // ... then the branches sharing a counter's offsets, checking their ends against them.
+        let mut jobs = Vec::new();
+        for o in outputs.iter_mut().filter(|o| o.follows) {
+            // (Each counter followed has its first branch's offsets: `follows` says so.)
+            let known = o.counter.map_or(&[][..], |c| shared[&c].as_slice());
+            jobs.extend(o.jobs(Some(known), &layouts));
+        }
+        timed.extend(run(jobs)?);
+        // A branch whose ends differ keeps offsets of its own (its baskets, its values).
+        let differ: HashSet<usize> = timed
+            .iter()
+            .filter_map(|(done, ..)| match done {
+                Done::Differs(b) => Some(*b),
+                _ => None,
+            })
+            .collect();
+        let mut jobs = Vec::new();
+        for o in outputs.iter_mut().filter(|o| differ.contains(&o.branch)) {
+            o.offsets = Some(own_offsets(stop - start));
+            jobs.extend(o.jobs(None, &layouts));
+        }
+        timed.extend(run(jobs)?);
+        Ok((timed, shared))
     })
     .await?;
 
@@ -347,7 +452,7 @@ pub async fn decode_and_assemble(
         arrays.extend(slow.iter().copied().zip(slow_arrays));
     }
     decoding.assemble_time += t.elapsed();
-    for ((b, _, content, offsets), interp) in buffers.into_iter().zip(
+    for (out, interp) in outputs.into_iter().zip(
         branches
             .iter()
             .zip(&interps)
@@ -363,28 +468,27 @@ pub async fn decode_and_assemble(
             } => (*dtype, inner_shape.clone()),
             _ => unreachable!("only numbers are read in one pass"),
         };
-        // SAFETY: the parallel pass succeeded, so every place was written (see `buffers`).
-        let (content, offsets) = unsafe {
-            (
-                content.assume_written(),
-                offsets.map(|o| o.assume_written()),
-            )
-        };
+        // SAFETY: the passes succeeded, so every place was written (see `outputs`): a branch
+        // whose ends differed from its counter's was placed again whole, with its own offsets.
+        let content = unsafe { out.content.assume_written() };
         let numbers = Array::numpy(dtype, inner_shape, content);
-        let array = match offsets {
-            Some(offsets) => Array::list(offsets, numbers),
-            None => numbers,
+        let array = match (out.offsets, out.counter) {
+            // SAFETY: as above.
+            (Some(own), _) => Array::list(unsafe { own.assume_written() }, numbers),
+            (None, Some(c)) => Array::list_shared(shared[&c].clone(), numbers),
+            (None, None) => numbers,
         };
         arrays.insert(
-            b,
+            out.branch,
             BranchArray {
-                branch: tree.branch_path(b),
+                branch: tree.branch_path(out.branch),
                 interpretation: interp,
                 entries: stop - start,
                 array,
             },
         );
     }
+    drop(shared); // each counter's offsets now held by its arrays alone
     let arrays = table.finish(items, arrays, uses, stop - start)?;
     Ok((arrays, decoding))
 }
@@ -410,19 +514,19 @@ fn check_entries(p: &Planned, found: usize, origin: &str) -> Result<()> {
     Ok(())
 }
 
-/// Decompress one basket (or take it decoded) and place its entries; returns the time spent
-/// decompressing and placing.
+/// Decompress one basket (or take it decoded) and place its entries; returns whether they
+/// were placed (see `place_entries`) and the time spent decompressing and placing.
 fn place(
     placed: Placed,
     raw: Option<&[u8]>,
     decoded: Option<&Basket>,
     origin: &str,
-) -> Result<(Duration, Duration)> {
+) -> Result<(bool, Duration, Duration)> {
     if let Some(basket) = decoded {
         let t = Instant::now();
         let starts = Starts::Relative(basket.offsets.as_deref().unwrap_or_default());
-        place_entries(placed, &basket.content, starts, origin)?;
-        return Ok((Duration::ZERO, t.elapsed()));
+        let kept = place_entries(placed, &basket.content, starts, origin)?;
+        return Ok((kept, Duration::ZERO, t.elapsed()));
     }
     let raw = raw.ok_or_else(|| Error::Cancelled(format!("{origin} was not fetched")))?;
     PAYLOAD.with(|cell| {
@@ -442,102 +546,14 @@ fn place(
             },
             None => Starts::Relative(&[]),
         };
-        place_entries(placed, &payload[..layout.border], starts, origin)?;
-        Ok((t1 - t0, t1.elapsed()))
+        let kept = place_entries(placed, &payload[..layout.border], starts, origin)?;
+        Ok((kept, t1 - t0, t1.elapsed()))
     })
 }
 
-/// Where each entry of a jagged basket starts in its content.
-enum Starts<'a> {
-    /// The basket's own table: big-endian `i32`s counted from the key's start.
-    Stored { table: &'a [u8], keylen: i64 },
-    /// Relative to the content, the content's end last (a decoded `Basket`'s).
-    Relative(&'a [u32]),
-}
-
-impl Starts<'_> {
-    /// Where entry `e` of a basket of `entries` starts (`entries`: where the content ends).
-    fn get(&self, e: usize, entries: usize, border: usize) -> Option<i64> {
-        match self {
-            Starts::Stored { .. } if e == entries => Some(border as i64),
-            Starts::Stored { table, keylen } => {
-                let at = table.get(e * 4..e * 4 + 4)?;
-                Some(i32::from_be_bytes(at.try_into().unwrap()) as i64 - keylen)
-            }
-            Starts::Relative(offsets) => offsets.get(e).map(|&o| o as i64),
-        }
-    }
-
-    /// Fill `slots` with the ends of entries `first..last` (see `fill_ends`).
-    fn fill(
-        &self,
-        slots: &mut [MaybeUninit<i64>],
-        (first, last): (usize, usize),
-        (entries, border): (usize, usize),
-        begin: i64,
-        items_before: i64,
-        item_bytes: usize,
-    ) -> Option<i64> {
-        let (from, to) = (first + 1, last + 1);
-        let border_at = border as i64;
-        match self {
-            Starts::Stored { table, keylen } if item_bytes.is_power_of_two() => {
-                // The entries' starts in the table, then the data's end for the last entry.
-                let stored = to.min(entries).max(from);
-                let table = table.get(from * 4..stored * 4).unwrap_or_default();
-                let (in_table, rest) = slots.split_at_mut((table.len() / 4).min(slots.len()));
-                let mut ok = in_table.len() * 4 == table.len()
-                    && fill_from_table(
-                        in_table,
-                        table,
-                        *keylen,
-                        begin,
-                        border_at,
-                        items_before,
-                        item_bytes,
-                    );
-                let mut prev = match table.len() {
-                    0 => begin,
-                    n => i32::from_be_bytes(table[n - 4..].try_into().unwrap()) as i64 - keylen,
-                };
-                if let [slot] = rest {
-                    ok &= to > entries
-                        && fill_ends(
-                            std::slice::from_mut(slot),
-                            std::iter::once(border_at),
-                            begin,
-                            border_at,
-                            items_before,
-                            item_bytes,
-                        )
-                        .is_some();
-                    prev = border_at;
-                } else {
-                    ok &= rest.is_empty();
-                }
-                ok.then_some(prev)
-            }
-            Starts::Stored { table, keylen } => {
-                let stored = to.min(entries).max(from);
-                let table = table.get(from * 4..stored * 4).unwrap_or_default();
-                let last = (to > entries).then_some(border as i64);
-                let ends = table
-                    .chunks_exact(4)
-                    .map(|c| i32::from_be_bytes(c.try_into().unwrap()) as i64 - keylen)
-                    .chain(last);
-                fill_ends(slots, ends, begin, border_at, items_before, item_bytes)
-            }
-            Starts::Relative(offsets) => {
-                let ends = offsets.get(from..to).unwrap_or_default().iter();
-                let ends = ends.map(|&o| o as i64);
-                fill_ends(slots, ends, begin, border_at, items_before, item_bytes)
-            }
-        }
-    }
-}
-
-/// Convert a basket's wanted entries into their place, and write their ends into the offsets.
-fn place_entries(placed: Placed, content: &[u8], starts: Starts, origin: &str) -> Result<()> {
+/// Convert a basket's wanted entries into their place, and put their ends into the offsets
+/// (written, or checked); false when they differ from offsets checked against (nothing placed).
+fn place_entries(placed: Placed, content: &[u8], starts: Starts, origin: &str) -> Result<bool> {
     let Placed {
         layout,
         shape,
@@ -555,6 +571,7 @@ fn place_entries(placed: Placed, content: &[u8], starts: Starts, origin: &str) -
         Shape::Jagged { dtype, item_bytes } => {
             let (entries, border) = (layout.entries, layout.border);
             let (ends, items_before) = ends.expect("jagged branches have offsets");
+            let checking = matches!(ends, EndsTo::Check(_));
             let begin = starts
                 .get(first, entries, border)
                 .ok_or_else(|| layout.bad_offsets(origin))?;
@@ -564,37 +581,37 @@ fn place_entries(placed: Placed, content: &[u8], starts: Starts, origin: &str) -
                     format!("entry offsets starting where the data starts, found {begin}"),
                 ));
             }
-            let end = starts
-                .fill(
-                    ends,
-                    (first, last),
-                    (entries, border),
-                    begin,
-                    items_before,
-                    item_bytes,
-                )
-                .ok_or_else(|| {
-                    // Find the first entry at fault, to name it.
-                    let mut prev = begin;
-                    for e in first + 1..=last {
-                        let end = starts.get(e, entries, border).unwrap_or(-1);
-                        if end < prev
-                            || end > border as i64
-                            || (end - begin) % item_bytes as i64 != 0
-                        {
-                            return Error::format(
-                                origin.to_string(),
-                                format!(
-                                    "entry {} of {prev}..{end} bytes to hold whole \
+            let range = ((first, last), (entries, border));
+            let filled = match ends {
+                EndsTo::Write(s) => {
+                    starts.fill(s, range.0, range.1, begin, items_before, item_bytes)
+                }
+                EndsTo::Check(s) => {
+                    starts.fill(s, range.0, range.1, begin, items_before, item_bytes)
+                }
+            };
+            if filled.is_none() && checking {
+                return Ok(false);
+            }
+            let end = filled.ok_or_else(|| {
+                // Find the first entry at fault, to name it.
+                let mut prev = begin;
+                for e in first + 1..=last {
+                    let end = starts.get(e, entries, border).unwrap_or(-1);
+                    if end < prev || end > border as i64 || (end - begin) % item_bytes as i64 != 0 {
+                        return Error::format(
+                            origin.to_string(),
+                            format!(
+                                "entry {} of {prev}..{end} bytes to hold whole \
                                      {item_bytes}-byte items",
-                                    e - 1
-                                ),
-                            );
-                        }
-                        prev = end;
+                                e - 1
+                            ),
+                        );
                     }
-                    layout.bad_offsets(origin)
-                })?;
+                    prev = end;
+                }
+                layout.bad_offsets(origin)
+            })?;
             let src = &content[begin as usize..end as usize];
             if src.len() != dst.len() {
                 return Err(layout.bad_offsets(origin));
@@ -602,74 +619,5 @@ fn place_entries(placed: Placed, content: &[u8], starts: Starts, origin: &str) -
             convert_big_endian_into(dtype, src, dst);
         }
     }
-    Ok(())
-}
-
-/// `fill_ends` from a basket's table of entry starts (big-endian `i32`s from the key's start,
-/// one per slot) when items are a power of two bytes: written and checked without branches or a
-/// running value, so that the compiler vectorizes it (it runs over every entry read).
-fn fill_from_table(
-    slots: &mut [MaybeUninit<i64>],
-    table: &[u8],
-    keylen: i64,
-    begin: i64,
-    border: i64,
-    items_before: i64,
-    item_bytes: usize,
-) -> bool {
-    let (shift, mask) = (item_bytes.trailing_zeros(), item_bytes as i64 - 1);
-    let at = |c: &[u8]| i32::from_be_bytes(c.try_into().unwrap()) as i64 - keylen;
-    let Some(first) = table.get(..4) else {
-        return slots.is_empty();
-    };
-    // Sign bits gather "before the previous end" and "past the data"; low bits, "not at a
-    // whole item".
-    let check =
-        |end: i64, prev: i64| ((end - prev) | (border - end)) & i64::MIN | ((end - begin) & mask);
-    let mut bad = check(at(first), begin);
-    slots[0].write(items_before + ((at(first) - begin) >> shift));
-    for ((slot, end), prev) in slots[1..]
-        .iter_mut()
-        .zip(table[4..].chunks_exact(4))
-        .zip(table.chunks_exact(4))
-    {
-        let (end, prev) = (at(end), at(prev));
-        bad |= check(end, prev);
-        slot.write(items_before + ((end - begin) >> shift));
-    }
-    bad == 0
-}
-
-/// Write the offsets of each entry's end (`items_before` plus the items from `begin` to it);
-/// the last end, or `None` when the ends are out of order, past `border` or not at whole items.
-fn fill_ends(
-    slots: &mut [MaybeUninit<i64>],
-    ends: impl Iterator<Item = i64>,
-    begin: i64,
-    border: i64,
-    items_before: i64,
-    item_bytes: usize,
-) -> Option<i64> {
-    let (mut ok, mut prev, mut written) = (true, begin, 0);
-    // Checks are gathered, not branched on: the loop runs over millions of entries.
-    if item_bytes.is_power_of_two() {
-        let (shift, mask) = (item_bytes.trailing_zeros(), item_bytes as i64 - 1);
-        for (slot, end) in slots.iter_mut().zip(ends) {
-            let bytes = end - begin;
-            ok &= (end >= prev) & (end <= border) & (bytes & mask == 0);
-            slot.write(items_before + (bytes >> shift));
-            prev = end;
-            written += 1;
-        }
-    } else {
-        let size = item_bytes as i64;
-        for (slot, end) in slots.iter_mut().zip(ends) {
-            let bytes = end - begin;
-            ok &= (end >= prev) & (end <= border) & (bytes % size == 0);
-            slot.write(items_before + bytes / size);
-            prev = end;
-            written += 1;
-        }
-    }
-    (ok && written == slots.len()).then_some(prev)
+    Ok(true)
 }
