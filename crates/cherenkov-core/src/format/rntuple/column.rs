@@ -198,21 +198,27 @@ impl Coding {
     }
 
     /// `decode` into memory not written yet (a read's output, left unzeroed): the encodings of
-    /// nearly every column (plain, split, zigzag) write each byte once; the others zero `out`
-    /// first. Every byte of `out` is written.
+    /// nearly every column (plain, split, zigzag, and index columns' delta) write each byte
+    /// once; the others zero `out` first. Every byte of `out` is written.
     pub fn decode_into(&self, page: &[u8], n: usize, out: &mut [MaybeUninit<u8>]) {
         let element = self.kind.element().expect("decodable column");
         debug_assert_eq!(page.len() as u64, self.packed_len(n as u64));
         debug_assert_eq!(out.len(), n * element.size());
         let disk = self.bits as usize / 8;
         match (self.kind.encoding(), element) {
-            (Encoding::Plain, Element::Switch | Element::Index) => {}
+            (Encoding::Plain, Element::Switch) => {}
+            (Encoding::Plain, Element::Index) => return widen_index(page, disk, out, false),
             (Encoding::Plain, _) => return to_native(disk, copy_into(page, out)),
             (Encoding::Split, _) => return to_native(disk, unsplit(page, disk, n, out)),
             (Encoding::SplitZigzag, _) => {
                 let out = unsplit(page, disk, n, out);
                 to_native(disk, out);
                 return unzigzag(disk, out);
+            }
+            (Encoding::SplitDelta, Element::Index) => {
+                let mut raw = Vec::with_capacity(page.len());
+                let raw = unsplit(page, disk, n, &mut raw.spare_capacity_mut()[..page.len()]);
+                return widen_index(raw, disk, out, true);
             }
             _ => {}
         }
@@ -232,10 +238,14 @@ impl Coding {
                     dst[12..].fill(0);
                 }
             }
-            (Encoding::Plain, Element::Index) => widen_index(page, disk, out, false),
             (Encoding::SplitDelta, _) => {
                 let mut raw = vec![MaybeUninit::new(0u8); page.len()];
-                widen_index(unsplit(page, disk, n, &mut raw), disk, out, true);
+                widen_index(
+                    unsplit(page, disk, n, &mut raw),
+                    disk,
+                    as_unwritten(out),
+                    true,
+                );
             }
             (Encoding::Bits, _) => {
                 for (o, &byte) in out.chunks_mut(8).zip(page) {
@@ -432,15 +442,27 @@ fn unzigzag(width: usize, data: &mut [u8]) {
 }
 
 /// Index elements of `width` bytes (little-endian) into `i64`, with a running sum for delta pages.
-fn widen_index(page: &[u8], width: usize, out: &mut [u8], delta: bool) {
+fn widen_index(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>], delta: bool) {
     let mut sum = 0u64;
     for (src, dst) in page.chunks_exact(width).zip(out.chunks_exact_mut(8)) {
         let mut word = [0u8; 8];
         word[..width].copy_from_slice(src);
         let v = u64::from_le_bytes(word);
         sum = if delta { sum.wrapping_add(v) } else { v };
-        dst.copy_from_slice(&(sum as i64).to_ne_bytes());
+        // SAFETY: `dst` holds exactly 8 bytes; `[u8; 8]` has alignment 1.
+        unsafe {
+            dst.as_mut_ptr()
+                .cast::<[u8; 8]>()
+                .write((sum as i64).to_ne_bytes())
+        };
     }
+}
+
+/// Written bytes as bytes to be written (only ever written with initialized values).
+fn as_unwritten(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: `u8` and `MaybeUninit<u8>` have one layout; what is written through the result
+    // is initialized.
+    unsafe { &mut *(out as *mut [u8] as *mut [MaybeUninit<u8>]) }
 }
 
 #[cfg(test)]
