@@ -44,17 +44,24 @@ def _is_string(node: dict) -> bool:
     return node["class"] == "ListOffsetArray" and node["parameters"].get("__array__") == "string"
 
 
-def _index(node: dict, key: str):
-    """Offsets or index as awkward's Index64, or Index32 where the file's column is 32-bit."""
+def _index(node: dict, key: str, narrowed: dict | None):
+    """Offsets or index as awkward's Index64, or Index32 where the file's column is 32-bit
+    (narrowed once per array in `narrowed`: a collection's fields share their offsets)."""
     import awkward as ak
 
-    if node.get("index_type") == "i32":
-        return ak.index.Index32(node[key].astype(np.int32))
-    return ak.index.Index64(node[key])
+    values = node[key]
+    if node.get("index_type") != "i32":
+        return ak.index.Index64(values)
+    if narrowed is None:
+        return ak.index.Index32(values.astype(np.int32))
+    if id(values) not in narrowed:
+        narrowed[id(values)] = (values, ak.index.Index32(values.astype(np.int32)))
+    return narrowed[id(values)][1]
 
 
-def to_layout(node: dict):
-    """The awkward layout of one node (fixed dimensions become RegularArrays, as in uproot)."""
+def to_layout(node: dict, narrowed: dict | None = None):
+    """The awkward layout of one node (fixed dimensions become RegularArrays, as in uproot).
+    `narrowed`: 32-bit offsets made so far, to share between the layouts of one read."""
     import awkward as ak
 
     cls, params = node["class"], node["parameters"] or None
@@ -64,18 +71,19 @@ def to_layout(node: dict):
         layout = ak.contents.NumpyArray(_numbers(node), parameters=params)
         return layout.to_RegularArray() if layout.data.ndim > 1 else layout
     if cls == "ListOffsetArray":
-        return ak.contents.ListOffsetArray(_index(node, "offsets"), to_layout(node["content"]), parameters=params)
+        return ak.contents.ListOffsetArray(_index(node, "offsets", narrowed), to_layout(node["content"], narrowed), parameters=params)
     if cls == "RegularArray":
-        return ak.contents.RegularArray(to_layout(node["content"]), node["size"], zeros_length=node["length"], parameters=params)
+        content = to_layout(node["content"], narrowed)
+        return ak.contents.RegularArray(content, node["size"], zeros_length=node["length"], parameters=params)
     if cls == "RecordArray":
-        contents = [to_layout(c) for c in node["contents"]]
+        contents = [to_layout(c, narrowed) for c in node["contents"]]
         return ak.contents.RecordArray(contents, node["fields"], length=node["length"], parameters=params)
     if cls == "IndexedOptionArray":
-        return ak.contents.IndexedOptionArray(_index(node, "index"), to_layout(node["content"]), parameters=params)
+        return ak.contents.IndexedOptionArray(_index(node, "index", narrowed), to_layout(node["content"], narrowed), parameters=params)
     if cls == "UnmaskedArray":
-        return ak.contents.UnmaskedArray(to_layout(node["content"]), parameters=params)
+        return ak.contents.UnmaskedArray(to_layout(node["content"], narrowed), parameters=params)
     if cls == "UnionArray":
-        contents = [to_layout(c) for c in node["contents"]]
+        contents = [to_layout(c, narrowed) for c in node["contents"]]
         return ak.contents.UnionArray(ak.index.Index8(node["tags"]), ak.index.Index64(node["index"]), contents, parameters=params)
     raise ValueError(f"unknown layout class {cls!r}")
 
@@ -129,5 +137,5 @@ def _group_to_numpy(node: dict) -> dict:
     return out
 
 
-def to_awkward_layout(branch: dict):
-    return to_layout(branch["array"])
+def to_awkward_layout(branch: dict, narrowed: dict | None = None):
+    return to_layout(branch["array"], narrowed)

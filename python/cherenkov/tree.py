@@ -272,7 +272,8 @@ def _convert(pairs, library: str):
 
         if not pairs:
             return ak.Array(ak.contents.RecordArray([], [], length=0))
-        layouts = [to_awkward_layout(b) for _, b in pairs]
+        narrowed: dict = {}  # 32-bit offsets, made once for all fields of a collection
+        layouts = [to_awkward_layout(b, narrowed) for _, b in pairs]
         return ak.Array(ak.contents.RecordArray(layouts, [key for key, _ in pairs], length=pairs[0][1]["entries"]))
     raise ValueError(f"library must be 'np' or 'ak', not {library!r}")
 
