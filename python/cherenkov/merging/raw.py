@@ -1,0 +1,67 @@
+"""Rewrite mode's fast path: an input TTree whose branches are stored as the writer stores the
+output's (the same leaf or collection class, counter and entry offsets) has its baskets read and
+decompressed in Rust and their serialized entries moved into the output's baskets (see
+`cherenkov_core::engine::writer::raw`), instead of being decoded into arrays and serialized
+back. The output is re-clustered and recompressed as in the array path. Other inputs (other
+storage, RNTuples, branches missing for ``schema="union"``) go through the array path in their
+place, and are reported."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from cherenkov.file import open as open_file
+from cherenkov.merging.schema import OPENED_AT_ONCE, InputInfo
+
+# Trees handed to one call: their basket reads follow each other without a pause.
+MOVED_AT_ONCE = 16
+
+
+def rewrite_raw(tree, table: str, group: list[InputInfo], decode, open_options: dict) -> tuple[int, dict[str, str]]:
+    """Append `table` of the group's inputs to the writer's TTree `tree`, moving serialized
+    entries, the next inputs opened while one batch is moved; an input whose entries cannot be
+    moved is appended with `decode([info])` (the array path) in its place. Returns how many
+    inputs were moved, and {input: why it was decoded}."""
+    core, table_id = tree.file._core, tree._table
+    decoded: dict[str, str] = {}
+    having = [i for i in group if table in i.tables]
+    moved = 0
+
+    def opened(info: InputInfo):
+        if info.tables[table].kind != "TTree":
+            return info, None, None
+        f = open_file(list(info.spec.replicas), **open_options)
+        return info, f, f._core.tree(table)  # its metadata parsed here, off the writing thread
+
+    batch: list = []
+
+    def flush() -> None:
+        nonlocal moved
+        while batch:
+            trees = []
+            for _, _, t in batch:
+                if t is None:
+                    break
+                trees.append(t)
+            done, why = core.rewrite_trees(table_id, trees) if trees else (0, "an RNTuple")
+            moved += done
+            for _, f, _ in batch[:done]:
+                f.close()
+            del batch[:done]
+            if why is not None:
+                info, f, _ = batch.pop(0)
+                if f is not None:
+                    f.close()
+                decoded[info.spec.replicas[0]] = why
+                decode([info])
+
+    with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
+        pending = [pool.submit(opened, i) for i in having[:OPENED_AT_ONCE]]
+        for n in range(len(having)):
+            batch.append(pending.pop(0).result())
+            if n + OPENED_AT_ONCE < len(having):
+                pending.append(pool.submit(opened, having[n + OPENED_AT_ONCE]))
+            if len(batch) == MOVED_AT_ONCE:
+                flush()
+        flush()
+    return moved, decoded
