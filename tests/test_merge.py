@@ -258,17 +258,24 @@ def test_auto_mode_copies_large_clusters_and_rewrites_small_ones(inputs, tmp_pat
     assert_same([tmp_path / "b.root"], paths, list(TYPES))
 
 
-def test_copy_mode_rewrites_inputs_stored_otherwise(inputs, tmp_path):
-    """Inputs whose branches are stored otherwise than the output's are rewritten in their
-    place within the copied tree, and reported; the values still follow input order. Here the
-    output counts Muon_pt with nMuon_pt (uproot's name: nMuon is not in every input), which
-    cherenkov's inputs lack."""
+def with_uproot_input(inputs, tmp_path) -> list[Path]:
+    """The first and third inputs with, between them, one written by uproot, whose Muon_pt is
+    counted by nMuon_pt."""
     paths, datas = inputs
     other = tmp_path / "uproot.root"
     with uproot.recreate(other) as f:
         tree = f.mktree("Events", {"x": "float64", "i": "int32", "Muon_pt": "var * float32"})
         tree.extend({n: datas[0][n][:50] for n in ("x", "i", "Muon_pt")})
-    mixed = [paths[0], other, paths[2]]
+    return [paths[0], other, paths[2]]
+
+
+def test_copy_mode_rewrites_inputs_stored_otherwise(inputs, tmp_path):
+    """Inputs whose branches are stored otherwise than the output's are rewritten in their
+    place within the copied tree, and reported; the values still follow input order. Here the
+    output counts Muon_pt with nMuon_pt (uproot's name: nMuon is not in every input), which
+    cherenkov's inputs lack."""
+    paths, _ = inputs
+    mixed = with_uproot_input(inputs, tmp_path)
     out = tmp_path / "m.root"
     report = cherenkov.merge(mixed, out, mode="copy", schema="intersection", progress=False)
     assert report.trees["Events"].mode == "copy"
@@ -283,12 +290,8 @@ def test_rewrite_decodes_inputs_stored_otherwise_in_their_place(inputs, tmp_path
     the others into arrays in their place, reported. Here the output counts Muon_pt with
     nMuon_pt (uproot's input), which cherenkov's inputs lack; then an input lacking branches
     of a union has them filled with defaults."""
-    paths, datas = inputs
-    other = tmp_path / "uproot.root"
-    with uproot.recreate(other) as f:
-        tree = f.mktree("Events", {"x": "float64", "i": "int32", "Muon_pt": "var * float32"})
-        tree.extend({n: datas[0][n][:50] for n in ("x", "i", "Muon_pt")})
-    mixed = [paths[0], other, paths[2]]
+    paths, _ = inputs
+    mixed = with_uproot_input(inputs, tmp_path)
     out = tmp_path / "m.root"
     report = cherenkov.merge(mixed, out, mode="rewrite", schema="intersection", progress=False)
     t = report.trees["Events"]

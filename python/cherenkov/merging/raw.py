@@ -19,13 +19,22 @@ MOVED_AT_ONCE = 16
 
 def rewrite_raw(tree, table: str, group: list[InputInfo], decode, open_options: dict) -> tuple[int, dict[str, str]]:
     """Append `table` of the group's inputs to the writer's TTree `tree`, moving serialized
-    entries, the next inputs opened while one batch is moved; an input whose entries cannot be
-    moved is appended with `decode([info])` (the array path) in its place. Returns how many
-    inputs were moved, and {input: why it was decoded}."""
-    core, table_id = tree.file._core, tree._table
-    decoded: dict[str, str] = {}
+    entries; an input whose entries cannot be moved is appended with `decode([info])` (the
+    array path) in its place. Returns how many inputs were moved, and {input: why it was
+    decoded}."""
+    return in_batches(tree.file._core.rewrite_trees, tree, table, group, decode, open_options)
+
+
+def in_batches(append, tree, table: str, group: list[InputInfo], otherwise, open_options: dict) -> tuple[int, dict[str, str]]:
+    """Append `table` of the group's inputs to the writer's TTree `tree` with the core's
+    `append(table_id, trees)` (``WritableFile.rewrite_trees`` or ``.copy_trees``: how many it
+    appended, and why the next was refused), `MOVED_AT_ONCE` trees a call, the next inputs
+    opened meanwhile; an input refused (or not a TTree) is appended with `otherwise([info])` in
+    its place. Returns how many inputs `append` took, and {input: why it was refused}."""
+    table_id = tree._table
+    refused: dict[str, str] = {}
     having = [i for i in group if table in i.tables]
-    moved = 0
+    done = 0
 
     def opened(info: InputInfo):
         if info.tables[table].kind != "TTree":
@@ -36,24 +45,24 @@ def rewrite_raw(tree, table: str, group: list[InputInfo], decode, open_options: 
     batch: list = []
 
     def flush() -> None:
-        nonlocal moved
+        nonlocal done
         while batch:
             trees = []
             for _, _, t in batch:
                 if t is None:
                     break
                 trees.append(t)
-            done, why = core.rewrite_trees(table_id, trees) if trees else (0, "an RNTuple")
-            moved += done
-            for _, f, _ in batch[:done]:
+            taken, why = append(table_id, trees) if trees else (0, "not a TTree")
+            done += taken
+            for _, f, _ in batch[:taken]:
                 f.close()
-            del batch[:done]
+            del batch[:taken]
             if why is not None:
                 info, f, _ = batch.pop(0)
                 if f is not None:
                     f.close()
-                decoded[info.spec.replicas[0]] = why
-                decode([info])
+                refused[info.spec.replicas[0]] = why
+                otherwise([info])
 
     with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
         pending = [pool.submit(opened, i) for i in having[:OPENED_AT_ONCE]]
@@ -64,4 +73,4 @@ def rewrite_raw(tree, table: str, group: list[InputInfo], decode, open_options: 
             if len(batch) == MOVED_AT_ONCE:
                 flush()
         flush()
-    return moved, decoded
+    return done, refused
