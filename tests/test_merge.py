@@ -91,8 +91,10 @@ def assert_same(paths_out, paths_in, names):
 def test_trees_concatenated_and_rewritten(inputs, tmp_path):
     paths, _ = inputs
     out = tmp_path / "merged.root"
-    report = cherenkov.merge([str(p) for p in paths], out, progress=False)
+    updates = []
+    report = cherenkov.merge([str(p) for p in paths], out, progress=updates.append)
     assert report.outputs == [str(out)] and report.inputs == [[str(p) for p in paths]]
+    assert len(updates) == 4 and updates[-1].tasks == {"Events": (4208, 4208)}  # one update per input moved
     assert_same([out], paths, list(TYPES))
     tree = cherenkov.open(out)["Events"]
     assert tree.num_entries == 1200 + 7 + 3000 + 1 == report.trees["Events"].entries

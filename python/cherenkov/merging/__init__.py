@@ -160,7 +160,7 @@ def merge(
                 if chosen[table][0] == "copy":
                     rewritten[table].update(copy_table(tree, table, group, rewrite, open_options))
                 elif plan["format"] == "ttree":
-                    n, why = rewrite_raw(tree, table, group, rewrite, open_options)
+                    n, why = rewrite_raw(tree, table, group, rewrite, open_options, progress)
                     moved[table] += n
                     decoded[table].update(why)
                 else:

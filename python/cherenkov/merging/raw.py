@@ -9,32 +9,38 @@ place, and are reported."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 
 from cherenkov.file import open as open_file
 from cherenkov.merging.schema import OPENED_AT_ONCE, InputInfo
+from cherenkov.progress import Progress
 
 # Trees handed to one call: their basket reads follow each other without a pause.
 MOVED_AT_ONCE = 16
 
 
-def rewrite_raw(tree, table: str, group: list[InputInfo], decode, open_options: dict) -> tuple[int, dict[str, str]]:
+def rewrite_raw(tree, table: str, group: list[InputInfo], decode, open_options: dict, progress=None) -> tuple[int, dict[str, str]]:
     """Append `table` of the group's inputs to the writer's TTree `tree`, moving serialized
     entries; an input whose entries cannot be moved is appended with `decode([info])` (the
-    array path) in its place. Returns how many inputs were moved, and {input: why it was
-    decoded}."""
-    return in_batches(tree.file._core.rewrite_trees, tree, table, group, decode, open_options)
+    array path) in its place. `progress` as `merge` takes it. Returns how many inputs were
+    moved, and {input: why it was decoded}."""
+    return in_batches(tree.file._core.rewrite_trees, tree, table, group, decode, open_options, progress)
 
 
-def in_batches(append, tree, table: str, group: list[InputInfo], otherwise, open_options: dict) -> tuple[int, dict[str, str]]:
+def in_batches(
+    append, tree, table: str, group: list[InputInfo], otherwise, open_options: dict, progress=None
+) -> tuple[int, dict[str, str]]:
     """Append `table` of the group's inputs to the writer's TTree `tree` with the core's
     `append(table_id, trees)` (``WritableFile.rewrite_trees`` or ``.copy_trees``: how many it
     appended, and why the next was refused), `MOVED_AT_ONCE` trees a call, the next inputs
     opened meanwhile; an input refused (or not a TTree) is appended with `otherwise([info])` in
-    its place. Returns how many inputs `append` took, and {input: why it was refused}."""
+    its place. `progress`: `Progress`'s `show` (bars of entries and compressed bytes). Returns
+    how many inputs `append` took, and {input: why it was refused}."""
     table_id = tree._table
     refused: dict[str, str] = {}
     having = [i for i in group if table in i.tables]
     done = 0
+    bar = Progress({table: sum(i.tables[table].entries for i in having)}, progress)
 
     def opened(info: InputInfo):
         if info.tables[table].kind != "TTree":
@@ -54,8 +60,9 @@ def in_batches(append, tree, table: str, group: list[InputInfo], otherwise, open
                 trees.append(t)
             taken, why = append(table_id, trees) if trees else (0, "not a TTree")
             done += taken
-            for _, f, _ in batch[:taken]:
+            for info, f, _ in batch[:taken]:
                 f.close()
+                bar.advance(table, info.tables[table].entries, info.tables[table].compressed)
             del batch[:taken]
             if why is not None:
                 info, f, _ = batch.pop(0)
@@ -63,8 +70,9 @@ def in_batches(append, tree, table: str, group: list[InputInfo], otherwise, open
                     f.close()
                 refused[info.spec.replicas[0]] = why
                 otherwise([info])
+                bar.advance(table, info.tables[table].entries, info.tables[table].compressed)
 
-    with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
+    with ThreadPoolExecutor(OPENED_AT_ONCE) as pool, closing(bar):
         pending = [pool.submit(opened, i) for i in having[:OPENED_AT_ONCE]]
         for n in range(len(having)):
             batch.append(pending.pop(0).result())
