@@ -67,6 +67,18 @@ impl<'a> Slots for &'a [i64] {
     }
 }
 
+/// The entries of a basket read: `wanted` (first, last) of `basket` (its entries, and the
+/// bytes of its data), the first starting at `begin`, with `items_before` items before it in
+/// the read, of `item_bytes` bytes each.
+#[derive(Clone, Copy)]
+pub struct Span {
+    pub wanted: (usize, usize),
+    pub basket: (usize, usize),
+    pub begin: i64,
+    pub items_before: i64,
+    pub item_bytes: usize,
+}
+
 /// Where each entry of a jagged basket starts in its content.
 pub enum Starts<'a> {
     /// The basket's own table: big-endian `i32`s counted from the key's start.
@@ -88,53 +100,34 @@ impl Starts<'_> {
         }
     }
 
-    /// Put the ends of entries `first..last` into `slots` (see `fill_ends`); the last end, or
-    /// `None` when they are out of order, past the data, not at whole items, or differ from
-    /// the ends already there.
-    pub fn fill(
-        &self,
-        slots: impl Slots,
-        wanted: (usize, usize),
-        basket: (usize, usize),
-        begin: i64,
-        items_before: i64,
-        item_bytes: usize,
-    ) -> Option<i64> {
+    /// Put the ends of `span`'s entries into `slots` (see `fill_ends`); the last end, or `None`
+    /// when they are out of order, past the data, not at whole items, or differ from the ends
+    /// already there.
+    pub fn fill(&self, slots: impl Slots, span: Span) -> Option<i64> {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
-            return unsafe {
-                self.fill_avx2(slots, wanted, basket, begin, items_before, item_bytes)
-            };
+            return unsafe { self.fill_avx2(slots, span) };
         }
-        self.fill_any(slots, wanted, basket, begin, items_before, item_bytes)
+        self.fill_any(slots, span)
     }
 
     /// `fill_any` compiled for AVX2 (four big-endian starts turned into offsets at a time).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn fill_avx2(
-        &self,
-        slots: impl Slots,
-        wanted: (usize, usize),
-        basket: (usize, usize),
-        begin: i64,
-        items_before: i64,
-        item_bytes: usize,
-    ) -> Option<i64> {
-        self.fill_any(slots, wanted, basket, begin, items_before, item_bytes)
+    unsafe fn fill_avx2(&self, slots: impl Slots, span: Span) -> Option<i64> {
+        self.fill_any(slots, span)
     }
 
     #[inline(always)]
-    fn fill_any(
-        &self,
-        slots: impl Slots,
-        (first, last): (usize, usize),
-        (entries, border): (usize, usize),
-        begin: i64,
-        items_before: i64,
-        item_bytes: usize,
-    ) -> Option<i64> {
+    fn fill_any(&self, slots: impl Slots, span: Span) -> Option<i64> {
+        let Span {
+            wanted: (first, last),
+            basket: (entries, border),
+            begin,
+            items_before,
+            item_bytes,
+        } = span;
         let (from, to) = (first + 1, last + 1);
         let border_at = border as i64;
         match self {
@@ -297,6 +290,22 @@ mod tests {
             .collect()
     }
 
+    fn span(
+        wanted: (usize, usize),
+        basket: (usize, usize),
+        begin: i64,
+        items_before: i64,
+        item_bytes: usize,
+    ) -> Span {
+        Span {
+            wanted,
+            basket,
+            begin,
+            items_before,
+            item_bytes,
+        }
+    }
+
     fn written(slots: &[MaybeUninit<i64>]) -> Vec<i64> {
         // SAFETY: every slot was made with `MaybeUninit::new`.
         slots.iter().map(|s| unsafe { s.assume_init() }).collect()
@@ -318,18 +327,21 @@ mod tests {
                 Starts::Relative(&relative),
             ] {
                 let mut own = [MaybeUninit::new(-1i64); 3];
-                let got = starts.fill(&mut own[..], (0, 3), (3, border), 0, 5, item_bytes);
+                let got = starts.fill(&mut own[..], span((0, 3), (3, border), 0, 5, item_bytes));
                 assert_eq!(got, Some(border as i64));
                 let own = written(&own);
                 assert_eq!(own, [7, 7, 10]);
-                let got = starts.fill(&own[..], (0, 3), (3, border), 0, 5, item_bytes);
+                let got = starts.fill(&own[..], span((0, 3), (3, border), 0, 5, item_bytes));
                 assert_eq!(got, Some(border as i64));
                 for other in [[7, 8, 10], [6, 7, 10], [7, 7, 11]] {
-                    let got = starts.fill(&other[..], (0, 3), (3, border), 0, 5, item_bytes);
+                    let got = starts.fill(&other[..], span((0, 3), (3, border), 0, 5, item_bytes));
                     assert_eq!(got, None, "{other:?} of {item_bytes}-byte items");
                 }
                 // Part of the basket: entries 1..3 (7 items before them, ends 7 and 10).
-                let got = starts.fill(&own[1..], (1, 3), (3, border), 2 * size, 7, item_bytes);
+                let got = starts.fill(
+                    &own[1..],
+                    span((1, 3), (3, border), 2 * size, 7, item_bytes),
+                );
                 assert_eq!(got, Some(border as i64));
             }
         }
@@ -344,8 +356,14 @@ mod tests {
             keylen: 10,
         };
         let mut own = [MaybeUninit::new(0i64); 3];
-        assert_eq!(starts.fill(&mut own[..], (0, 3), (3, 12), 0, 0, 4), None);
+        assert_eq!(
+            starts.fill(&mut own[..], span((0, 3), (3, 12), 0, 0, 4)),
+            None
+        );
         let known = [2i64, 1, 3];
-        assert_eq!(starts.fill(&known[..], (0, 3), (3, 12), 0, 0, 4), None);
+        assert_eq!(
+            starts.fill(&known[..], span((0, 3), (3, 12), 0, 0, 4)),
+            None
+        );
     }
 }

@@ -12,7 +12,7 @@
 //! same parallel pass.
 
 use super::assemble::{assemble_all, check_coverage};
-use super::ends::Starts;
+use super::ends::{Span, Starts};
 use super::plan::{interpretations, offsets_count_branch, BasketSource, Planned};
 use super::{decode_planned, stored_branches, TreeTable};
 use crate::engine::output::BranchArray;
@@ -581,14 +581,16 @@ fn place_entries(placed: Placed, content: &[u8], starts: Starts, origin: &str) -
                     format!("entry offsets starting where the data starts, found {begin}"),
                 ));
             }
-            let range = ((first, last), (entries, border));
+            let span = Span {
+                wanted: (first, last),
+                basket: (entries, border),
+                begin,
+                items_before,
+                item_bytes,
+            };
             let filled = match ends {
-                EndsTo::Write(s) => {
-                    starts.fill(s, range.0, range.1, begin, items_before, item_bytes)
-                }
-                EndsTo::Check(s) => {
-                    starts.fill(s, range.0, range.1, begin, items_before, item_bytes)
-                }
+                EndsTo::Write(slots) => starts.fill(slots, span),
+                EndsTo::Check(slots) => starts.fill(slots, span),
             };
             if filled.is_none() && checking {
                 return Ok(false);
