@@ -6,7 +6,7 @@
 
 use super::branches::{flat_arrays, leaf_title, plan, Branch, Source, Storage};
 use super::file::{DirectoryId, FileWriter};
-use super::fill::{bytes, fill, integer, lengths, BasketBuffer, MAX_BASKET};
+use super::fill::{bytes, fill, integers, lengths, BasketBuffer, MAX_BASKET};
 use super::layout::ClusterPolicy;
 use super::{check_arrays, spawn_compression, Column, TableOptions, TableWriter};
 use crate::error::{Error, Result};
@@ -23,6 +23,7 @@ use crate::format::writing::tree::{
     ElementRecord, LeafRecord, TreeRecord,
 };
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::sync::mpsc;
 
 /// fEntryOffsetLen of branches whose entries vary in size (ROOT's default).
@@ -166,6 +167,7 @@ impl TreeWriter {
     /// Lists sharing a counter must agree with it (and with each other), entry by entry; the
     /// largest count is kept for the counter's leaf.
     fn check_counters(&mut self, arrays: &[Array]) -> Result<()> {
+        let mut counted: HashMap<usize, Vec<i64>> = HashMap::new();
         for (i, branch) in self.branches.iter().enumerate() {
             let (Some(c), Source::Array(list)) = (branch.counter, branch.source) else {
                 continue;
@@ -183,9 +185,12 @@ impl TreeWriter {
                     }
                 }
                 Source::Array(values) => {
+                    let counts = counted
+                        .entry(values)
+                        .or_insert_with(|| integers(&arrays[values]));
                     if let Some(entry) = lengths(&arrays[list])
-                        .enumerate()
-                        .position(|(e, n)| integer(&arrays[values], e) != n)
+                        .zip(counts.iter())
+                        .position(|(n, &count)| count != n)
                     {
                         return Err(self.mismatch(i, c, entry));
                     }
@@ -198,9 +203,10 @@ impl TreeWriter {
             }
             let max = match branch.source {
                 Source::Lengths(list) => lengths(&arrays[list]).max(),
-                Source::Array(values) => (0..arrays[values].len())
-                    .map(|e| integer(&arrays[values], e))
-                    .max(),
+                Source::Array(values) => match counted.get(&values) {
+                    Some(counts) => counts.iter().copied().max(),
+                    None => integers(&arrays[values]).into_iter().max(),
+                },
             };
             let w = &mut self.written[i];
             w.maximum = w.maximum.max(max.unwrap_or(0));
@@ -256,7 +262,6 @@ impl TreeWriter {
             };
             jobs.push((object, fields));
         }
-        self.write_pending(file)?;
         let compression = self.options.compression;
         let (send, baskets) = mpsc::sync_channel(1);
         spawn_compression(move || {
@@ -270,19 +275,29 @@ impl TreeWriter {
                 .collect();
             let _ = send.send(packed);
         });
-        self.pending = Some(Pending {
+        // The previous cluster is written only once this one compresses too: waiting for it
+        // first would leave a core idle while its last baskets compress.
+        let previous = self.pending.replace(Pending {
             baskets,
             first_entry: self.entries - entries,
         });
         self.clusters.push(entries);
-        Ok(())
+        match previous {
+            Some(previous) => self.write_cluster(file, previous),
+            None => Ok(()),
+        }
     }
 
-    /// Wait for the cluster compressing, and write its baskets side by side.
+    /// Wait for the cluster compressing, and write its baskets.
     pub(super) fn write_pending(&mut self, file: &mut FileWriter) -> Result<()> {
-        let Some(pending) = self.pending.take() else {
-            return Ok(());
-        };
+        match self.pending.take() {
+            Some(pending) => self.write_cluster(file, pending),
+            None => Ok(()),
+        }
+    }
+
+    /// Wait for `pending`'s compression, and write its baskets side by side.
+    fn write_cluster(&mut self, file: &mut FileWriter, pending: Pending) -> Result<()> {
         let baskets = pending
             .baskets
             .recv()
