@@ -275,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             if peer in results and ours in results:
                 wall = results[peer]["median"] / results[ours]["median"]
                 cpu = results[peer]["cpu_median"] / results[ours]["cpu_median"]
-                print(f"{ours} is {wall:.2f}x faster than {peer} (CPU time {cpu:.2f}x less)")
+                print(f"{ours}: {wall:.2f}x the speed of {peer} (CPU time: {cpu:.2f}x less)")
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(
