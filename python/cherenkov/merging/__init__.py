@@ -8,9 +8,11 @@ Inputs are given as every dataset function takes them (paths, URLs, globs, repli
 ``{file: tree}``). Trees are concatenated in input order, each in one of two modes, chosen per
 tree and reported (the rule is in `cherenkov.merging.copy`): *copy* (compressed baskets copied
 without decompression, re-keyed, the next inputs opened and their baskets read while one is
-written: hadd's fast mode) or *rewrite* (inputs read with the engine's read-ahead by
-`cherenkov.iterate` and written by cherenkov's writer with its layout policy: clusters of ROOT's
-AutoFlush size, one basket per branch per cluster, metadata at the end); histograms are summed and other
+written: hadd's fast mode) or *rewrite* (written by cherenkov's writer with its layout policy:
+clusters of ROOT's AutoFlush size, one basket per branch per cluster, metadata at the end; a TTree
+input stored as the writer stores the output has its baskets decompressed and their serialized
+entries moved, see `cherenkov.merging.raw`, other inputs are read with the engine's read-ahead by
+`cherenkov.iterate`); histograms are summed and other
 objects copied from the first input (see `cherenkov.merging.objects`). Each output is written
 under a temporary name and appears under its own when complete: an interrupted merge leaves no
 output that looks complete, and a rerun keeps the outputs already complete whose inputs and
@@ -27,6 +29,7 @@ from cherenkov.arrays import to_layout
 from cherenkov.dataset import file_specs, iterate
 from cherenkov.merging.copy import choose, copy_table
 from cherenkov.merging.objects import copy_objects
+from cherenkov.merging.raw import rewrite_raw
 from cherenkov.merging.resume import Journal, remove_abandoned
 from cherenkov.merging.schema import InputInfo, column_types, combine, default_column, describe
 from cherenkov.writing import _layout, recreate
@@ -50,6 +53,8 @@ class TableReport:
     dropped: list[str] = field(default_factory=list)
     lacking: list[str] = field(default_factory=list)
     rewritten: dict[str, str] = field(default_factory=dict)  # copy mode: input -> why rewritten
+    moved: int = 0  # rewrite mode: inputs whose serialized entries were moved (`cherenkov.merging.raw`)
+    decoded: dict[str, str] = field(default_factory=dict)  # rewrite mode: input -> why decoded into arrays
 
 
 @dataclass
@@ -87,6 +92,10 @@ class MergeReport:
                 lines.append(f"    inputs without it: {', '.join(t.lacking)}")
             for path, why in t.rewritten.items():
                 lines.append(f"    rewritten, not copied: {path}: {why}")
+            if t.moved:
+                lines.append(f"    serialized entries moved from {t.moved} inputs")
+            for path, why in t.decoded.items():
+                lines.append(f"    decoded into arrays, not moved: {path}: {why}")
         if self.histograms:
             lines.append(f"  summed: {', '.join(self.histograms)}")
         if self.copied:
@@ -142,6 +151,8 @@ def merge(
     plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
     chosen = {t: choose(t, plan, infos, mode) for t, plan in plans.items()}
     rewritten: dict[str, dict[str, str]] = {t: {} for t in tables}
+    moved = dict.fromkeys(tables, 0)
+    decoded: dict[str, dict[str, str]] = {t: {} for t in tables}
     entries = dict.fromkeys(tables, 0)
     settings = {"mode": mode, "schema": schema, "format": format, "compression": setting, "tables": tables, "groups": len(groups)}
     journal = Journal(os.fspath(output), settings)
@@ -155,12 +166,14 @@ def merge(
             report.bytes_written += os.path.getsize(path)
             for table in tables:
                 rewritten[table].update(done["rewritten"][table])
+                decoded[table].update(done["decoded"][table])
                 entries[table] += done["entries"][table]
+                moved[table] += done["moved"][table]
             continue
         journal.forget(path)
         remove_abandoned(path)
-        written = {t: len(rewritten[t]) for t in tables}
-        before = dict(entries)
+        written = {t: (len(rewritten[t]), len(decoded[t])) for t in tables}
+        before = (dict(entries), dict(moved))
         with recreate(path, compression=setting) as out:
             copy_objects(out, [i.spec for i in group], objects, report)
             for table, plan in plans.items():
@@ -172,6 +185,10 @@ def merge(
                 if chosen[table][0] == "copy":
                     first_having = next(i for i in infos if table in i.tables)
                     rewritten[table].update(copy_table(tree, table, group, first_having, rewrite, open_options))
+                elif plan["format"] == "ttree":
+                    count, why = rewrite_raw(tree, table, group, rewrite, open_options, progress)
+                    moved[table] += count
+                    decoded[table].update(why)
                 else:
                     rewrite(group)
                 entries[table] += tree.num_entries
@@ -180,8 +197,10 @@ def merge(
             path,
             group,
             {
-                "rewritten": {t: dict(list(rewritten[t].items())[written[t] :]) for t in tables},
-                "entries": {t: entries[t] - before[t] for t in tables},
+                "rewritten": {t: dict(list(rewritten[t].items())[written[t][0] :]) for t in tables},
+                "decoded": {t: dict(list(decoded[t].items())[written[t][1] :]) for t in tables},
+                "entries": {t: entries[t] - before[0][t] for t in tables},
+                "moved": {t: moved[t] - before[1][t] for t in tables},
             },
         )
     journal.finish()
@@ -194,6 +213,8 @@ def merge(
             plan["dropped"],
             [i.spec.replicas[0] for i in infos if table not in i.tables],
             rewritten[table],
+            moved[table],
+            decoded[table],
         )
     report.seconds = time.perf_counter() - started
     return report

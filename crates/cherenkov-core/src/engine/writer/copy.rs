@@ -321,7 +321,7 @@ pub fn same_branches(a: &TreeMeta, b: &TreeMeta) -> bool {
 
 /// Whether input branch `j` stores its entries as the writer stores `out` (counted by
 /// `counter`): then its baskets can be read as the output's.
-fn compatible(
+pub(super) fn compatible(
     out: &Branch,
     counter: Option<&str>,
     input: &TreeMeta,
