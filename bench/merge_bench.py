@@ -2,15 +2,21 @@
 `hadd -ff` (fast: compressed baskets copied, the inputs' small baskets kept) and `hadd -O -f505`
 (baskets re-optimized, recompressed at ZSTD 5).
 
-    .venv/bin/python bench/merge_bench.py [--files 200] [--entries 200] [--repeat 3] [--hadd-O-repeat 1]
-                                          [--rtt 137] [--json bench/results/merge.json]
+    .venv/bin/python bench/merge_bench.py [--files 1000] [--entries 100] [--outputs 2] [--repeat 3]
+                                          [--hadd-O-repeat 1] [--tools copy,rewrite,hadd-ff,hadd-O]
+                                          [--tiny] [--rtt 137] [--json bench/results/merge.json]
 
-Inputs are N files of M entries cut by ROOT from bench/make_nanolike.py's file (947 branches,
-ZSTD 5, each file written by ROOT as a grid job writes it), made once in bench/data/merge-N-M/. Each
-tool runs in a process of its own (its peak RSS measured there), runs interleaved; medians are
-printed with ratios, the outputs' sizes, and `cherenkov layout`'s prediction of the lab's fixed
-30 % selection read at --rtt from the inputs and from each output (requests and time). Both
-cherenkov outputs are read back and their entries counted against the inputs'.
+Inputs are N files of M entries cut by ROOT from bench/make_nanolike.py's 40 000-entry file (947
+branches, ZSTD 5, each file written by ROOT as a grid job writes it; past the 40 000th entry the cuts
+start over), made once in bench/data/merge-N-M/ by one ROOT process. `--tiny` makes N tiny files
+instead (a few NanoAOD-like branches, M entries, written by ROOT's C++ in one process): the scenario of
+10 000 inputs, where peak memory is what is judged. The inputs are merged into `--outputs` files:
+cherenkov with `--max-size` (input bytes per output, chosen so that exactly that many come out),
+hadd once per output over the same consecutive inputs (its time the sum, its peak RSS the largest).
+Each tool runs in processes of its own (peak RSS measured there), runs interleaved; medians are
+printed with ratios, the outputs' sizes, and `cherenkov layout`'s prediction of the lab's fixed 30 %
+selection read at --rtt from the inputs and from the outputs (requests and time). cherenkov's outputs
+are read back and their entries counted against the inputs'.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import make_nanolike  # noqa: E402
 
 # The lab's fixed selection (about 30 % of a NanoAOD event's bytes): muons, electrons, jets, MET.
 SELECTION = ["nMuon", "Muon_*", "nElectron", "Electron_*", "nJet", "Jet_*", "MET_*"]
+SOURCE_ENTRIES = 40_000
 
 RUN_MEASURED = """
 import resource, subprocess, sys, time
@@ -52,26 +59,92 @@ import ROOT
 source, folder, files, entries = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 f = ROOT.TFile.Open(source)
 tree = f.Get("Events")
+starts = tree.GetEntries() - entries + 1
 for k in range(files):
     out = ROOT.TFile(f"{folder}/job{k:05d}.root.partial", "RECREATE", "", 505)
-    tree.CopyTree("", "", entries, k * entries).Write()
+    tree.CopyTree("", "", entries, k * entries % starts).Write()
     out.Close()
 """
 
+# Tiny NanoAOD-like files written by ROOT's C++ (a counter, counted leaves, scalars, a vector).
+TINY = r"""
+#include <TFile.h>
+#include <TTree.h>
+#include <TRandom3.h>
+#include <vector>
+void cherenkov_tiny(const char* folder, int files, int entries) {
+  TRandom3 rng(1);
+  for (int k = 0; k < files; ++k) {
+    TFile out(Form("%s/job%05d.root.partial", folder, k), "RECREATE", "", 505);
+    auto tree = new TTree("Events", "Events");  // the file owns it: Close deletes it
+    UInt_t run = 1; ULong64_t event = 0; Int_t nMuon = 0; Float_t pt[16], eta[16], met = 0; Bool_t trigger = false;
+    std::vector<float> weights;
+    tree->Branch("run", &run, "run/i");
+    tree->Branch("event", &event, "event/l");
+    tree->Branch("nMuon", &nMuon, "nMuon/I");
+    tree->Branch("Muon_pt", pt, "Muon_pt[nMuon]/F");
+    tree->Branch("Muon_eta", eta, "Muon_eta[nMuon]/F");
+    tree->Branch("MET_pt", &met, "MET_pt/F");
+    tree->Branch("HLT_IsoMu24", &trigger, "HLT_IsoMu24/O");
+    tree->Branch("LHEPdfWeight", &weights);
+    for (int e = 0; e < entries; ++e) {
+      event = (ULong64_t)k * entries + e;
+      nMuon = rng.Integer(5);
+      for (int m = 0; m < nMuon; ++m) { pt[m] = rng.Exp(30); eta[m] = rng.Gaus(0, 1.5); }
+      met = rng.Exp(40); trigger = rng.Rndm() < 0.3;
+      weights.assign(rng.Integer(4), 1.0f);
+      tree->Fill();
+    }
+    tree->Write();
+    out.Close();
+  }
+}
+"""
 
-def make_inputs(files: int, entries: int) -> list[Path]:
-    """N files of M entries cut by ROOT from the lab's NanoAOD-like file (each written as a grid
-    job writes its output: ROOT's own baskets, ZSTD 5), made once in bench/data/merge-N-M/."""
-    folder = BENCH / "data" / f"merge-{files}-{entries}"
+MAKE_TINY = """
+import sys
+import ROOT
+ROOT.gInterpreter.Declare(sys.argv[1])
+ROOT.cherenkov_tiny(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+"""
+
+
+def make_inputs(files: int, entries: int, tiny: bool = False) -> list[Path]:
+    """N files of M entries written by ROOT, made once in bench/data/: cut from the lab's
+    NanoAOD-like file (947 branches), or `tiny` ones."""
+    folder = BENCH / "data" / f"merge-{'tiny-' if tiny else ''}{files}-{entries}"
     paths = [folder / f"job{k:05d}.root" for k in range(files)]
     if all(p.exists() for p in paths):
         return paths
-    source = make_nanolike.ensure(entries=max(40_000, files * entries))
     folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-c", SPLIT, str(source), str(folder), str(files), str(entries)], check=True)
+    if tiny:
+        command = [sys.executable, "-c", MAKE_TINY, TINY, str(folder), str(files), str(entries)]
+    else:
+        source = make_nanolike.ensure(entries=SOURCE_ENTRIES)
+        command = [sys.executable, "-c", SPLIT, str(source), str(folder), str(files), str(entries)]
+    t0 = time.perf_counter()
+    subprocess.run(command, check=True)
     for p in paths:
         p.with_name(p.name + ".partial").replace(p)
+    print(f"made {files} inputs in {folder} in {time.perf_counter() - t0:.1f} s")
     return paths
+
+
+def groups_of(sizes: list[int], max_size: int) -> list[range]:
+    """Consecutive inputs per output, as `cherenkov merge --max-size` groups them."""
+    groups, start, size = [], 0, 0
+    for k, s in enumerate(sizes):
+        if k > start and size + s > max_size:
+            groups.append(range(start, k))
+            start, size = k, 0
+        size += s
+    groups.append(range(start, len(sizes)))
+    return groups
+
+
+def max_size_for(sizes: list[int], outputs: int) -> int:
+    """Input bytes per output such that `outputs` outputs come out (the last holds the rest)."""
+    return -(-sum(sizes) // outputs) + max(sizes)
 
 
 def measured(argv: list[str]) -> tuple[float, int, float]:
@@ -92,29 +165,34 @@ def find_hadd() -> str | None:
     return shutil.which("hadd") or (str(wheel) if wheel and wheel.exists() else None)
 
 
-OUTPUTS = {"cherenkov copy": "copy.root", "cherenkov rewrite": "rewrite.root", "hadd -ff": "hadd-ff.root", "hadd -O": "hadd-O.root"}
+TOOLS = {"copy": "cherenkov copy", "rewrite": "cherenkov rewrite", "hadd-ff": "hadd -ff", "hadd-O": "hadd -O"}
+STEMS = {"cherenkov copy": "copy", "cherenkov rewrite": "rewrite", "hadd -ff": "hadd-ff", "hadd -O": "hadd-O"}
 
 
-def tools(hadd: str | None, inputs: list[Path], out: Path) -> dict[str, list[str]]:
+def outputs_of(name: str, out: Path, count: int) -> list[Path]:
+    """The files tool `name` writes (cherenkov's naming: stem_0.root, stem_1.root, ...)."""
+    stem = out / STEMS[name]
+    if count == 1:
+        return [stem.with_suffix(".root")]
+    return [Path(f"{stem}_{k:0{len(str(count - 1))}d}.root") for k in range(count)]
+
+
+def tools(
+    hadd: str | None, inputs: list[Path], out: Path, groups: list[range], max_size: int, wanted: list[str]
+) -> dict[str, list[list[str]]]:
+    """Each tool's commands (one per process, run in turn): cherenkov one, hadd one per output."""
     names = [str(p) for p in inputs]
     cli = [sys.executable, "-m", "cherenkov.cli", "merge"]
+    split = ["--max-size", str(max_size)] if len(groups) > 1 else []
     found = {
-        "cherenkov copy": [*cli, str(out / OUTPUTS["cherenkov copy"]), *names, "--quiet", "--mode", "copy"],
-        "cherenkov rewrite": [
-            *cli,
-            str(out / OUTPUTS["cherenkov rewrite"]),
-            *names,
-            "--quiet",
-            "--mode",
-            "rewrite",
-            "--compression",
-            "505",
-        ],
+        "cherenkov copy": [[*cli, str(out / "copy.root"), *names, "--quiet", "--mode", "copy", *split]],
+        "cherenkov rewrite": [[*cli, str(out / "rewrite.root"), *names, "--quiet", "--mode", "rewrite", "--compression", "505", *split]],
     }
     if hadd:
-        found["hadd -ff"] = [hadd, "-f", "-ff", str(out / OUTPUTS["hadd -ff"]), *names]
-        found["hadd -O"] = [hadd, "-f505", "-O", str(out / OUTPUTS["hadd -O"]), *names]
-    return found
+        for name, flags in (("hadd -ff", ["-f", "-ff"]), ("hadd -O", ["-f505", "-O"])):
+            targets = outputs_of(name, out, len(groups))
+            found[name] = [[hadd, *flags, str(t), *(names[k] for k in g)] for t, g in zip(targets, groups)]
+    return {TOOLS[w]: found[TOOLS[w]] for w in wanted if TOOLS[w] in found}
 
 
 def compression_floor(path: Path, level: int = 10) -> tuple[float, float, int]:
@@ -147,13 +225,13 @@ def compression_floor(path: Path, level: int = 10) -> tuple[float, float, int]:
     return time.perf_counter() - wall, time.process_time() - cpu, sum(map(len, payloads))
 
 
-def predicted(path: Path | list[Path], rtt: float) -> tuple[int, float]:
-    """Requests and seconds `cherenkov layout` predicts for the fixed selection at `rtt` ms, over
-    one file or the sum over many (each opened on its own)."""
+def predicted(paths: list[Path], rtt: float) -> tuple[int, float]:
+    """Requests and seconds `cherenkov layout` predicts for the fixed selection at `rtt` ms, summed
+    over files each opened on its own."""
     from cherenkov.layout import layout
 
     requests, seconds = 0, 0.0
-    for p in path if isinstance(path, list) else [path]:
+    for p in paths:
         (t,) = layout(p, tree="Events", branches=SELECTION, rtt_ms=rtt)
         requests += t.prediction.requests
         seconds += t.prediction.seconds
@@ -162,71 +240,95 @@ def predicted(path: Path | list[Path], rtt: float) -> tuple[int, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--files", type=int, default=200)
-    parser.add_argument("--entries", type=int, default=200)
-    parser.add_argument("--repeat", type=int, default=3, help="runs of cherenkov and hadd -ff")
-    parser.add_argument("--hadd-O-repeat", type=int, default=1, help="runs of hadd -O (30 s each)")
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--entries", type=int, default=100)
+    parser.add_argument("--outputs", type=int, default=2, help="outputs the inputs are merged into")
+    parser.add_argument("--tiny", action="store_true", help="tiny inputs (8 branches): the many-inputs memory scenario")
+    parser.add_argument("--tools", default="copy,rewrite,hadd-ff,hadd-O", help=f"some of {','.join(TOOLS)}")
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each tool but hadd -O")
+    parser.add_argument("--hadd-O-repeat", type=int, default=1, help="runs of hadd -O (minutes each)")
     parser.add_argument("--rtt", type=float, default=137.0, help="round trip (ms) of the predicted remote read")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
-    inputs = make_inputs(args.files, args.entries)
-    total = sum(p.stat().st_size for p in inputs)
+    inputs = make_inputs(args.files, args.entries, args.tiny)
+    sizes = [p.stat().st_size for p in inputs]
+    total = sum(sizes)
+    max_size = max_size_for(sizes, args.outputs)
+    groups = groups_of(sizes, max_size)
     hadd = find_hadd()
-    print(f"{len(inputs)} inputs of {args.entries} entries, {total / 1e6:.1f} MB; hadd: {hadd or 'absent (pip install root)'}")
+    print(
+        f"{len(inputs)} inputs of {args.entries} entries, {total / 1e6:.1f} MB, into {len(groups)} outputs "
+        f"(--max-size {max_size}); hadd: {hadd or 'absent (pip install root)'}"
+    )
     out = Path(tempfile.mkdtemp(prefix="cherenkov-merge-bench-"))
     results: dict[str, dict] = {}
     try:
-        commands = tools(hadd, inputs, out)
+        commands = tools(hadd, inputs, out, groups, max_size, args.tools.split(","))
         for round_ in range(max(args.repeat, args.hadd_O_repeat)):
-            for name, command in commands.items():
+            for name, runs in commands.items():
                 if round_ >= (args.hadd_O_repeat if name == "hadd -O" else args.repeat):
                     continue
-                seconds, rss, cpu = measured(command)
+                seconds, rss, cpu = 0.0, 0, 0.0
+                for command in runs:  # hadd: one process per output
+                    s, r, c = measured(command)
+                    seconds, rss, cpu = seconds + s, max(rss, r), cpu + c
                 r = results.setdefault(name, {"seconds": [], "rss": [], "cpu": []})
                 r["seconds"].append(seconds)
                 r["rss"].append(rss)
                 r["cpu"].append(cpu)
-                print(f"  {name}: {seconds:.2f} s ({cpu:.2f} s CPU), peak RSS {rss / 1e9:.2f} GB", flush=True)
+                print(f"  {name}: {seconds:.2f} s (CPU {cpu:.2f} s), peak RSS {rss / 1e9:.2f} GB", flush=True)
         import cherenkov
 
-        for name in ("cherenkov copy", "cherenkov rewrite"):
-            merged = cherenkov.open(out / OUTPUTS[name])["Events"]
-            assert merged.num_entries == args.files * args.entries, (name, merged.num_entries)
-        before = predicted(inputs, args.rtt)
+        for name in results:
+            if name.startswith("cherenkov"):
+                merged = [cherenkov.open(p)["Events"].num_entries for p in outputs_of(name, out, len(groups))]
+                assert sum(merged) == args.files * args.entries, (name, merged)
+        predict = not args.tiny and len(inputs) <= 2000  # the layout of each input: one open each
+        before = predicted(inputs, args.rtt) if predict else (0, 0.0)
         print(
-            f"\n{'tool':18s} {'median s':>9s} {'peak GB':>8s} {'size MB':>8s} {'requests':>9s} {'read s':>7s}"
+            f"\n{'tool':18s} {'median s':>9s} {'CPU s':>7s} {'peak GB':>8s} {'size MB':>8s} {'requests':>9s} {'read s':>7s}"
             f"  (fixed selection at {args.rtt:g} ms, predicted)"
         )
-        print(f"{'inputs':18s} {'':>9s} {'':>8s} {total / 1e6:8.1f} {before[0]:9d} {before[1]:7.2f}")
+        print(f"{'inputs':18s} {'':>9s} {'':>7s} {'':>8s} {total / 1e6:8.1f} {before[0]:9d} {before[1]:7.2f}")
         for name, r in results.items():
             r["median"] = statistics.median(r["seconds"])
             r["cpu_median"] = statistics.median(r["cpu"])
-            path = out / OUTPUTS[name]
-            r["bytes"] = path.stat().st_size
-            r["requests"], r["read_seconds"] = predicted(path, args.rtt)
+            paths = outputs_of(name, out, len(groups))
+            r["bytes"] = sum(p.stat().st_size for p in paths)
+            r["requests"], r["read_seconds"] = predicted(paths, args.rtt) if predict else (0, 0.0)
             print(
-                f"{name:18s} {r['median']:9.2f} {max(r['rss']) / 1e9:8.2f} {r['bytes'] / 1e6:8.1f}"
+                f"{name:18s} {r['median']:9.2f} {r['cpu_median']:7.2f} {max(r['rss']) / 1e9:8.2f} {r['bytes'] / 1e6:8.1f}"
                 f" {r['requests']:9d} {r['read_seconds']:7.2f}"
             )
         for ours, peer in (("cherenkov copy", "hadd -ff"), ("cherenkov rewrite", "hadd -O"), ("cherenkov rewrite", "hadd -ff")):
-            if peer in results:
-                print(
-                    f"{ours} is {results[peer]['median'] / results[ours]['median']:.2f}x faster than {peer}"
-                    f" (CPU time {results[peer]['cpu_median'] / results[ours]['cpu_median']:.2f}x)"
-                )
-        wall, cpu, size = compression_floor(out / OUTPUTS["cherenkov rewrite"])
-        rewrite = results["cherenkov rewrite"]
-        results["compression floor"] = {"seconds": [wall], "cpu": [cpu], "bytes": size}
-        print(
-            f"compression floor (zstd 10 alone on the rewrite's {size / 1e6:.1f} MB of baskets, every core): {wall:.2f} s"
-            f" ({cpu:.2f} s CPU); cherenkov rewrite is {rewrite['median'] / wall:.2f}x it (CPU time {rewrite['cpu_median'] / cpu:.2f}x)"
-        )
+            if peer in results and ours in results:
+                wall = results[peer]["median"] / results[ours]["median"]
+                cpu = results[peer]["cpu_median"] / results[ours]["cpu_median"]
+                print(f"{ours}: {wall:.2f}x the speed of {peer} (CPU time: {cpu:.2f}x less)")
+        if "cherenkov rewrite" in results:
+            floors = [compression_floor(p) for p in outputs_of("cherenkov rewrite", out, len(groups))]
+            wall, cpu, size = (sum(f[k] for f in floors) for k in range(3))
+            rewrite = results["cherenkov rewrite"]
+            results["compression floor"] = {"seconds": [wall], "cpu": [cpu], "bytes": size}
+            print(
+                f"compression floor (zstd 10 alone on the rewrite's {size / 1e6:.1f} MB of baskets, every core): {wall:.2f} s"
+                f" ({cpu:.2f} s CPU); cherenkov rewrite is {rewrite['median'] / wall:.2f}x it (CPU time {rewrite['cpu_median'] / cpu:.2f}x)"
+            )
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(
                 json.dumps(
-                    {"files": args.files, "entries": args.entries, "input_bytes": total, "results": results, "at": time.time()}, indent=1
+                    {
+                        "files": args.files,
+                        "entries": args.entries,
+                        "tiny": args.tiny,
+                        "outputs": len(groups),
+                        "input_bytes": total,
+                        "results": results,
+                        "at": time.time(),
+                    },
+                    indent=1,
                 )
             )
     finally:

@@ -191,6 +191,29 @@ def test_schema_strict_union_intersection(tmp_path):
     assert set(uproot.open(tmp_path / "inter.root")["Events"].keys()) == set(TYPES) - {"Muon_pt", "s"}
 
 
+def test_copy_mode_checks_the_strict_schema_while_copying(tmp_path):
+    """Copy mode reads each input's TTree metadata once, when copying it: an input with other
+    branches or another type is refused there as ``strict`` says, naming it, and no output
+    (nor temporary file) is left."""
+    full, less, other = tmp_path / "full.root", tmp_path / "less.root", tmp_path / "other.root"
+    write_input(full, 500, 1, hists=False)
+    write_input(less, 300, 2, types={k: v for k, v in TYPES.items() if k not in ("Muon_pt", "s")}, hists=False)
+    data = columns(300, 3)
+    data["x"] = data["x"].astype(np.float32)
+    with cherenkov.recreate(other) as f:
+        f.mktree("Events", {**TYPES, "x": "float32"}).extend(data)
+    (tmp_path / "out").mkdir()
+    for bad, match in (
+        (less, r"less\.root: tree 'Events' has other branches.*missing \['Muon_pt', 's'\]"),
+        (other, r"other\.root: tree 'Events', branch 'x' is float"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            cherenkov.merge([full, full, bad], tmp_path / "out" / "merged.root", mode="copy", progress=False)
+    assert list((tmp_path / "out").iterdir()) == []
+    report = cherenkov.merge([full, full], tmp_path / "same.root", mode="copy", progress=False)
+    assert report.trees["Events"].entries == 1000 and report.trees["Events"].mode == "copy"
+
+
 def test_failed_merge_leaves_no_output(inputs, tmp_path):
     paths, _ = inputs
     broken = tmp_path / "broken.root"
@@ -201,6 +224,63 @@ def test_failed_merge_leaves_no_output(inputs, tmp_path):
     with pytest.raises(cherenkov.CherenkovError):
         cherenkov.merge([paths[0], broken], out, progress=False)
     assert list(tmp_path.iterdir()) == [broken]  # neither the output nor its temporary file
+
+
+# Runs a merge that kills itself (SIGKILL) once its second output's temporary file exists.
+KILLED_AT_THE_SECOND_OUTPUT = """
+import json, os, signal, sys
+import cherenkov, cherenkov.merging as merging
+made = []
+def recreate(path, **options):
+    made.append(path)
+    f = cherenkov.recreate(path, **options)
+    if len(made) == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f
+merging.recreate = recreate
+output, max_size, *paths = sys.argv[1:]
+cherenkov.merge(paths, output, max_size=int(max_size), mode="copy", progress=False)
+"""
+
+
+def test_an_interrupted_merge_resumes_from_its_complete_outputs(inputs, tmp_path):
+    """A merge killed while writing its second output leaves the first complete and the second
+    as a temporary file; the rerun keeps the first (not written again: same inode and time),
+    removes the abandoned temporary file and writes the rest. An input changed since (its
+    modification time) has its output written again."""
+    paths, _ = inputs
+    sizes = [os.path.getsize(p) for p in paths]
+    max_size = max(sizes[0] + sizes[1], sizes[2] + sizes[3])
+    out = tmp_path / "out" / "part.root"
+    out.parent.mkdir()
+    first, second = out.parent / "part_0.root", out.parent / "part_1.root"
+
+    def killed() -> None:
+        run = subprocess.run(
+            [sys.executable, "-c", KILLED_AT_THE_SECOND_OUTPUT, str(out), str(max_size), *map(str, paths)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert run.returncode == -9, run.stderr[-3000:]
+        assert [p.name for p in out.parent.iterdir() if p.name.endswith(".part")] != []  # the second, abandoned
+
+    killed()
+    assert first.exists() and not second.exists()
+    before = os.stat(first)
+    report = cherenkov.merge(paths, out, max_size=max_size, mode="copy", progress=False)
+    assert report.outputs == [str(first), str(second)] and report.kept == [str(first)]
+    assert (os.stat(first).st_ino, os.stat(first).st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["part_0.root", "part_1.root"]  # no journal, no temporary file
+    assert report.trees["Events"].entries == 4208 and report.bytes_written == first.stat().st_size + second.stat().st_size
+    assert_same(report.outputs, paths, list(TYPES))
+
+    killed()  # the second output of the merge above stays as it was: the rerun writes it again
+    before = os.stat(first)
+    os.utime(paths[1], ns=(os.stat(paths[1]).st_atime_ns, os.stat(paths[1]).st_mtime_ns + 1_000_000_000))
+    report = cherenkov.merge(paths, out, max_size=max_size, mode="copy", progress=False)
+    assert report.kept == [] and os.stat(first).st_ino != before.st_ino
+    assert_same(report.outputs, paths, list(TYPES))
 
 
 def test_an_input_without_the_tree_is_refused_unless_union(inputs, tmp_path):

@@ -39,7 +39,6 @@ from cherenkov.merging import MergeReport, merge
 from cherenkov.ntuple import RNTuple
 from cherenkov.processing import Dataset, Events, process
 from cherenkov.stage import stage
-from cherenkov.stats import Stats
 from cherenkov.tree import LazyChunk, Tree
 from cherenkov.writing import (
     LZ4,
@@ -108,7 +107,12 @@ __all__ = [
 
 
 def __getattr__(name):
-    # The plug-ins import uproot, dask-awkward and fsspec only when first used.
+    # The plug-ins import uproot, dask-awkward and fsspec only when first used; `Stats` (rich,
+    # for its tables) too: `cherenkov merge` and other short commands start without them.
+    if name == "Stats":
+        from cherenkov.stats import Stats
+
+        return Stats
     if name == "uproot":
         import cherenkov.uproot
 

@@ -1,4 +1,5 @@
-"""The `cherenkov` command."""
+"""The `cherenkov` command. Each command imports what it alone needs (rich, the plots, ...):
+`cherenkov merge` of many small files is a short run, and its start-up counts."""
 
 from __future__ import annotations
 
@@ -8,12 +9,8 @@ import re
 import sys
 import time
 
-from rich.console import Console
-
 import cherenkov
 from cherenkov.dataset import TABLE_CLASSES
-from cherenkov.stats import as_dict
-from cherenkov.summary import human_bytes, print_tree
 
 
 def _trees(f: cherenkov.File) -> list[str]:
@@ -23,6 +20,11 @@ def _trees(f: cherenkov.File) -> list[str]:
 
 
 def cmd_ls(args) -> int:
+    from rich.console import Console
+
+    from cherenkov.stats import as_dict
+    from cherenkov.summary import human_bytes, print_tree
+
     f = cherenkov.open(args.url)
     console = Console()
     if args.json:
@@ -66,6 +68,10 @@ def _open(args) -> cherenkov.File:
 
 
 def cmd_read(args) -> int:
+    from rich.console import Console
+
+    from cherenkov.summary import human_bytes
+
     f = _open(args)
     trees = _trees(f)
     tree = f[args.tree or (trees[0] if len(trees) == 1 else "")] if (args.tree or len(trees) == 1) else None
@@ -117,6 +123,7 @@ def cmd_cache(args) -> int:
     import os
 
     from cherenkov import _core
+    from cherenkov.summary import human_bytes
 
     where = args.dir or os.environ.get("CHERENKOV_CACHE")
     if not where:
@@ -131,6 +138,8 @@ def cmd_cache(args) -> int:
 
 
 def cmd_stage(args) -> int:
+    from cherenkov.summary import human_bytes
+
     files, directory = args.dataset[:-1], args.dataset[-1]
     if not files:
         raise SystemExit("cherenkov stage: give the dataset's files, then the directory to copy them to")
@@ -190,7 +199,10 @@ def cmd_merge(args) -> int:
 
 
 def cmd_layout(args) -> int:
+    from rich.console import Console
+
     from cherenkov.layout import as_dict, layout
+    from cherenkov.summary import human_bytes
 
     trees = layout(args.url, tree=args.tree, branches=args.branches or None, rtt_ms=args.rtt, step_size=args.step_size)
     if args.json:

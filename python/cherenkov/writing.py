@@ -333,12 +333,12 @@ def _from_ak_type(t, where: str):
 def _type(spec, where: str):
     """A type tuple from what `mktree` takes: dtype, awkward type (or its string), C++ name, or a
     dict of fields (a record)."""
-    import awkward as ak
-
     if isinstance(spec, tuple) and spec and spec[0] in ("number", "fixed", "list", "vector", "string", "record"):
-        return spec
+        return spec  # as the merger gives them: it need not import awkward
     if isinstance(spec, Mapping):
         return ("record", [(f, _type(s, f"{where}.{f}")) for f, s in spec.items()])
+    import awkward as ak
+
     if isinstance(spec, ak.types.Type):
         return _from_ak_type(spec, where)
     if isinstance(spec, str):

@@ -208,6 +208,12 @@ impl RootFile {
     fn compression(&self) -> i32 {
         self.inner.header.compress
     }
+    /// The version of the file its source saw when opening it (a modification time, an ETag or
+    /// Last-Modified), if the source tells one.
+    #[getter]
+    fn version(&self) -> Option<String> {
+        self.inner.version.clone()
+    }
     #[getter]
     fn streamer_classes(&self, py: Python<'_>) -> Vec<(String, i32)> {
         py.detach(|| runtime().block_on(self.inner.streamers()))

@@ -3,6 +3,7 @@
 use crate::table::{Readable, Table};
 use cherenkov_core::engine::file::RootFile as CoreFile;
 use cherenkov_core::engine::tree::TreeTable;
+use cherenkov_core::engine::writer::copy::same_branches;
 use cherenkov_core::format::interpretation::interpret;
 use cherenkov_core::format::tree::TreeMeta;
 use pyo3::prelude::*;
@@ -115,6 +116,12 @@ impl Tree {
                 }
             })
             .collect()
+    }
+
+    /// Whether this tree's branches are `other`'s in all that makes their columns (see
+    /// `engine::writer::copy::same_branches`): a merge then describes it as `other`.
+    fn same_branches(&self, py: Python<'_>, other: &Tree) -> bool {
+        py.detach(|| same_branches(&self.meta, &other.meta))
     }
 
     /// What a merge compares between inputs, without a `BranchInfo` per branch:

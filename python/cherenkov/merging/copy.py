@@ -14,7 +14,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from cherenkov.file import open as open_file
-from cherenkov.merging.schema import OPENED_AT_ONCE, InputInfo
+from cherenkov.merging.schema import OPENED_AT_ONCE, InputInfo, TableSchema, combine, tree_schema
 
 COPY_MIN_CLUSTER_BYTES = 10_000_000
 # Trees handed to one copy call: their basket reads follow each other without a pause.
@@ -47,17 +47,44 @@ def choose(table: str, plan: dict, infos: list[InputInfo], mode: str) -> tuple[s
     return "rewrite", f"{size}, under {COPY_MIN_CLUSTER_BYTES / 1e6:.0f} MB: re-clustered"
 
 
-def copy_table(tree, table: str, group: list[InputInfo], rewrite, open_options: dict) -> dict[str, str]:
+def copy_table(tree, table: str, group: list[InputInfo], first: InputInfo, rewrite, open_options: dict) -> dict[str, str]:
     """Append `table` of the group's inputs to the writer's `tree` by copying baskets, opening
     the next inputs while one batch is copied; an input that cannot be copied is rewritten with
-    `rewrite([info])` in its place. Returns {input: why it was rewritten}."""
+    `rewrite([info])` in its place. An input not described yet (`describe(trees=False)`) is
+    described from the metadata parsed for the copy, and must have `first`'s columns (the
+    ``strict`` schema): when its branches are the first's alike (compared in Rust), it takes
+    the first's description. Returns {input: why it was rewritten}."""
     core, table_id = tree.file._core, tree._table
     rewritten: dict[str, str] = {}
     having = [i for i in group if table in i.tables]
+    reference = []  # the first input's core tree, when some input is to be described
+
+    def described(info: InputInfo, parsed) -> TableSchema:
+        if not reference:
+            with open_file(list(first.spec.replicas), **open_options) as f:
+                reference.append(f._core.tree(table))
+        schema = first.tables[table]
+        if parsed.same_branches(reference[0]):
+            return TableSchema("TTree", parsed.num_entries, schema.columns)
+        info.tables[table] = mine = tree_schema(parsed)
+        if mine.columns == schema.columns:
+            mine.columns = schema.columns  # one dict for them all
+        else:
+            combine(table, [first, info], "strict")  # raises, naming the file and the branch
+        return mine
 
     def opened(info: InputInfo):
         f = open_file(list(info.spec.replicas), **open_options)
-        return info, f, f._core.tree(table)  # its metadata parsed here, off the copying thread
+        try:
+            if info.tables[table].kind != "TTree":
+                raise ValueError(f"{info.spec.replicas[0]}: {table!r} is an {info.tables[table].kind}, a TTree in {first.spec.replicas[0]}")
+            parsed = f._core.tree(table)  # its metadata parsed here, off the copying thread, once
+            if info.tables[table].columns is None:
+                info.tables[table] = described(info, parsed)
+        except BaseException:
+            f.close()
+            raise
+        return info, f, parsed
 
     batch: list = []
 

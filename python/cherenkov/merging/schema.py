@@ -17,16 +17,18 @@ from cherenkov.processing.dataset import FileSpec
 from cherenkov.writing import _from_ak_type
 
 SCHEMAS = ("strict", "union", "intersection")
+NUMBERS = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64"}
 OPENED_AT_ONCE = 8
 
 
 @dataclass
 class TableSchema:
-    """A table of one input: its entries and its top-level readable columns (name -> typename)."""
+    """A table of one input: its entries and its top-level readable columns (name -> typename);
+    columns None: not read yet (copy mode reads a TTree's metadata once, when it copies it)."""
 
     kind: str  # "TTree" or "RNTuple"
     entries: int
-    columns: dict[str, str]
+    columns: dict[str, str] | None
     compressed: int = 0  # bytes of its baskets (TTrees)
     clusters: int = 0
 
@@ -38,33 +40,36 @@ class InputInfo:
     compression: int
     tables: dict[str, TableSchema]
     objects: dict[str, str] = field(default_factory=dict)  # path -> class, tables and dirs left out
+    version: str | None = None  # as its source saw it (a modification time, an ETag), if known
 
 
-def describe(specs: list[FileSpec], open_options: dict) -> list[InputInfo]:
-    """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap).
+def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> list[InputInfo]:
+    """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap);
+    `trees` False reads the TTrees of the first input only (the others' columns stay None).
     Inputs with the same columns share one dict of them: memory stays small with 10 000 inputs
     of 947 branches, and `combine` passes over an input whose columns are the first's."""
     shared: dict[tuple, dict[str, str]] = {}
     infos = []
     with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
-        for info in pool.map(lambda s: _describe(s, open_options), specs):
+        for info in pool.map(lambda ks: _describe(ks[1], open_options, trees or ks[0] == 0), enumerate(specs)):
             for t in info.tables.values():
-                t.columns = shared.setdefault(tuple(t.columns.items()), t.columns)
+                if t.columns is not None:
+                    t.columns = shared.setdefault(tuple(t.columns.items()), t.columns)
             infos.append(info)
     return infos
 
 
-def _describe(spec: FileSpec, open_options: dict) -> InputInfo:
+def _describe(spec: FileSpec, open_options: dict, trees: bool) -> InputInfo:
     with open_file(list(spec.replicas), **open_options) as f:
         tables, objects = {}, {}
         for key, cls in f.classnames().items():
             path = key.split(";")[0]
             if cls in TABLE_CLASSES:
                 if path not in tables:
-                    tables[path] = _table_schema(f, path, cls)
+                    tables[path] = _table_schema(f, path, cls) if trees or cls == RNTUPLE_CLASS else TableSchema("TTree", 0, None)
             elif cls not in ("TDirectory", "TDirectoryFile") and path not in objects:
                 objects[path] = cls
-        return InputInfo(spec, f.size, f._core.compression, tables, objects)
+        return InputInfo(spec, f.size, f._core.compression, tables, objects, f._core.version)
 
 
 def _table_schema(f, path: str, cls: str) -> TableSchema:
@@ -72,8 +77,13 @@ def _table_schema(f, path: str, cls: str) -> TableSchema:
         table = f[path]
         columns = {b.name: b.typename for b in table.branches if b.readable and getattr(b, "parent", None) is None}
         return TableSchema("RNTuple", table.num_entries, columns)
-    # The core tree alone: no Python object per branch (947 in NanoAOD) for a few names and sums.
-    entries, columns, compressed, clusters = f._core.tree(path).summary()
+    return tree_schema(f._core.tree(path))
+
+
+def tree_schema(tree) -> TableSchema:
+    """The `TableSchema` of a core TTree: no Python object per branch (947 in NanoAOD) for a
+    few names and sums."""
+    entries, columns, compressed, clusters = tree.summary()
     return TableSchema("TTree", entries, dict(columns), compressed, clusters)
 
 
@@ -92,7 +102,7 @@ def combine(table: str, inputs: list[InputInfo], schema: str) -> tuple[list[str]
     types = dict(first)
     for info in having[1:]:
         columns = info.tables[table].columns
-        if columns is first:  # shared by `describe`: nothing to check or add
+        if columns is first or columns is None:  # shared by `describe`, or checked when copied
             continue
         for name, typename in columns.items():
             if name in types and types[name] != typename:
@@ -137,10 +147,30 @@ def column_types(table: str, names: list[str], inputs: list[InputInfo], open_opt
             empty = t.arrays(wanted, entry_start=0, entry_stop=0, library="layouts")
             for name in wanted:
                 typename = info.tables[table].columns[name]
-                types[name] = typename if _is_vector(typename) else _from_ak_type(to_layout(empty[name]).form.type, name)
+                types[name] = typename if _is_vector(typename) else writer_type(empty[name], name)
         if len(types) == len(names):
             break
     return {n: types[n] for n in names}
+
+
+def writer_type(node: dict, where: str):
+    """The writer's type of a column read as layouts (``library="layouts"``): what
+    `cherenkov.writing._from_ak_type` makes of its awkward type, read from the layout's classes
+    without building it (a merge of TTrees then runs without importing awkward)."""
+    params = node["parameters"] or {}
+    cls = node["class"]
+    if params.get("__array__") in ("string", "bytestring") and cls == "ListOffsetArray":
+        return ("string",)
+    if cls == "NumpyArray" and not params and np.dtype(node["dtype"]).name in NUMBERS:
+        spec = ("number", np.dtype(node["dtype"]).name)
+        for size in reversed(node["inner_shape"]):
+            spec = ("fixed", size, spec)
+        return spec
+    if cls == "ListOffsetArray" and not params:
+        return ("list", writer_type(node["content"], where), None)
+    if cls == "RegularArray" and not params:
+        return ("fixed", node["size"], writer_type(node["content"], where))
+    return _from_ak_type(to_layout(node).form.type, where)  # the rest, and its errors, as awkward says
 
 
 def _is_vector(typename: str) -> bool:

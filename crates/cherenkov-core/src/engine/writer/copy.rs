@@ -65,18 +65,27 @@ impl TreeWriter {
     /// stores it (same leaf or collection class, same counter, entry offsets alike), with all
     /// its baskets on disk.
     pub fn copy_plan(&self, input: &TreeMeta) -> std::result::Result<CopyPlan, String> {
-        let mut top: HashMap<&str, usize> = HashMap::new();
-        for (j, b) in input.branches.iter().enumerate() {
-            if b.parent.is_none() {
-                top.entry(b.name.as_str()).or_insert(j);
-            }
-        }
+        let tops: Vec<usize> = (0..input.branches.len())
+            .filter(|&j| input.branches[j].parent.is_none())
+            .collect();
+        // Inputs usually hold the output's branches in its order: found in place, else by name.
+        let mut by_name: Option<HashMap<&str, usize>> = None;
         let mut pieces = Vec::new();
         for (i, out) in self.branches.iter().enumerate() {
             let counter = out.counter.map(|c| self.branches[c].name.as_str());
-            let j = *top
-                .get(out.name.as_str())
-                .ok_or_else(|| format!("it has no top-level branch '{}'", out.name))?;
+            let j = match tops.get(i) {
+                Some(&j) if input.branches[j].name == out.name => j,
+                _ => *by_name
+                    .get_or_insert_with(|| {
+                        let mut names = HashMap::new();
+                        for &j in &tops {
+                            names.entry(input.branches[j].name.as_str()).or_insert(j);
+                        }
+                        names
+                    })
+                    .get(out.name.as_str())
+                    .ok_or_else(|| format!("it has no top-level branch '{}'", out.name))?,
+            };
             compatible(out, counter, input, j)
                 .map_err(|why| format!("branch '{}': {why}", out.name))?;
             for b in &input.branches[j].baskets {
@@ -283,6 +292,31 @@ fn finish_inputs(writer: &mut TreeWriter, inputs: &[(SharedSource, CopyPlan)], f
         writer.clusters.extend(&plan.clusters);
         *first += plan.entries;
     }
+}
+
+/// Whether two trees' branches are alike in all that makes their columns (names, classes, the
+/// branch hierarchy, leaves with their types, titles and counters, element classes and
+/// versions): a merge then takes the first one's description for the other, unread.
+pub fn same_branches(a: &TreeMeta, b: &TreeMeta) -> bool {
+    a.branches.len() == b.branches.len()
+        && a.leaves.len() == b.leaves.len()
+        && a.branches.iter().zip(&b.branches).all(|(x, y)| {
+            x.name == y.name
+                && x.class == y.class
+                && x.parent == y.parent
+                && x.children == y.children
+                && x.leaves == y.leaves
+                && x.element == y.element
+        })
+        && a.leaves.iter().zip(&b.leaves).all(|(x, y)| {
+            x.name == y.name
+                && x.class == y.class
+                && x.title == y.title
+                && x.len == y.len
+                && x.is_unsigned == y.is_unsigned
+                && x.count == y.count
+                && x.element_type == y.element_type
+        })
 }
 
 /// Whether input branch `j` stores its entries as the writer stores `out` (counted by
