@@ -651,13 +651,13 @@ def test_near_the_end_an_idle_worker_copies_the_straggler():
     while packetizer.next_packet("quick", ["quick", "slow"]) is not None:
         pass  # the quick worker takes the rest
     assert packetizer.exhausted()
-    running = {"slow": (straggling, 0.0)}  # started at 0: expected to take 1 s for its 100 entries
+    running = [("slow", straggling, 0.0)]  # started at 0: expected to take 1 s for its 100 entries
     # A copy takes the file's open (0.3 s) and 0.1 s: worth it early, not once the original is nearly done.
     assert packetizer.straggler("quick", running, now=0.6) is None
     copy = packetizer.straggler("quick", running, now=0.01)
     assert copy is not None and copy.id == straggling.id and copy.copy and copy.chunks == straggling.chunks
     assert packetizer.straggler("quick", running, now=0.02) is None  # one copy at most
-    assert packetizer.straggler("slow", {"quick": (copy, 0.0)}, now=5.0) is None
+    assert packetizer.straggler("slow", [("quick", copy, 0.0)], now=5.0) is None
 
 
 def test_dataset_specs():

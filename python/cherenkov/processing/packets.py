@@ -432,6 +432,7 @@ class Packetizer:
         packet.attempts += 1
         packet.failed_on.add(worker)
         self.rate.pop(worker, None)  # measure it again
+        packet.open_ahead = ()  # the files `worker` was to open next are not the next worker's
         self.retry.append(packet)
         self._stop_training(lambda trainer: trainer[0] == packet.id)
 
@@ -443,7 +444,7 @@ class Packetizer:
     def forget_worker(self, worker: str) -> None:
         """`worker` is gone: the files it had claimed and its promised packet go to others, what it
         was sent is forgotten."""
-        self.retry.extend(self.promised.pop(worker, ()))
+        self.retry.extend(dataclasses.replace(p, open_ahead=()) for p in self.promised.pop(worker, ()))
         self.depth.pop(worker, None)
         self.held.pop(worker, None)
         self.current.pop(worker, None)
@@ -465,25 +466,30 @@ class Packetizer:
             self._advance(cursor, len(info.chunks))
         return dropped
 
-    def straggler(self, worker: str, running: dict[str, tuple[Packet, float]], now: float) -> Packet | None:
-        """Near the end (nothing left to hand out), a copy for idle `worker` of the running packet
+    def expected_seconds(self, worker: str, packet: Packet) -> float | None:
+        """How long `packet` should take on `worker`: at its measured speed, else at the median of
+        the others' (a worker whose first packet never answered has none)."""
+        rate = self.rate.get(worker) or (statistics.median(self.rate.values()) if self.rate else None)
+        return packet.num_entries / rate if rate else None
+
+    def straggler(self, worker: str, running: Sequence[tuple[str, Packet, float]], now: float) -> Packet | None:
+        """Near the end (nothing left to hand out), a copy for idle `worker` of the held packet
         expected to end last, if it would end sooner on `worker`, or is long overdue. `running`:
-        worker -> (packet, start time)."""
+        (worker, packet, when it started, or is expected to start behind the others it holds)."""
         if not self.exhausted():
             return None
         best, best_gain = None, 0.0
-        for other, (packet, started) in running.items():
+        for other, packet, started in running:
             if other == worker or packet.copies or worker in packet.failed_on:
                 continue
-            rate = self.rate.get(other)
-            expected = packet.num_entries / rate if rate else None
-            elapsed = now - started
+            expected = self.expected_seconds(other, packet)
+            if expected is None:
+                continue
+            elapsed = now - started  # negative while it waits behind others
             cursor = self.cursors.get(packet.file_index)
             open_cost = cursor.info.meta.learn_seconds if cursor else 0.0
             mine = self.rate.get(worker)
-            copy_takes = open_cost + (packet.num_entries / mine if mine else (expected or elapsed))
-            if expected is None:
-                continue
+            copy_takes = open_cost + (packet.num_entries / mine if mine else expected)
             left = expected - elapsed
             overdue = elapsed > 3 * expected + 1.0
             gain = (left - 1.25 * copy_takes) if not overdue else elapsed
