@@ -343,7 +343,7 @@ class _Run:
         for worker in workers:
             held = self.running.setdefault(worker, [])
             while len(held) < self.packetizer.holds(worker, [h.packet for h in held], len(workers)):
-                packet = self.packetizer.next_packet(worker, workers)
+                packet = self.packetizer.next_packet(worker, workers, [h.packet for h in held])
                 if packet is None and not held:
                     packet = self.packetizer.straggler(worker, self.queues(), now)
                     self.report.copies += packet is not None
