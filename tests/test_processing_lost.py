@@ -5,27 +5,19 @@ packets queued behind a stuck one are copied to idle workers too."""
 
 import cherenkov
 import pytest
+import test_dask_deployment
 from cherenkov.processing import Dask, InProcess, LocalProcesses, driver
 from cherenkov.processing.packets import Packetizer
 from conftest import TESTDATA, bounded
-from test_processing import HZZ, NANO, STEP, Analysis, assert_identical, fake_files, make_dataset, packetizer_of
+from test_processing import HZZ, NANO, STEP, Analysis, assert_identical, fake_files, packetizer_of
 
 pytestmark = pytest.mark.skipif(
     not all((TESTDATA / n).exists() for n in [NANO] + HZZ), reason=f"{TESTDATA} lacks {NANO} or the uproot-HZZ files"
 )
 LOST = 3  # the packet whose first answer is lost
 STALL = 1.0  # seconds: how long the driver waits for it (60 s by default)
-
-
-@pytest.fixture(scope="module")
-def dataset():
-    names = {f"nano-{i}.root": NANO for i in range(3)} | {f"hzz-{i}.root": n for i, n in enumerate(HZZ)}
-    return make_dataset(lambda name: str(TESTDATA / names[name]))
-
-
-@pytest.fixture(scope="module")
-def expected(dataset):
-    return cherenkov.process(dataset, Analysis(), executor="in-process", step_size=STEP)
+# Fixtures: the shared files themselves (read-only), and their in-process result.
+dataset, reference = test_dask_deployment.dataset, test_dask_deployment.reference
 
 
 def first_try(work) -> bool:
@@ -52,7 +44,7 @@ def run_bounded(dataset, executor):
 
 
 @pytest.mark.parametrize("kind", ["in-process", "processes", "dask"])
-def test_a_packet_whose_answer_is_lost_is_handed_out_again(kind, dataset, expected, client, monkeypatch):
+def test_a_packet_whose_answer_is_lost_is_handed_out_again(kind, dataset, reference, client, monkeypatch):
     monkeypatch.setattr(driver, "STALL_SECONDS", STALL)
     monkeypatch.setattr(Packetizer, "straggler", lambda *args: None)  # no copy of it answers in its place
     executor = {"in-process": lambda: dropping(InProcess)(), "processes": lambda: dropping(LocalProcesses)(2)}.get(
@@ -62,10 +54,10 @@ def test_a_packet_whose_answer_is_lost_is_handed_out_again(kind, dataset, expect
     assert [f.packet for f in report.failures] == [LOST] and "lost on the way" in report.failures[0].error
     assert report.retries == 1 and report.lost_workers == []
     assert report.entries == 3 * 2000 + 3 * 2421
-    assert_identical(result, expected)
+    assert_identical(result, reference)
 
 
-def test_a_dask_task_cancelled_under_the_driver_is_retried(dataset, expected, client):
+def test_a_dask_task_cancelled_under_the_driver_is_retried(dataset, reference, client):
     """Dask cancels a future when its client loses the scheduler, or when someone else cancels it:
     its answer is an asyncio.CancelledError (no Exception), a failure like any other."""
 
@@ -79,7 +71,7 @@ def test_a_dask_task_cancelled_under_the_driver_is_retried(dataset, expected, cl
     result, report = run_bounded(dataset, Cancelling(client))
     assert [f.packet for f in report.failures] == [LOST] and "CancelledError" in report.failures[0].error
     assert report.retries == 1
-    assert_identical(result, expected)
+    assert_identical(result, reference)
 
 
 def test_packets_queued_behind_a_stuck_one_are_copied_to_idle_workers():
