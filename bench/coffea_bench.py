@@ -18,7 +18,8 @@ default), in one run:
   first file (links), with coffea's defaults, the handler, and the handler with the files opened
   ahead (`cherenkov.uproot.open_ahead`), against its 0 ms floor;
 - ``graph`` (not by default): Dask graphs built (not computed) over 1 and ``--preprocess-files``
-  files with ``cherenkov.dask``, ``uproot.dask`` with the handler and ``uproot.dask``: the form and
+  files with ``cherenkov.dask``, ``uproot.dask`` with the handler and ``uproot.dask`` (``--graph-readers``
+  picks them: uproot's open and parse every file in turn, minutes for 64): the form and
   ``necessary_columns`` are compared, the times of many files against one.
 
 Each is also run on the local files (0 ms). The floor of a remote run is the same code on the
@@ -220,6 +221,11 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each configuration (median)")
     parser.add_argument("--parts", default="uproot,coffea,dask", help="which comparisons to run (and preprocess, graph)")
     parser.add_argument("--preprocess-files", type=int, default=64, help="files coffea's preprocess and the Dask graphs read")
+    parser.add_argument(
+        "--graph-readers",
+        default="cherenkov,uproot+handler,uproot",
+        help="whose graphs --parts graph builds (uproot's open every file in turn)",
+    )
     parser.add_argument("--no-forms", action="store_true", help="preprocess without saving forms (coffea's default saves them)")
     args = parser.parse_args(argv)
     parts = set(args.parts.split(","))
@@ -299,11 +305,12 @@ def main(argv=None) -> int:
             many_urls = [lab.url("root", f"{p.parent.name}/{p.name}") for p in many]
             n = len(many_urls)
             print(f"Dask graphs over 1 and {n} files (links to {paths[0].name})")
-            for label, make, options in (
-                ("cherenkov.dask", cherenkov.dask, {}),
-                ("uproot.dask + handler", uproot.dask, handler),
-                ("uproot.dask", uproot.dask, {}),
-            ):
+            readers = {
+                "cherenkov": ("cherenkov.dask", cherenkov.dask, {}),
+                "uproot+handler": ("uproot.dask + handler", uproot.dask, handler),
+                "uproot": ("uproot.dask", uproot.dask, {}),
+            }
+            for label, make, options in (readers[r] for r in args.graph_readers.split(",")):
                 runs += [
                     (f"graph {label}, 1 file", lambda make=make, o=options: graph_run(make, many_urls[:1], args.step_size, **o)),
                     (f"graph {label}, {n} files", lambda make=make, o=options: graph_run(make, many_urls, args.step_size, **o)),

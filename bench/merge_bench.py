@@ -41,7 +41,8 @@ seconds = time.perf_counter() - t0
 if code.returncode:
     sys.stderr.write(code.stderr[-3000:])
     sys.exit(code.returncode)
-print(seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime)
 """
 
 
@@ -73,13 +74,13 @@ def make_inputs(files: int, entries: int) -> list[Path]:
     return paths
 
 
-def measured(argv: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS of `argv` in a process of its own."""
+def measured(argv: list[str]) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS and CPU seconds of `argv` in a process of its own."""
     run = subprocess.run([sys.executable, "-c", RUN_MEASURED, *argv], capture_output=True, text=True)
     if run.returncode:
         raise RuntimeError(f"{argv[0]} failed: {run.stderr}")
-    seconds, rss = run.stdout.split()
-    return float(seconds), int(rss)
+    seconds, rss, cpu = run.stdout.split()
+    return float(seconds), int(rss), float(cpu)
 
 
 def find_hadd() -> str | None:
@@ -114,6 +115,36 @@ def tools(hadd: str | None, inputs: list[Path], out: Path) -> dict[str, list[str
         found["hadd -ff"] = [hadd, "-f", "-ff", str(out / OUTPUTS["hadd -ff"]), *names]
         found["hadd -O"] = [hadd, "-f505", "-O", str(out / OUTPUTS["hadd -O"]), *names]
     return found
+
+
+def compression_floor(path: Path, level: int = 10) -> tuple[float, float, int]:
+    """Wall and CPU seconds zstd alone takes at `level` (ROOT's ZSTD level 5, as `-f505` and
+    `--compression 505` ask, is zstd's 10: ROOT doubles it) to compress the uncompressed baskets
+    of `path`'s tree (ROOT's blocks of at most 16 MiB) on every core: the floor of a rewrite
+    that compresses them, and their bytes."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    import uproot
+    import zstandard
+
+    payloads = []
+    with open(path, "rb") as f, uproot.open(path) as u:
+        for b in u["Events"].itervalues(recursive=True):
+            for seek, nbytes in zip(b.member("fBasketSeek")[: b.num_baskets], b.member("fBasketBytes")[: b.num_baskets]):
+                f.seek(int(seek))
+                raw = f.read(int(nbytes))
+                objlen, keylen = int.from_bytes(raw[6:10], "big"), int.from_bytes(raw[14:16], "big")
+                stored, payload = raw[keylen:], bytearray()
+                while len(payload) < objlen and len(stored) != objlen:  # blocks: 9-byte header, zstd frame
+                    size = int.from_bytes(stored[3:6], "little")
+                    payload += zstandard.ZstdDecompressor().decompress(stored[9 : 9 + size], max_output_size=1 << 24)
+                    stored = stored[9 + size :]
+                payloads.extend(bytes(payload or stored)[k : k + 0xFFFFFF] for k in range(0, objlen, 0xFFFFFF))
+    wall, cpu = time.perf_counter(), time.process_time()
+    with ThreadPoolExecutor(os.cpu_count()) as pool:
+        list(pool.map(lambda p: zstandard.ZstdCompressor(level=level).compress(p), payloads))
+    return time.perf_counter() - wall, time.process_time() - cpu, sum(map(len, payloads))
 
 
 def predicted(path: Path | list[Path], rtt: float) -> tuple[int, float]:
@@ -151,11 +182,12 @@ def main(argv: list[str] | None = None) -> int:
             for name, command in commands.items():
                 if round_ >= (args.hadd_O_repeat if name == "hadd -O" else args.repeat):
                     continue
-                seconds, rss = measured(command)
-                r = results.setdefault(name, {"seconds": [], "rss": []})
+                seconds, rss, cpu = measured(command)
+                r = results.setdefault(name, {"seconds": [], "rss": [], "cpu": []})
                 r["seconds"].append(seconds)
                 r["rss"].append(rss)
-                print(f"  {name}: {seconds:.2f} s, peak RSS {rss / 1e9:.2f} GB", flush=True)
+                r["cpu"].append(cpu)
+                print(f"  {name}: {seconds:.2f} s ({cpu:.2f} s CPU), peak RSS {rss / 1e9:.2f} GB", flush=True)
         import cherenkov
 
         for name in ("cherenkov copy", "cherenkov rewrite"):
@@ -169,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'inputs':18s} {'':>9s} {'':>8s} {total / 1e6:8.1f} {before[0]:9d} {before[1]:7.2f}")
         for name, r in results.items():
             r["median"] = statistics.median(r["seconds"])
+            r["cpu_median"] = statistics.median(r["cpu"])
             path = out / OUTPUTS[name]
             r["bytes"] = path.stat().st_size
             r["requests"], r["read_seconds"] = predicted(path, args.rtt)
@@ -178,7 +211,17 @@ def main(argv: list[str] | None = None) -> int:
             )
         for ours, peer in (("cherenkov copy", "hadd -ff"), ("cherenkov rewrite", "hadd -O"), ("cherenkov rewrite", "hadd -ff")):
             if peer in results:
-                print(f"{ours} is {results[peer]['median'] / results[ours]['median']:.2f}x faster than {peer}")
+                print(
+                    f"{ours} is {results[peer]['median'] / results[ours]['median']:.2f}x faster than {peer}"
+                    f" (CPU time {results[peer]['cpu_median'] / results[ours]['cpu_median']:.2f}x)"
+                )
+        wall, cpu, size = compression_floor(out / OUTPUTS["cherenkov rewrite"])
+        rewrite = results["cherenkov rewrite"]
+        results["compression floor"] = {"seconds": [wall], "cpu": [cpu], "bytes": size}
+        print(
+            f"compression floor (zstd 10 alone on the rewrite's {size / 1e6:.1f} MB of baskets, every core): {wall:.2f} s"
+            f" ({cpu:.2f} s CPU); cherenkov rewrite is {rewrite['median'] / wall:.2f}x it (CPU time {rewrite['cpu_median'] / cpu:.2f}x)"
+        )
         if args.json:
             args.json.parent.mkdir(parents=True, exist_ok=True)
             args.json.write_text(

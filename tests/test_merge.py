@@ -91,12 +91,17 @@ def assert_same(paths_out, paths_in, names):
 def test_trees_concatenated_and_rewritten(inputs, tmp_path):
     paths, _ = inputs
     out = tmp_path / "merged.root"
-    report = cherenkov.merge([str(p) for p in paths], out, progress=False)
+    updates = []
+    report = cherenkov.merge([str(p) for p in paths], out, progress=updates.append)
     assert report.outputs == [str(out)] and report.inputs == [[str(p) for p in paths]]
+    assert len(updates) == 4 and updates[-1].tasks == {"Events": (4208, 4208)}  # one update per input moved
     assert_same([out], paths, list(TYPES))
     tree = cherenkov.open(out)["Events"]
     assert tree.num_entries == 1200 + 7 + 3000 + 1 == report.trees["Events"].entries
     assert report.trees["Events"].mode == "rewrite" and report.trees["Events"].columns == len(TYPES)
+    # Stored as the output is: serialized entries moved, none decoded into arrays.
+    assert report.trees["Events"].moved == 4 and not report.trees["Events"].decoded
+    assert "serialized entries moved from 4 inputs" in report.table()
     # The writer's layout: few clusters of one basket per branch, not the inputs' many small ones.
     inputs_baskets = sum(b.num_baskets for p in paths for b in cherenkov.open(p)["Events"].branches)
     assert len(tree.cluster_boundaries) == 2
@@ -255,17 +260,24 @@ def test_auto_mode_copies_large_clusters_and_rewrites_small_ones(inputs, tmp_pat
     assert_same([tmp_path / "b.root"], paths, list(TYPES))
 
 
-def test_copy_mode_rewrites_inputs_stored_otherwise(inputs, tmp_path):
-    """Inputs whose branches are stored otherwise than the output's are rewritten in their
-    place within the copied tree, and reported; the values still follow input order. Here the
-    output counts Muon_pt with nMuon_pt (uproot's name: nMuon is not in every input), which
-    cherenkov's inputs lack."""
+def with_uproot_input(inputs, tmp_path) -> list[Path]:
+    """The first and third inputs with, between them, one written by uproot, whose Muon_pt is
+    counted by nMuon_pt."""
     paths, datas = inputs
     other = tmp_path / "uproot.root"
     with uproot.recreate(other) as f:
         tree = f.mktree("Events", {"x": "float64", "i": "int32", "Muon_pt": "var * float32"})
         tree.extend({n: datas[0][n][:50] for n in ("x", "i", "Muon_pt")})
-    mixed = [paths[0], other, paths[2]]
+    return [paths[0], other, paths[2]]
+
+
+def test_copy_mode_rewrites_inputs_stored_otherwise(inputs, tmp_path):
+    """Inputs whose branches are stored otherwise than the output's are rewritten in their
+    place within the copied tree, and reported; the values still follow input order. Here the
+    output counts Muon_pt with nMuon_pt (uproot's name: nMuon is not in every input), which
+    cherenkov's inputs lack."""
+    paths, _ = inputs
+    mixed = with_uproot_input(inputs, tmp_path)
     out = tmp_path / "m.root"
     report = cherenkov.merge(mixed, out, mode="copy", schema="intersection", progress=False)
     assert report.trees["Events"].mode == "copy"
@@ -273,6 +285,27 @@ def test_copy_mode_rewrites_inputs_stored_otherwise(inputs, tmp_path):
     assert list(rewritten) == [str(paths[0]), str(paths[2])]
     assert all("no top-level branch 'nMuon_pt'" in why for why in rewritten.values())
     assert_same([out], mixed, ["x", "i", "Muon_pt"])
+
+
+def test_rewrite_decodes_inputs_stored_otherwise_in_their_place(inputs, tmp_path):
+    """Rewrite mode moves the serialized entries of inputs stored as the output is, and decodes
+    the others into arrays in their place, reported. Here the output counts Muon_pt with
+    nMuon_pt (uproot's input), which cherenkov's inputs lack; then an input lacking branches
+    of a union has them filled with defaults."""
+    paths, _ = inputs
+    mixed = with_uproot_input(inputs, tmp_path)
+    out = tmp_path / "m.root"
+    report = cherenkov.merge(mixed, out, mode="rewrite", schema="intersection", progress=False)
+    t = report.trees["Events"]
+    assert t.moved == 1 and list(t.decoded) == [str(paths[0]), str(paths[2])]
+    assert all("no top-level branch 'nMuon_pt'" in why for why in t.decoded.values())
+    assert_same([out], mixed, ["x", "i", "Muon_pt"])
+    less = tmp_path / "less.root"
+    write_input(less, 300, 2, types={k: v for k, v in TYPES.items() if k not in ("Muon_pt", "s")}, hists=False)
+    report = cherenkov.merge([paths[1], less], tmp_path / "u.root", mode="rewrite", schema="union", progress=False)
+    t = report.trees["Events"]
+    assert t.moved == 1 and list(t.decoded) == [str(less)] and "'Muon_pt'" in t.decoded[str(less)]
+    assert_same([tmp_path / "u.root"], [paths[1], less], ["x", "i", "v", "vs"])
 
 
 def test_copy_mode_is_refused_clearly_where_it_cannot_apply(inputs, tmp_path):
@@ -315,6 +348,8 @@ def test_nanoaod_like_files(tmp_path, mode):
     names = uproot.open(paths[0])["Events"].keys()
     assert report.trees["Events"].columns == len(names) > 900
     assert report.trees["Events"].mode == mode and not report.trees["Events"].rewritten
+    if mode == "rewrite":
+        assert report.trees["Events"].moved == 2 and not report.trees["Events"].decoded
     assert_same([out], paths, names)
 
 
@@ -440,3 +475,78 @@ def test_remote_inputs_over_http(inputs, folder, tmp_path, mode):
     assert report.inputs == [urls] and sorted(report.histograms) == ["dir/h2", "h1", "prof"] and report.copied == ["note"]
     assert_same([tmp_path / "merged.root"], paths, list(TYPES))
     assert np.allclose(uproot.open(tmp_path / "merged.root")["h1"].values(), sum(uproot.open(p)["h1"].values() for p in paths))
+
+
+ROOT_WRITE = """
+import array, sys
+import ROOT
+path, seed = sys.argv[1], int(sys.argv[2])
+f = ROOT.TFile(path, "RECREATE", "", 505)
+t = ROOT.TTree("Events", "as a grid job writes it")
+x, n, pt = array.array("d", [0.0]), array.array("i", [0]), array.array("f", [0.0] * 8)
+v, s, vs = ROOT.std.vector("float")(), ROOT.std.string(), ROOT.std.vector("std::string")()
+t.Branch("x", x, "x/D")
+t.Branch("nMuon", n, "nMuon/I")
+t.Branch("Muon_pt", pt, "Muon_pt[nMuon]/F")
+t.Branch("v", v)
+t.Branch("s", s)
+t.Branch("vs", vs)
+t.SetAutoFlush(97)
+for k in range(1000):
+    x[0] = k + 0.5 + 1000 * seed
+    n[0] = (k * 7 + seed) % 6
+    for j in range(n[0]):
+        pt[j] = k + j / 10
+    v.clear()
+    for j in range(k % 4):
+        v.push_back(-k - j)
+    s.replace(0, s.size(), "e" * (k % 300))
+    vs.clear()
+    for j in range(k % 3):
+        vs.push_back(f"{seed}-{k}-{j}")
+    t.Fill()
+t.Write()
+f.Close()
+"""
+
+ROOT_READ = """
+import json, sys
+import ROOT
+ROOT.gErrorIgnoreLevel = ROOT.kWarning
+df = ROOT.RDataFrame("Events", sys.argv[1])
+print(json.dumps({
+    "x": [float(v) for v in df.Take["double"]("x")],
+    "Muon_pt": [list(v) for v in df.Take["ROOT::RVec<float>"]("Muon_pt")],
+    "v": [list(v) for v in df.Take["std::vector<float>"]("v")],
+    "s": [str(v) for v in df.Take["std::string"]("s")],
+    "vs": [[str(x) for x in v] for v in df.Take["std::vector<std::string>"]("vs")],
+}))
+"""
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ROOT") is None, reason="ROOT does not import here (pip install root: ROOT 6.40 is the oracle)"
+)
+def test_rewrite_moves_the_entries_of_root_written_files(tmp_path):
+    """Inputs written by ROOT's TTree (counted leaves, std::vector, std::string, vectors of
+    strings, strings past 254 bytes, clusters of 97 entries): their serialized entries are moved
+    into the rewritten output, which ROOT reads without a warning, values equal."""
+    paths = [tmp_path / f"root{k}.root" for k in range(2)]
+    for k, p in enumerate(paths):
+        subprocess.run([sys.executable, "-c", ROOT_WRITE, str(p), str(k)], check=True, timeout=300)
+    assert len(cherenkov.open(paths[0])["Events"].cluster_boundaries) > 10
+    out = tmp_path / "merged.root"
+    report = cherenkov.merge(paths, out, mode="rewrite", progress=False)
+    t = report.trees["Events"]
+    assert t.moved == 2 and not t.decoded, t.decoded
+    names = ["x", "nMuon", "Muon_pt", "v", "s", "vs"]
+    assert_same([out], paths, names)
+    assert len(cherenkov.open(out)["Events"].cluster_boundaries) == 2
+    run = subprocess.run([sys.executable, "-c", ROOT_READ, str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    problems = [line for line in run.stderr.splitlines() if line.startswith(("Error", "Warning"))]
+    assert not problems, problems
+    got = json.loads(run.stdout)
+    want = concatenated(paths, names)
+    for name in ("x", "Muon_pt", "v", "s", "vs"):
+        assert got[name] == want[name].tolist(), name

@@ -110,3 +110,31 @@ def test_files_that_would_share_a_name_are_refused(served, tmp_path):
     shutil.copy(served / "part0.root", other / "part0.root")
     with pytest.raises(ValueError, match="part0.root"):
         cherenkov.stage([str(served / "part0.root"), str(other / "part0.root")], tmp_path / "out", progress=False)
+
+
+def test_a_checksum_the_server_fails_to_give_at_first_is_asked_again(served, tmp_path):
+    """The server's checksum is asked for beside the first reads; a server that fails that query
+    (XRootD's "Program failed": a checksum program that failed, or a computation still running
+    for a client killed mid-stage) is asked once more when the copy is done, and the copy is
+    verified by it."""
+    tools = served / "checksum-tool"
+    tools.mkdir(mode=0o777)
+    tools.chmod(0o777)  # xrootd runs as nobody
+    program = tools / "adler32.sh"
+    program.write_text(
+        "#!/bin/sh\n"
+        f'echo "$1" >> {tools}/asked\n'
+        f"if [ ! -e {tools}/failed ]; then touch {tools}/failed; exit 1; fi\n"
+        f"exec {sys.executable} -c \"import sys, zlib; print('%08x' % zlib.adler32(open(sys.argv[1], 'rb').read()))\" {served}\"$1\"\n"
+    )
+    program.chmod(0o755)
+    from cherenkov_lab.servers import XrootdServer
+
+    with XrootdServer(served, extra_config=f"xrootd.chksum adler32 {program}") as server:
+        try:
+            (staged,) = cherenkov.stage([server.url("part0.root")], tmp_path, progress=False)
+        except cherenkov.SourceError as e:
+            raise AssertionError(f"{e}\nxrootd's log:\n{server.log.read_text()[-3000:]}") from e
+    assert (tools / "asked").read_text().split() == ["/part0.root", "/part0.root"]
+    assert staged.verified == "adler32"
+    assert filecmp.cmp(staged.path, served / "part0.root", shallow=False)

@@ -156,3 +156,21 @@ def test_files_opened_ahead_are_taken_however_early(files):
     reader.join(120)
     assert not reader.is_alive(), "a Source waited for a file opened ahead"
     assert got == [[ENTRIES] * len(files)] * 20
+
+
+def test_a_file_that_failed_to_open_ahead_is_not_opened_again(tmp_path, monkeypatch):
+    """The error of opening ahead is the Source's error: a silent server would otherwise cost its
+    timeout twice (once ahead, once again when uproot opens the file)."""
+    missing = str(tmp_path / "nothing-here.root")
+    opened = []
+    real = cherenkov.File
+
+    def counting(*args, **kwargs):
+        opened.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cherenkov, "File", counting)
+    cherenkov.uproot.open_ahead([missing])
+    with pytest.raises(FileNotFoundError, match="nothing-here"):
+        uproot.open(missing, handler=cherenkov.uproot.Source)
+    assert len(opened) == 1

@@ -430,6 +430,9 @@ def _as_columns(data) -> dict:
     if isinstance(data, Mapping):
         return dict(data)
     if isinstance(data, ak.Array) and ak.fields(data) and not data.layout.is_tuple:
+        layout = data.layout
+        if isinstance(layout, ak.contents.RecordArray):  # its fields as they are: data[f] costs 0.1 ms each
+            return {f: ak.Array(c if c.length == layout.length else c[: layout.length]) for f, c in zip(layout.fields, layout.contents)}
         return {f: data[f] for f in ak.fields(data)}
     if isinstance(data, np.ndarray) and data.dtype.names:
         return {f: data[f] for f in data.dtype.names}

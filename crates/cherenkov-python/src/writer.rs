@@ -9,10 +9,13 @@ use crate::tree::Tree;
 use cherenkov_core::engine::writer::copy::copy_trees;
 use cherenkov_core::engine::writer::file::{DirectoryId, FileWriter};
 use cherenkov_core::engine::writer::ntuple::{NtupleLayout, NtupleWriter};
+use cherenkov_core::engine::writer::raw::rewrite_trees;
 use cherenkov_core::engine::writer::tree::TreeWriter;
 use cherenkov_core::engine::writer::{Column, ColumnType, TableOptions, TableWriter};
 use cherenkov_core::format::array::{AlignedBytes, Array, DType, SharedBytes};
+use cherenkov_core::format::tree::TreeMeta;
 use cherenkov_core::format::writing::compression::Compression;
+use cherenkov_core::source::SharedSource;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -191,28 +194,20 @@ impl WritableFile {
         table: usize,
         trees: Vec<PyRef<'_, Tree>>,
     ) -> PyResult<(usize, Option<String>)> {
-        let inputs: Vec<_> = trees
-            .iter()
-            .map(|t| (t.file.source.clone(), t.meta.clone()))
-            .collect();
-        self.with_tree(table, |writer, file| {
-            let mut plans = Vec::new();
-            let mut refusal = None;
-            for (source, meta) in &inputs {
-                match writer.copy_plan(meta) {
-                    Ok(plan) => plans.push((source.clone(), plan)),
-                    Err(why) => {
-                        refusal = Some(why);
-                        break;
-                    }
-                }
-            }
-            let copied = plans.len();
-            if copied > 0 {
-                py.detach(|| copy_trees(writer, file, plans))?;
-            }
-            Ok((copied, refusal))
-        })
+        self.move_trees(py, table, trees, TreeWriter::copy_plan, copy_trees)
+    }
+
+    /// Append the entries of `trees` (of other files, in order) to TTree `table` by moving their
+    /// serialized entries into its baskets (rewrite mode's fast path, see
+    /// `engine::writer::raw`), up to the first whose branches are stored otherwise: returns how
+    /// many were moved and, when one stopped them, why its entries cannot be moved.
+    fn rewrite_trees(
+        &self,
+        py: Python<'_>,
+        table: usize,
+        trees: Vec<PyRef<'_, Tree>>,
+    ) -> PyResult<(usize, Option<String>)> {
+        self.move_trees(py, table, trees, TreeWriter::raw_plan, rewrite_trees)
     }
 
     /// Entries written to table `table` so far.
@@ -287,6 +282,45 @@ impl WritableFile {
             .and_then(Option::as_mut)
             .ok_or_else(|| PyValueError::new_err(format!("table {table} is finished")))?;
         f(writer, file)
+    }
+
+    /// Plan each of `trees` with `plan` up to the first refused, then `run` the plans (GIL
+    /// released): how many trees were appended, and why the next one was refused.
+    fn move_trees<P: Send>(
+        &self,
+        py: Python<'_>,
+        table: usize,
+        trees: Vec<PyRef<'_, Tree>>,
+        plan: impl Fn(&TreeWriter, &TreeMeta) -> Result<P, String>,
+        run: impl FnOnce(
+                &mut TreeWriter,
+                &mut FileWriter,
+                Vec<(SharedSource, P)>,
+            ) -> cherenkov_core::Result<()>
+            + Send,
+    ) -> PyResult<(usize, Option<String>)> {
+        let inputs: Vec<_> = trees
+            .iter()
+            .map(|t| (t.file.source.clone(), t.meta.clone()))
+            .collect();
+        self.with_tree(table, |writer, file| {
+            let mut plans = Vec::new();
+            let mut refusal = None;
+            for (source, meta) in &inputs {
+                match plan(writer, meta) {
+                    Ok(p) => plans.push((source.clone(), p)),
+                    Err(why) => {
+                        refusal = Some(why);
+                        break;
+                    }
+                }
+            }
+            let moved = plans.len();
+            if moved > 0 {
+                py.detach(|| run(writer, file, plans))?;
+            }
+            Ok((moved, refusal))
+        })
     }
 
     /// `f` with table `table`'s TTree writer and the file.

@@ -8,9 +8,11 @@ Inputs are given as every dataset function takes them (paths, URLs, globs, repli
 ``{file: tree}``). Trees are concatenated in input order, each in one of two modes, chosen per
 tree and reported (the rule is in `cherenkov.merging.copy`): *copy* (compressed baskets copied
 without decompression, re-keyed, the next inputs opened and their baskets read while one is
-written: hadd's fast mode) or *rewrite* (inputs read with the engine's read-ahead by
-`cherenkov.iterate` and written by cherenkov's writer with its layout policy: clusters of ROOT's
-AutoFlush size, one basket per branch per cluster, metadata at the end); histograms are summed and other
+written: hadd's fast mode) or *rewrite* (written by cherenkov's writer with its layout policy:
+clusters of ROOT's AutoFlush size, one basket per branch per cluster, metadata at the end; a TTree
+input stored as the writer stores the output has its baskets decompressed and their serialized
+entries moved, see `cherenkov.merging.raw`, other inputs are read with the engine's read-ahead by
+`cherenkov.iterate`); histograms are summed and other
 objects copied from the first input (see `cherenkov.merging.objects`). Each output is written
 under a temporary name and appears under its own when complete: an interrupted merge leaves no
 output that looks complete, and a rerun starts it again.
@@ -28,6 +30,7 @@ from cherenkov.arrays import to_layout
 from cherenkov.dataset import file_specs, iterate
 from cherenkov.merging.copy import choose, copy_table
 from cherenkov.merging.objects import copy_objects
+from cherenkov.merging.raw import rewrite_raw
 from cherenkov.merging.schema import InputInfo, column_types, combine, default_column, describe
 from cherenkov.writing import _layout, recreate
 
@@ -50,6 +53,8 @@ class TableReport:
     dropped: list[str] = field(default_factory=list)
     lacking: list[str] = field(default_factory=list)
     rewritten: dict[str, str] = field(default_factory=dict)  # copy mode: input -> why rewritten
+    moved: int = 0  # rewrite mode: inputs whose serialized entries were moved (`cherenkov.merging.raw`)
+    decoded: dict[str, str] = field(default_factory=dict)  # rewrite mode: input -> why decoded into arrays
 
 
 @dataclass
@@ -85,6 +90,10 @@ class MergeReport:
                 lines.append(f"    inputs without it: {', '.join(t.lacking)}")
             for path, why in t.rewritten.items():
                 lines.append(f"    rewritten, not copied: {path}: {why}")
+            if t.moved:
+                lines.append(f"    serialized entries moved from {t.moved} inputs")
+            for path, why in t.decoded.items():
+                lines.append(f"    decoded into arrays, not moved: {path}: {why}")
         if self.histograms:
             lines.append(f"  summed: {', '.join(self.histograms)}")
         if self.copied:
@@ -136,6 +145,8 @@ def merge(
     plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
     chosen = {t: choose(t, plan, infos, mode) for t, plan in plans.items()}
     rewritten: dict[str, dict[str, str]] = {t: {} for t in tables}
+    moved = dict.fromkeys(tables, 0)
+    decoded: dict[str, dict[str, str]] = {t: {} for t in tables}
     for n, group in enumerate(groups):
         path = output_name(os.fspath(output), n, len(groups))
         with recreate(path, compression=setting) as out:
@@ -148,6 +159,10 @@ def merge(
 
                 if chosen[table][0] == "copy":
                     rewritten[table].update(copy_table(tree, table, group, rewrite, open_options))
+                elif plan["format"] == "ttree":
+                    n, why = rewrite_raw(tree, table, group, rewrite, open_options, progress)
+                    moved[table] += n
+                    decoded[table].update(why)
                 else:
                     rewrite(group)
         report.outputs.append(path)
@@ -162,6 +177,8 @@ def merge(
             plan["dropped"],
             [i.spec.replicas[0] for i in infos if table not in i.tables],
             rewritten[table],
+            moved[table],
+            decoded[table],
         )
     report.seconds = time.perf_counter() - started
     return report

@@ -237,8 +237,9 @@ def open_ahead(files, **options) -> int:
     ``files``: paths and URLs (a list, or a dict from each to its tree as uproot takes it), or a
     coffea fileset (``{dataset: {"files": {url: tree}}}``). ``options``: the handler's options as
     given to ``uproot.open`` or in ``uproot_options`` (``timeout``, ``replicas``, ...); a `Source`
-    takes a file opened ahead only with the same options. A file that fails to open ahead is
-    opened again by its `Source`, which reports the error."""
+    takes a file opened ahead only with the same options. A file that failed to open ahead
+    raises that error from its `Source` (same URLs, same options: opening it again would cost
+    a silent server's timeout twice)."""
     open_options = {k: options[k] for k in OPEN_OPTIONS if options.get(k) is not None}
     wanted = []
     for path in _paths_in(files):
@@ -276,15 +277,13 @@ def _open_all(started, open_options):
 
 
 def _take_ahead(urls, open_options) -> cherenkov.File | None:
-    """The file `open_ahead` opened for these URLs and options (waiting for it), or None."""
+    """The file `open_ahead` opened for these URLs and options (waiting for it; its opening
+    error raised), or None."""
     with _ahead_lock:
         future = _ahead.pop(_ahead_key(urls, open_options), None)
     if future is None or future.cancelled():
         return None
-    try:
-        return future.result()
-    except Exception:
-        return None  # opened again by the caller, which reports the error
+    return future.result()
 
 
 def _ahead_key(urls, open_options) -> tuple:

@@ -187,9 +187,16 @@ pub async fn copy(
     let verified = match server_checksum {
         None => Verified::Size,
         Some(asked) => {
-            let answer = asked
+            let answer = match asked
                 .await
-                .map_err(|e| Error::io_caused(&name, "checksum task failed", e))??;
+                .map_err(|e| Error::io_caused(&name, "checksum task failed", e))?
+            {
+                Ok(answer) => answer,
+                // Asked again once, now that the copy is done: a server still computing the
+                // checksum for an earlier client (a stage killed and run again) refuses
+                // meanwhile (XRootD: kXR_ServerError "Program failed").
+                Err(_) => source.checksum().await?,
+            };
             verify(&name, answer.as_deref(), &hashers, &partial)?
         }
     };

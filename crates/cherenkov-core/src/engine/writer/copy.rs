@@ -287,7 +287,7 @@ fn finish_inputs(writer: &mut TreeWriter, inputs: &[(SharedSource, CopyPlan)], f
 
 /// Whether input branch `j` stores its entries as the writer stores `out` (counted by
 /// `counter`): then its baskets can be read as the output's.
-fn compatible(
+pub(super) fn compatible(
     out: &Branch,
     counter: Option<&str>,
     input: &TreeMeta,

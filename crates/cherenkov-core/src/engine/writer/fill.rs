@@ -103,6 +103,11 @@ pub(super) fn fill(
     out: &mut BasketBuffer,
 ) -> Result<()> {
     out.entries += (b - a) as u64;
+    // Sized once: grown by doubling, a cluster's buffers would be copied and faulted in again.
+    out.data.reserve(bytes(branch, size, arrays, a, b));
+    if branch.varies() {
+        out.starts.reserve(b - a);
+    }
     let array = match branch.source {
         Source::Array(i) => &arrays[i],
         Source::Lengths(i) => {
@@ -234,22 +239,27 @@ fn swap<const N: usize>(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// Entry `i` of an array of integers (a counter column), as i64.
-pub(super) fn integer(array: &Array, i: usize) -> i64 {
+/// The entries of an array of integers (a counter column), as i64.
+pub(super) fn integers(array: &Array) -> Vec<i64> {
     let Layout::Numpy { dtype, data, .. } = &array.layout else {
         unreachable!("checked by plan")
     };
-    let size = dtype.size();
-    let b = &data.as_bytes()[i * size..(i + 1) * size];
+    fn each<const N: usize>(bytes: &[u8], f: impl Fn([u8; N]) -> i64) -> Vec<i64> {
+        bytes
+            .chunks_exact(N)
+            .map(|b| f(b.try_into().expect("chunk of N")))
+            .collect()
+    }
+    let bytes = data.as_bytes();
     use crate::format::array::DType::*;
     match dtype {
-        I8 => b[0] as i8 as i64,
-        U8 | Bool => b[0] as i64,
-        I16 => i16::from_ne_bytes([b[0], b[1]]) as i64,
-        U16 => u16::from_ne_bytes([b[0], b[1]]) as i64,
-        I32 => i32::from_ne_bytes(b.try_into().unwrap()) as i64,
-        U32 => u32::from_ne_bytes(b.try_into().unwrap()) as i64,
-        I64 | U64 => i64::from_ne_bytes(b.try_into().unwrap()),
+        I8 => each::<1>(bytes, |b| b[0] as i8 as i64),
+        U8 | Bool => each::<1>(bytes, |b| b[0] as i64),
+        I16 => each::<2>(bytes, |b| i16::from_ne_bytes(b) as i64),
+        U16 => each::<2>(bytes, |b| u16::from_ne_bytes(b) as i64),
+        I32 => each::<4>(bytes, |b| i32::from_ne_bytes(b) as i64),
+        U32 => each::<4>(bytes, |b| u32::from_ne_bytes(b) as i64),
+        I64 | U64 => each::<8>(bytes, i64::from_ne_bytes),
         F16 | F32 | F64 => unreachable!("counters are integers"),
     }
 }

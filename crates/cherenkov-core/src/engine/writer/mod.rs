@@ -12,6 +12,7 @@ pub mod layout;
 pub mod ntuple;
 #[cfg(test)]
 mod ntuple_tests;
+pub mod raw;
 pub mod tree;
 
 use crate::error::{Error, Result};

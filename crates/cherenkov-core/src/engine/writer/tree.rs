@@ -6,7 +6,7 @@
 
 use super::branches::{flat_arrays, leaf_title, plan, Branch, Source, Storage};
 use super::file::{DirectoryId, FileWriter};
-use super::fill::{bytes, fill, integer, lengths, BasketBuffer, MAX_BASKET};
+use super::fill::{bytes, fill, integers, lengths, BasketBuffer, MAX_BASKET};
 use super::layout::ClusterPolicy;
 use super::{check_arrays, spawn_compression, Column, TableOptions, TableWriter};
 use crate::error::{Error, Result};
@@ -23,6 +23,7 @@ use crate::format::writing::tree::{
     ElementRecord, LeafRecord, TreeRecord,
 };
 use rayon::prelude::*;
+use std::collections::HashMap;
 use std::sync::mpsc;
 
 /// fEntryOffsetLen of branches whose entries vary in size (ROOT's default).
@@ -137,24 +138,25 @@ impl TreeWriter {
         })
     }
 
-    /// Bytes entries `a..b` take in the baskets.
-    fn bytes(&self, arrays: &[Array], a: usize, b: usize) -> u64 {
+    /// Bytes entries `a..b` of `entries` take in the baskets.
+    fn bytes(&self, entries: &impl Serialize, a: usize, b: usize) -> u64 {
         self.branches
             .iter()
             .zip(&self.sizes)
-            .map(|(branch, &size)| bytes(branch, size, arrays, a, b) as u64)
+            .enumerate()
+            .map(|(i, (branch, &size))| entries.bytes(i, branch, size, a, b) as u64)
             .sum()
     }
 
     /// The most entries from `a` (at most `n`) that fit in `room` bytes.
-    fn fit(&self, arrays: &[Array], a: usize, n: usize, room: u64) -> usize {
-        if self.bytes(arrays, a, n) <= room {
+    fn fit(&self, entries: &impl Serialize, a: usize, n: usize, room: u64) -> usize {
+        if self.bytes(entries, a, n) <= room {
             return n - a;
         }
         let (mut lo, mut hi) = (0, n - a); // lo fits, hi does not
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            if self.bytes(arrays, a, a + mid) <= room {
+            if self.bytes(entries, a, a + mid) <= room {
                 lo = mid;
             } else {
                 hi = mid;
@@ -163,9 +165,49 @@ impl TreeWriter {
         lo
     }
 
+    /// Append the `n` entries of `entries` to the baskets being filled, closing clusters where
+    /// the layout policy says (arrays given to `extend`, or serialized entries moved by
+    /// `raw::rewrite_trees`).
+    pub(super) fn append(
+        &mut self,
+        file: &mut FileWriter,
+        n: usize,
+        entries: &impl Serialize,
+    ) -> Result<()> {
+        let mut at = 0;
+        while at < n {
+            let room = self.policy.threshold().saturating_sub(self.filling_bytes);
+            let mut k = self.fit(entries, at, n, room);
+            if k == 0 {
+                if self.filling_entries > 0 {
+                    self.close_cluster(file)?;
+                    continue;
+                }
+                k = 1; // one entry larger than a cluster: a cluster of its own
+            }
+            let added = self.bytes(entries, at, at + k);
+            let (branches, sizes) = (&self.branches, &self.sizes);
+            self.filling
+                .par_iter_mut()
+                .enumerate()
+                .try_for_each(|(i, buffer)| {
+                    entries.fill(i, &branches[i], sizes[i], at, at + k, buffer)
+                })?;
+            at += k;
+            self.entries += k as u64;
+            self.filling_entries += k as u64;
+            self.filling_bytes += added;
+            if at < n {
+                self.close_cluster(file)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Lists sharing a counter must agree with it (and with each other), entry by entry; the
     /// largest count is kept for the counter's leaf.
     fn check_counters(&mut self, arrays: &[Array]) -> Result<()> {
+        let mut counted: HashMap<usize, Vec<i64>> = HashMap::new();
         for (i, branch) in self.branches.iter().enumerate() {
             let (Some(c), Source::Array(list)) = (branch.counter, branch.source) else {
                 continue;
@@ -183,9 +225,12 @@ impl TreeWriter {
                     }
                 }
                 Source::Array(values) => {
+                    let counts = counted
+                        .entry(values)
+                        .or_insert_with(|| integers(&arrays[values]));
                     if let Some(entry) = lengths(&arrays[list])
-                        .enumerate()
-                        .position(|(e, n)| integer(&arrays[values], e) != n)
+                        .zip(counts.iter())
+                        .position(|(n, &count)| count != n)
                     {
                         return Err(self.mismatch(i, c, entry));
                     }
@@ -198,9 +243,10 @@ impl TreeWriter {
             }
             let max = match branch.source {
                 Source::Lengths(list) => lengths(&arrays[list]).max(),
-                Source::Array(values) => (0..arrays[values].len())
-                    .map(|e| integer(&arrays[values], e))
-                    .max(),
+                Source::Array(values) => match counted.get(&values) {
+                    Some(counts) => counts.iter().copied().max(),
+                    None => integers(&arrays[values]).into_iter().max(),
+                },
             };
             let w = &mut self.written[i];
             w.maximum = w.maximum.max(max.unwrap_or(0));
@@ -256,7 +302,6 @@ impl TreeWriter {
             };
             jobs.push((object, fields));
         }
-        self.write_pending(file)?;
         let compression = self.options.compression;
         let (send, baskets) = mpsc::sync_channel(1);
         spawn_compression(move || {
@@ -270,19 +315,29 @@ impl TreeWriter {
                 .collect();
             let _ = send.send(packed);
         });
-        self.pending = Some(Pending {
+        // The previous cluster is written only once this one compresses too: waiting for it
+        // first would leave a core idle while its last baskets compress.
+        let previous = self.pending.replace(Pending {
             baskets,
             first_entry: self.entries - entries,
         });
         self.clusters.push(entries);
-        Ok(())
+        match previous {
+            Some(previous) => self.write_cluster(file, previous),
+            None => Ok(()),
+        }
     }
 
-    /// Wait for the cluster compressing, and write its baskets side by side.
+    /// Wait for the cluster compressing, and write its baskets.
     pub(super) fn write_pending(&mut self, file: &mut FileWriter) -> Result<()> {
-        let Some(pending) = self.pending.take() else {
-            return Ok(());
-        };
+        match self.pending.take() {
+            Some(pending) => self.write_cluster(file, pending),
+            None => Ok(()),
+        }
+    }
+
+    /// Wait for `pending`'s compression, and write its baskets side by side.
+    fn write_cluster(&mut self, file: &mut FileWriter, pending: Pending) -> Result<()> {
         let baskets = pending
             .baskets
             .recv()
@@ -462,6 +517,45 @@ impl TreeWriter {
     }
 }
 
+/// Entries to append to the baskets being filled, branch by branch (`i` the branch's index,
+/// `size` the bytes of one of its numbers): arrays, or serialized entries of input baskets.
+pub(super) trait Serialize: Sync {
+    /// Bytes entries `a..b` of branch `i` take in its basket, offset table included.
+    fn bytes(&self, i: usize, branch: &Branch, size: usize, a: usize, b: usize) -> usize;
+
+    /// Append entries `a..b` of branch `i` to its basket.
+    fn fill(
+        &self,
+        i: usize,
+        branch: &Branch,
+        size: usize,
+        a: usize,
+        b: usize,
+        out: &mut BasketBuffer,
+    ) -> Result<()>;
+}
+
+/// The flattened arrays `extend` was given, serialized as the branches store them.
+struct Arrays<'a>(&'a [Array]);
+
+impl Serialize for Arrays<'_> {
+    fn bytes(&self, _: usize, branch: &Branch, size: usize, a: usize, b: usize) -> usize {
+        bytes(branch, size, self.0, a, b)
+    }
+
+    fn fill(
+        &self,
+        _: usize,
+        branch: &Branch,
+        size: usize,
+        a: usize,
+        b: usize,
+        out: &mut BasketBuffer,
+    ) -> Result<()> {
+        fill(branch, size, self.0, a, b, out)
+    }
+}
+
 fn cpp(dtype: DType) -> &'static str {
     cpp_type(dtype).expect("checked by plan")
 }
@@ -488,34 +582,7 @@ impl TableWriter for TreeWriter {
         let arrays = flat_arrays(&self.columns, arrays);
         self.check_counters(&arrays)
             .map_err(|e| e.in_file(file.name()))?;
-        let mut at = 0;
-        while at < n {
-            let room = self.policy.threshold().saturating_sub(self.filling_bytes);
-            let mut k = self.fit(&arrays, at, n, room);
-            if k == 0 {
-                if self.filling_entries > 0 {
-                    self.close_cluster(file)?;
-                    continue;
-                }
-                k = 1; // one entry larger than a cluster: a cluster of its own
-            }
-            let added = self.bytes(&arrays, at, at + k);
-            let (branches, sizes) = (&self.branches, &self.sizes);
-            self.filling
-                .par_iter_mut()
-                .enumerate()
-                .try_for_each(|(i, buffer)| {
-                    fill(&branches[i], sizes[i], &arrays, at, at + k, buffer)
-                })?;
-            at += k;
-            self.entries += k as u64;
-            self.filling_entries += k as u64;
-            self.filling_bytes += added;
-            if at < n {
-                self.close_cluster(file)?;
-            }
-        }
-        Ok(())
+        self.append(file, n, &Arrays(&arrays))
     }
 
     fn as_tree(&mut self) -> Option<&mut TreeWriter> {
