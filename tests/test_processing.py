@@ -625,7 +625,7 @@ def test_a_job_whose_handing_out_is_stuck_fails_with_what_is_left(dataset, monke
     # A bug that leaves every worker idle while work is left ends in an error that says what
     # waits, not in a job that waits for ever.
     monkeypatch.setattr(driver, "STALL_SECONDS", 0.5)
-    monkeypatch.setattr(Packetizer, "next_packet", lambda self, worker, workers: None)
+    monkeypatch.setattr(Packetizer, "next_packet", lambda self, worker, workers, held=(): None)
     t0 = time.monotonic()
     with pytest.raises(ProcessingError, match=r"internal error: 1 workers idle .* 6 files with chunks not handed out"):
         cherenkov.process(dataset, Analysis(), executor="in-process", step_size=STEP)
