@@ -121,7 +121,7 @@ def driver_cost(file_counts: list[int], workers: int = 8) -> list[dict]:
         while not packetizer.exhausted() or any(held.values()):
             for w in names:
                 while len(held[w]) < packetizer.holds(w, held[w], workers):
-                    packet = packetizer.next_packet(w, names)
+                    packet = packetizer.next_packet(w, names, held[w])
                     if packet is None:
                         break
                     held[w].append(packet)

@@ -4,6 +4,8 @@ have the workers merge the event outputs' files, and hand those back as datasets
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import queue
 import threading
@@ -11,6 +13,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 import cherenkov
 from cherenkov import _core
@@ -25,8 +28,25 @@ from cherenkov.progress import Progress, ProgressUpdate
 
 #: How often the driver looks again at workers and running packets when nothing else happens.
 POLL_SECONDS = 0.25
-#: How long every worker may sit idle while work is left before the job fails as stuck.
+#: How long every worker may sit idle while work is left before the job fails as stuck, and how
+#: long packets the driver holds as handed out may go unanswered while the executor runs nothing of
+#: the job before they are handed out again (their task or its result was lost on the way).
 STALL_SECONDS = 60.0
+#: How often, at most, the driver asks the executor what it runs (for Dask a scheduler round trip).
+CHECK_SECONDS = 1.0
+
+
+#: A future cancelled (Dask's raise an asyncio.CancelledError, which is no Exception).
+_CANCELLED = (concurrent.futures.CancelledError, asyncio.CancelledError)
+
+
+@dataclass(eq=False)  # compared by identity: the same packet may be held twice (a retry, a copy)
+class _Held:
+    """A packet handed out to a worker, as the driver holds it until its answer comes."""
+
+    packet: Packet
+    submitted: float  # time.monotonic()
+    future: object = None  # what the executor's `submit` returned (to cancel a copy that lost)
 
 
 def process(
@@ -135,12 +155,15 @@ class _Run:
         self.retries, self.skip_bad_files = retries, skip_bad_files
         self.report = Report(executor=executor.name)
         self.events: queue.Queue = queue.Queue()  # files learned, packets finished
-        self.running: dict[str, list[tuple[Packet, float]]] = {}  # worker -> [(packet, monotonic submit)]
+        self.running: dict[str, list[_Held]] = {}  # worker -> the packets handed out to it, in order
         self.merged: set[int] = set()  # packet ids: each packet is merged once, whatever happens
         self.bad: set[int] = set()  # files given up
         self.seen: dict[str, float] = {}  # worker -> when it was first listed (for its idle time)
         self.last_done: dict[str, float] = {}  # worker -> when its last packet came back
         self.gone: set[str] = set()
+        self.last_answer = time.monotonic()  # when a packet last came back
+        self.silent_since: float | None = None  # since when packets are held that the executor does not run
+        self.checked_at = -1e9
         self.started = time.time()
         self.stopping = threading.Event()
 
@@ -227,6 +250,7 @@ class _Run:
                     f"internal error: {len(self.executor.workers())} workers idle for {STALL_SECONDS:g} s while work is left: "
                     f"{self.packetizer.describe()}"
                 )
+            self.find_lost(time.monotonic())
             try:
                 event = self.events.get(timeout=POLL_SECONDS)
             except queue.Empty:
@@ -251,17 +275,54 @@ class _Run:
         returns (its files kept, another job's may start)."""
         if self.job.outputs is not None:
             return any(self.running.values())
-        return any(p.id not in self.merged for held in self.running.values() for p, _ in held)
+        return any(h.packet.id not in self.merged for held in self.running.values() for h in held)
 
-    def finished(self, worker: str, packet: Packet, future) -> None:
-        held = self.running[worker]
-        held.remove(next(entry for entry in held if entry[0] is packet))
+    def finished(self, worker: str, entry: _Held, future) -> None:
+        self.last_answer, self.silent_since = time.monotonic(), None
+        held = self.running.get(worker, [])
+        lost = entry not in held  # it was given up as lost, and handed out again
+        if not lost:
+            held.remove(entry)
         try:
             result = future.result()
+        except _CANCELLED as e:
+            if not lost and entry.packet.id not in self.merged:  # not a twin cancelled by `cancel_twins`
+                self.failed(worker, entry.packet, e)
         except Exception as e:
-            self.failed(worker, packet, e)
+            if not lost:
+                self.failed(worker, entry.packet, e)
         else:
-            self.done(worker, packet, result)
+            self.done(worker, entry.packet, result)
+
+    def find_lost(self, now: float) -> None:
+        """Packets the driver holds as handed out while the executor runs none of them, for
+        `STALL_SECONDS` without an answer, were lost on the way (a task the cluster forgot, a
+        result or callback dropped): they are handed out again, as failures, instead of being
+        waited for for ever. An answer that comes after all (from a task that could not be
+        cancelled) still counts, if it is the first."""
+        if now - self.checked_at < min(CHECK_SECONDS, STALL_SECONDS / 4):
+            return
+        self.checked_at = now
+        needed = [(w, h) for w, held in self.running.items() for h in held if h.packet.id not in self.merged]
+        quiet = self.events.empty() and now - self.last_answer >= min(CHECK_SECONDS, STALL_SECONDS / 4)
+        executing = getattr(self.executor, "executing", lambda futures: None)  # an executor object may not say
+        if not needed or not quiet or executing([h.future for _, h in needed]):
+            self.silent_since = None
+            return
+        self.silent_since = self.silent_since or now
+        if now - self.silent_since < STALL_SECONDS:
+            return
+        self.silent_since = None
+        for worker, entry in needed:
+            self.hand_again(worker, entry, f"no answer for {STALL_SECONDS:g} s and no worker runs it: lost on the way")
+
+    def hand_again(self, worker: str, entry: _Held, why: str) -> None:
+        """`entry`, held by `worker`, will not answer: cancelled where it may wait, and handed out
+        again as a failure (of its attempt, and counted as such)."""
+        self.running[worker].remove(entry)
+        if entry.future is not None:
+            entry.future.cancel()
+        self.failed(worker, entry.packet, PacketError(why, False, ""))
 
     def hand_out(self) -> None:
         workers = self.executor.workers()
@@ -269,25 +330,43 @@ class _Run:
         for worker in workers:
             self.seen.setdefault(worker, now)
         present = set(workers)
-        for worker, held in self.running.items():
-            if held and worker not in present and worker not in self.gone:
-                # A Dask worker that died: the cluster runs its packets again elsewhere.
-                self.gone.add(worker)
-                self.report.lost_workers.append(worker)
+        for worker, held in list(self.running.items()):
+            if held and worker not in present:
+                # A Dask worker that died or left: its packets were given to it alone (see
+                # `Dask.submit`), so they are handed out again.
+                if worker not in self.gone:
+                    self.gone.add(worker)
+                    self.report.lost_workers.append(worker)
                 self.packetizer.forget_worker(worker)
+                for entry in [h for h in held if h.future is None or not h.future.done()]:  # else its answer is on its way
+                    self.hand_again(worker, entry, "its worker left the cluster")
         for worker in workers:
             held = self.running.setdefault(worker, [])
-            while len(held) < self.packetizer.holds(worker, [p for p, _ in held], len(workers)):
-                packet = self.packetizer.next_packet(worker, workers)
+            while len(held) < self.packetizer.holds(worker, [h.packet for h in held], len(workers)):
+                packet = self.packetizer.next_packet(worker, workers, [h.packet for h in held])
                 if packet is None and not held:
-                    # What each worker runs now, and since when (its packets wait for each other).
-                    first = {w: (h[0][0], max(h[0][1], self.last_done.get(w, 0.0))) for w, h in self.running.items() if h}
-                    packet = self.packetizer.straggler(worker, first, now)
+                    packet = self.packetizer.straggler(worker, self.queues(), now)
                     self.report.copies += packet is not None
                 if packet is None:
                     break
-                held.append((packet, now))
-                self.executor.submit(worker, self.job, packet, lambda f, w=worker, p=packet: self.events.put(("finished", w, p, f)))
+                entry = _Held(packet, now)
+                held.append(entry)
+                entry.future = self.executor.submit(
+                    worker, self.job, packet, lambda f, w=worker, e=entry: self.events.put(("finished", w, e, f))
+                )
+
+    def queues(self) -> list[tuple[str, Packet, float]]:
+        """Every packet held and still needed: (worker, packet, when it started or is expected to
+        start). A worker runs its packets one after the other, from when its last one ended."""
+        out = []
+        for worker, held in self.running.items():
+            start = self.last_done.get(worker, 0.0)
+            for entry in held:
+                start = max(start, entry.submitted)
+                if entry.packet.id not in self.merged:
+                    out.append((worker, entry.packet, start))
+                start += self.packetizer.expected_seconds(worker, entry.packet) or 0.0
+        return out
 
     def finish(self, end: float) -> None:
         """Idle time per worker: from when it was first listed to the end, less its busy time."""
@@ -305,6 +384,7 @@ class _Run:
             return
         self.merged.add(packet.id)
         self.report.copies_won += packet.copy
+        self.cancel_twins(packet)
         for level, index, value in result.blocks:
             self.merges[packet.dataset].add(packet.position, level, index, value)
         self.report.entries += packet.num_entries
@@ -328,7 +408,7 @@ class _Run:
             self.report.lost_workers.append(worker)
             self.executor.replace(worker)
             self.packetizer.forget_worker(worker)
-        if packet.id in self.merged or any(p.id == packet.id for held in self.running.values() for p, _ in held):
+        if packet.id in self.merged or any(h.packet.id == packet.id for held in self.running.values() for h in held):
             return  # a copy answered, or may still answer
         if isinstance(error, PacketError) and error.changed:
             self.store.forget(self.specs[packet.file_index])  # the next job learns it anew
@@ -350,6 +430,17 @@ class _Run:
             detail = f"\nworker traceback:\n{error.worker_traceback}" if isinstance(error, PacketError) else ""
             hint = " (skip_bad_files=True goes on without the file)" if bad_file else ""
             raise ProcessingError(f"{failure} (failed {packet.attempts + 1} times){hint}{detail}") from error
+
+    def cancel_twins(self, packet: Packet) -> None:
+        """The other copies of `packet`, which answered: cancelled where they wait to run (a
+        worker's queue), so that they take no worker's time. Not with event outputs: a copy
+        running on Dask would go on writing, unwaited for."""
+        if self.job.outputs is not None:
+            return
+        for held in self.running.values():
+            for entry in held:
+                if entry.packet.id == packet.id and entry.future is not None:
+                    entry.future.cancel()  # its answer comes back as cancelled, and is dropped
 
     def skip(self, packet: Packet) -> None:
         self.merged.add(packet.id)

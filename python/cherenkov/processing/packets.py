@@ -193,19 +193,20 @@ class Packetizer:
         promised = any(self.promised.values())
         return not self.retry and not promised and not self.left
 
-    def next_packet(self, worker: str, workers: list[str]) -> Packet | None:
-        """The next packet for `worker` (one of `workers`, those present), or None when nothing suits
-        it now: the first promised to it, else a new one; with it, those it gets after, whose
-        starts it reads ahead (`Packet.then`). A packet that failed on this worker waits for one
-        it has not failed on, if any is present. Near the end, a worker with nothing takes what
-        was promised to another."""
+    def next_packet(self, worker: str, workers: list[str], held: Sequence[Packet] = ()) -> Packet | None:
+        """The next packet for `worker` (one of `workers`, those present, holding `held`), or None
+        when nothing suits it now: the first promised to it, else a new one; with it, those it
+        gets after, whose starts it reads ahead (`Packet.then`), within its share of what is left
+        with those it holds. A packet that failed on this worker waits for one it has not failed
+        on, if any is present. Near the end, a worker with nothing takes what was promised to
+        another."""
         promised = self.promised.setdefault(worker, deque())
         packet = self._dressed(promised.popleft(), worker) if promised else self._take(worker, workers)
         if packet is None:
             packet = self._steal(worker)
         if packet is None:
             return None
-        share = self._share(len(workers))
+        share = self._share(len(workers)) - sum(p.num_entries for p in held)
         while len(promised) < self.depth.setdefault(worker, 1) and sum(p.num_entries for p in promised) < share:
             follow = self._take(worker, workers, promise=True)
             if follow is None:
@@ -392,12 +393,15 @@ class Packetizer:
     def holds(self, worker: str, held: Sequence[Packet] = (), num_workers: int = 1) -> int:
         """How many packets the driver keeps handed out to `worker`, which holds `held` now: the one
         it runs and those it runs next (queued where it runs), so that it does not wait for the
-        driver and the cluster between two; more than `HELD` only within its share of what is left."""
+        driver and the cluster between two; more than `HELD` only within its share of what is left,
+        or by taking up the packets already promised to it (which takes nothing from the others:
+        counted against its share, they crowded out the held ones, and a worker of 8 whose packets
+        took 0.07 s waited 0.2-1 s for each next pair to come through the cluster)."""
         wanted = self.held.get(worker, HELD)
-        holding = sum(p.num_entries for p in held) + sum(p.num_entries for p in self.promised.get(worker, ()))
-        if len(held) >= HELD and holding >= self._share(num_workers):
-            return len(held)
-        return wanted
+        if len(held) < HELD or self.promised.get(worker):
+            return wanted
+        holding = sum(p.num_entries for p in held)
+        return len(held) if holding >= self._share(num_workers) else wanted
 
     def completed(
         self, worker: str, packet: Packet, seconds: float, profile: dict | None = None, waited: float = 0.0, gap: float = 0.0
@@ -432,6 +436,7 @@ class Packetizer:
         packet.attempts += 1
         packet.failed_on.add(worker)
         self.rate.pop(worker, None)  # measure it again
+        packet.open_ahead = ()  # the files `worker` was to open next are not the next worker's
         self.retry.append(packet)
         self._stop_training(lambda trainer: trainer[0] == packet.id)
 
@@ -443,7 +448,7 @@ class Packetizer:
     def forget_worker(self, worker: str) -> None:
         """`worker` is gone: the files it had claimed and its promised packet go to others, what it
         was sent is forgotten."""
-        self.retry.extend(self.promised.pop(worker, ()))
+        self.retry.extend(dataclasses.replace(p, open_ahead=()) for p in self.promised.pop(worker, ()))
         self.depth.pop(worker, None)
         self.held.pop(worker, None)
         self.current.pop(worker, None)
@@ -465,25 +470,30 @@ class Packetizer:
             self._advance(cursor, len(info.chunks))
         return dropped
 
-    def straggler(self, worker: str, running: dict[str, tuple[Packet, float]], now: float) -> Packet | None:
-        """Near the end (nothing left to hand out), a copy for idle `worker` of the running packet
+    def expected_seconds(self, worker: str, packet: Packet) -> float | None:
+        """How long `packet` should take on `worker`: at its measured speed, else at the median of
+        the others' (a worker whose first packet never answered has none)."""
+        rate = self.rate.get(worker) or (statistics.median(self.rate.values()) if self.rate else None)
+        return packet.num_entries / rate if rate else None
+
+    def straggler(self, worker: str, running: Sequence[tuple[str, Packet, float]], now: float) -> Packet | None:
+        """Near the end (nothing left to hand out), a copy for idle `worker` of the held packet
         expected to end last, if it would end sooner on `worker`, or is long overdue. `running`:
-        worker -> (packet, start time)."""
+        (worker, packet, when it started, or is expected to start behind the others it holds)."""
         if not self.exhausted():
             return None
         best, best_gain = None, 0.0
-        for other, (packet, started) in running.items():
+        for other, packet, started in running:
             if other == worker or packet.copies or worker in packet.failed_on:
                 continue
-            rate = self.rate.get(other)
-            expected = packet.num_entries / rate if rate else None
-            elapsed = now - started
+            expected = self.expected_seconds(other, packet)
+            if expected is None:
+                continue
+            elapsed = now - started  # negative while it waits behind others
             cursor = self.cursors.get(packet.file_index)
             open_cost = cursor.info.meta.learn_seconds if cursor else 0.0
             mine = self.rate.get(worker)
-            copy_takes = open_cost + (packet.num_entries / mine if mine else (expected or elapsed))
-            if expected is None:
-                continue
+            copy_takes = open_cost + (packet.num_entries / mine if mine else expected)
             left = expected - elapsed
             overdue = elapsed > 3 * expected + 1.0
             gain = (left - 1.25 * copy_takes) if not overdue else elapsed
