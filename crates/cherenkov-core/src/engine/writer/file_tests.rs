@@ -164,3 +164,27 @@ fn an_update_adds_to_a_file_and_lists_what_it_replaced_as_free() {
     assert!(segments.contains(&old_keys), "{segments:?}");
     assert_eq!(segments.last().unwrap().first, h.end);
 }
+
+#[test]
+fn objects_of_several_megabytes_are_compressed_in_blocks_and_read_back() {
+    let path = scratch("blocks.root");
+    let mut w = create(&path, 505);
+    let text: String = (0..400_000).map(|i| format!("{i:x},")).collect();
+    assert!(text.len() > 2 * PARALLEL_BLOCK);
+    let key = named(&mut w, DirectoryId(0), "big", &text);
+    w.close().unwrap();
+    let file = open(&path);
+    assert_eq!(title_of(&file, "big"), text);
+    // One ROOT block (9-byte header, 3-byte little-endian lengths) per PARALLEL_BLOCK of object.
+    let bytes = std::fs::read(&path).unwrap();
+    let stored = &bytes[(key.seek_key + key.keylen as u64) as usize..]
+        [..(key.nbytes - key.keylen as u32) as usize];
+    let mut blocks = 0;
+    let mut at = 0;
+    while at < stored.len() {
+        assert_eq!(&stored[at..at + 2], b"ZS");
+        at += 9 + u32::from_le_bytes([stored[at + 3], stored[at + 4], stored[at + 5], 0]) as usize;
+        blocks += 1;
+    }
+    assert_eq!(blocks, (key.objlen as usize).div_ceil(PARALLEL_BLOCK));
+}
