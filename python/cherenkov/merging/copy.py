@@ -11,10 +11,9 @@ rewritten within a copied tree, and reported.
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 from cherenkov.file import open as open_file
-from cherenkov.merging.schema import OPENED_AT_ONCE, InputInfo, TableSchema, combine, tree_schema
+from cherenkov.merging.raw import in_batches
+from cherenkov.merging.schema import InputInfo, TableSchema, combine, tree_schema
 
 COPY_MIN_CLUSTER_BYTES = 10_000_000
 # Trees handed to one copy call: their basket reads follow each other without a pause.
@@ -49,65 +48,33 @@ def choose(table: str, plan: dict, infos: list[InputInfo], mode: str) -> tuple[s
 
 def copy_table(tree, table: str, group: list[InputInfo], first: InputInfo, rewrite, open_options: dict) -> dict[str, str]:
     """Append `table` of the group's inputs to the writer's `tree` by copying baskets, opening
-    the next inputs while one batch is copied; an input that cannot be copied is rewritten with
-    `rewrite([info])` in its place. An input not described yet (`describe(trees=False)`) is
-    described from the metadata parsed for the copy, and must have `first`'s columns (the
-    ``strict`` schema): when its branches are the first's alike (compared in Rust), it takes
-    the first's description. Returns {input: why it was rewritten}."""
-    core, table_id = tree.file._core, tree._table
-    rewritten: dict[str, str] = {}
+    the next inputs while one batch is copied (`raw.in_batches`); an input that cannot be copied
+    is rewritten with `rewrite([info])` in its place. An input not described yet
+    (`describe(trees=False)`) is described from the metadata parsed for the copy, and must have
+    `first`'s columns (the ``strict`` schema): when its branches are the first's alike (compared
+    in Rust), it takes the first's description. Returns {input: why it was rewritten}."""
     having = [i for i in group if table in i.tables]
+    for info in having:
+        if info.tables[table].kind != "TTree":
+            raise ValueError(f"{info.spec.replicas[0]}: {table!r} is an {info.tables[table].kind}, a TTree in {first.spec.replicas[0]}")
     reference = []  # the first input's core tree, when some input is to be described
 
-    def described(info: InputInfo, parsed) -> TableSchema:
+    def described(info: InputInfo, parsed) -> None:
+        if info.tables[table].columns is not None:
+            return
         if not reference:
             with open_file(list(first.spec.replicas), **open_options) as f:
                 reference.append(f._core.tree(table))
         schema = first.tables[table]
         if parsed.same_branches(reference[0]):
-            return TableSchema("TTree", parsed.num_entries, schema.columns)
+            info.tables[table] = TableSchema("TTree", parsed.num_entries, schema.columns)
+            return
         info.tables[table] = mine = tree_schema(parsed)
         if mine.columns == schema.columns:
             mine.columns = schema.columns  # one dict for them all
         else:
             combine(table, [first, info], "strict")  # raises, naming the file and the branch
-        return mine
 
-    def opened(info: InputInfo):
-        f = open_file(list(info.spec.replicas), **open_options)
-        try:
-            if info.tables[table].kind != "TTree":
-                raise ValueError(f"{info.spec.replicas[0]}: {table!r} is an {info.tables[table].kind}, a TTree in {first.spec.replicas[0]}")
-            parsed = f._core.tree(table)  # its metadata parsed here, off the copying thread, once
-            if info.tables[table].columns is None:
-                info.tables[table] = described(info, parsed)
-        except BaseException:
-            f.close()
-            raise
-        return info, f, parsed
-
-    batch: list = []
-
-    def flush() -> None:
-        """Copy the batch; an input that cannot be copied is rewritten in its place."""
-        while batch:
-            copied, why = core.copy_trees(table_id, [t for _, _, t in batch])
-            for _, f, _ in batch[:copied]:
-                f.close()
-            del batch[:copied]
-            if why is not None:
-                info, f, _ = batch.pop(0)
-                f.close()
-                rewritten[info.spec.replicas[0]] = why
-                rewrite([info])
-
-    with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
-        pending = [pool.submit(opened, i) for i in having[:OPENED_AT_ONCE]]
-        for n in range(len(having)):
-            batch.append(pending.pop(0).result())
-            if n + OPENED_AT_ONCE < len(having):
-                pending.append(pool.submit(opened, having[n + OPENED_AT_ONCE]))
-            if len(batch) == COPIED_AT_ONCE:
-                flush()
-        flush()
+    # No bar: the inputs' entries are known only as they are copied.
+    _, rewritten = in_batches(tree.file._core.copy_trees, tree, table, having, rewrite, open_options, False, COPIED_AT_ONCE, described)
     return rewritten

@@ -28,14 +28,23 @@ def rewrite_raw(tree, table: str, group: list[InputInfo], decode, open_options: 
 
 
 def in_batches(
-    append, tree, table: str, group: list[InputInfo], otherwise, open_options: dict, progress=None
+    append,
+    tree,
+    table: str,
+    group: list[InputInfo],
+    otherwise,
+    open_options: dict,
+    progress=None,
+    at_once: int = MOVED_AT_ONCE,
+    parsed=None,
 ) -> tuple[int, dict[str, str]]:
     """Append `table` of the group's inputs to the writer's TTree `tree` with the core's
     `append(table_id, trees)` (``WritableFile.rewrite_trees`` or ``.copy_trees``: how many it
-    appended, and why the next was refused), `MOVED_AT_ONCE` trees a call, the next inputs
-    opened meanwhile; an input refused (or not a TTree) is appended with `otherwise([info])` in
-    its place. `progress`: `Progress`'s `show` (bars of entries and compressed bytes). Returns
-    how many inputs `append` took, and {input: why it was refused}."""
+    appended, and why the next was refused), `at_once` trees a call, the next inputs opened
+    meanwhile (each TTree's metadata parsed once, then given to `parsed(info, tree)` if set);
+    an input refused (or not a TTree) is appended with `otherwise([info])` in its place.
+    `progress`: `Progress`'s `show` (bars of entries and compressed bytes). Returns how many
+    inputs `append` took, and {input: why it was refused}."""
     table_id = tree._table
     refused: dict[str, str] = {}
     having = [i for i in group if table in i.tables]
@@ -46,7 +55,14 @@ def in_batches(
         if info.tables[table].kind != "TTree":
             return info, None, None
         f = open_file(list(info.spec.replicas), **open_options)
-        return info, f, f._core.tree(table)  # its metadata parsed here, off the writing thread
+        try:
+            t = f._core.tree(table)  # its metadata parsed here, off the writing thread, once
+            if parsed is not None:
+                parsed(info, t)
+        except BaseException:
+            f.close()
+            raise
+        return info, f, t
 
     batch: list = []
 
@@ -78,7 +94,7 @@ def in_batches(
             batch.append(pending.pop(0).result())
             if n + OPENED_AT_ONCE < len(having):
                 pending.append(pool.submit(opened, having[n + OPENED_AT_ONCE]))
-            if len(batch) == MOVED_AT_ONCE:
+            if len(batch) == at_once:
                 flush()
         flush()
     return done, refused
