@@ -65,29 +65,8 @@ impl TreeWriter {
     /// stores it (same leaf or collection class, same counter, entry offsets alike), with all
     /// its baskets on disk.
     pub fn copy_plan(&self, input: &TreeMeta) -> std::result::Result<CopyPlan, String> {
-        let tops: Vec<usize> = (0..input.branches.len())
-            .filter(|&j| input.branches[j].parent.is_none())
-            .collect();
-        // Inputs usually hold the output's branches in its order: found in place, else by name.
-        let mut by_name: Option<HashMap<&str, usize>> = None;
         let mut pieces = Vec::new();
-        for (i, out) in self.branches.iter().enumerate() {
-            let counter = out.counter.map(|c| self.branches[c].name.as_str());
-            let j = match tops.get(i) {
-                Some(&j) if input.branches[j].name == out.name => j,
-                _ => *by_name
-                    .get_or_insert_with(|| {
-                        let mut names = HashMap::new();
-                        for &j in &tops {
-                            names.entry(input.branches[j].name.as_str()).or_insert(j);
-                        }
-                        names
-                    })
-                    .get(out.name.as_str())
-                    .ok_or_else(|| format!("it has no top-level branch '{}'", out.name))?,
-            };
-            compatible(out, counter, input, j)
-                .map_err(|why| format!("branch '{}': {why}", out.name))?;
+        for (i, j) in self.stored_alike(input)?.into_iter().enumerate() {
             for b in &input.branches[j].baskets {
                 pieces.push(Piece {
                     branch: i,
@@ -118,6 +97,37 @@ impl TreeWriter {
             clusters: bounds.windows(2).map(|w| w[1] - w[0]).collect(),
             batches,
         })
+    }
+
+    /// The input branch of each branch of this tree, checked to store its entries as this writer
+    /// stores them (`compatible`), or why one is missing or stored otherwise.
+    pub(super) fn stored_alike(&self, input: &TreeMeta) -> std::result::Result<Vec<usize>, String> {
+        let tops: Vec<usize> = (0..input.branches.len())
+            .filter(|&j| input.branches[j].parent.is_none())
+            .collect();
+        // Inputs usually hold the output's branches in its order: found in place, else by name.
+        let mut by_name: Option<HashMap<&str, usize>> = None;
+        let mut found = Vec::with_capacity(self.branches.len());
+        for (i, out) in self.branches.iter().enumerate() {
+            let counter = out.counter.map(|c| self.branches[c].name.as_str());
+            let j = match tops.get(i) {
+                Some(&j) if input.branches[j].name == out.name => j,
+                _ => *by_name
+                    .get_or_insert_with(|| {
+                        let mut names = HashMap::new();
+                        for &j in &tops {
+                            names.entry(input.branches[j].name.as_str()).or_insert(j);
+                        }
+                        names
+                    })
+                    .get(out.name.as_str())
+                    .ok_or_else(|| format!("it has no top-level branch '{}'", out.name))?,
+            };
+            compatible(out, counter, input, j)
+                .map_err(|why| format!("branch '{}': {why}", out.name))?;
+            found.push(j);
+        }
+        Ok(found)
     }
 
     /// Write one batch of copied baskets (`read`, as read for `batch.ranges`) side by side,
@@ -321,7 +331,7 @@ pub fn same_branches(a: &TreeMeta, b: &TreeMeta) -> bool {
 
 /// Whether input branch `j` stores its entries as the writer stores `out` (counted by
 /// `counter`): then its baskets can be read as the output's.
-pub(super) fn compatible(
+fn compatible(
     out: &Branch,
     counter: Option<&str>,
     input: &TreeMeta,

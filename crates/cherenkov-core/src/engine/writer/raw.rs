@@ -1,5 +1,5 @@
 //! Rewrite mode's fast path: entries moved as they are serialized. An input tree whose branches
-//! store their entries as this writer stores them (copy mode's test, `copy::compatible`) has its
+//! store their entries as this writer stores them (copy mode's test, `TreeWriter::stored_alike`) has its
 //! baskets read and decompressed, and the bytes of their entries (with their entry offsets,
 //! re-based) appended to the baskets being filled: the layout policy re-clusters them and the
 //! closed clusters compress on every core as entries given as arrays do, without decoding the
@@ -8,7 +8,6 @@
 //! moved, so memory holds two steps and the cluster being filled.
 
 use super::branches::{Branch, Storage};
-use super::copy::compatible;
 use super::file::FileWriter;
 use super::fill::{BasketBuffer, MAX_BASKET};
 use super::tree::{Serialize, TreeWriter};
@@ -19,7 +18,7 @@ use crate::format::tree::TreeMeta;
 use crate::source::{ByteRange, SharedSource};
 use bytes::Bytes;
 use rayon::prelude::*;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Compressed bytes of baskets read and decoded at once (a step is larger when the input has
 /// no entry where every branch starts a basket within it).
@@ -60,23 +59,13 @@ impl TreeWriter {
         if self.branches.is_empty() {
             return Err("the output has no branches".into());
         }
-        let mut top: HashMap<&str, usize> = HashMap::new();
-        for (j, b) in input.branches.iter().enumerate() {
-            if b.parent.is_none() {
-                top.entry(b.name.as_str()).or_insert(j);
-            }
-        }
+        let found = self.stored_alike(input)?;
         let mut pieces = Vec::new();
         // How many branches start a basket at each entry: steps end where all do.
         let mut starts: BTreeMap<u64, usize> = BTreeMap::new();
-        for (i, out) in self.branches.iter().enumerate() {
-            let counter = out.counter.map(|c| self.branches[c].name.as_str());
-            let j = *top
-                .get(out.name.as_str())
-                .ok_or_else(|| format!("it has no top-level branch '{}'", out.name))?;
+        for ((i, out), j) in self.branches.iter().enumerate().zip(found) {
             let b = &input.branches[j];
             let why = |why: String| format!("branch '{}': {why}", out.name);
-            compatible(out, counter, input, j).map_err(why)?;
             if out.varies() && b.offsets_from_counts {
                 return Err(why("its baskets leave out their entry offsets".into()));
             }
