@@ -150,10 +150,7 @@ def merge(
     progress = None if progress is True else progress
     plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
     chosen = {t: choose(t, plan, infos, mode) for t, plan in plans.items()}
-    rewritten: dict[str, dict[str, str]] = {t: {} for t in tables}
-    moved = dict.fromkeys(tables, 0)
-    decoded: dict[str, dict[str, str]] = {t: {} for t in tables}
-    entries = dict.fromkeys(tables, 0)
+    totals = _counts(tables)
     settings = {"mode": mode, "schema": schema, "format": format, "compression": setting, "tables": tables, "groups": len(groups)}
     journal = Journal(os.fspath(output), settings)
     for n, group in enumerate(groups):
@@ -164,16 +161,11 @@ def merge(
         if done is not None:
             report.kept.append(path)
             report.bytes_written += os.path.getsize(path)
-            for table in tables:
-                rewritten[table].update(done["rewritten"][table])
-                decoded[table].update(done["decoded"][table])
-                entries[table] += done["entries"][table]
-                moved[table] += done["moved"][table]
+            _add(totals, done)
             continue
         journal.forget(path)
         remove_abandoned(path)
-        written = {t: (len(rewritten[t]), len(decoded[t])) for t in tables}
-        before = (dict(entries), dict(moved))
+        counts = _counts(tables)  # this output's, kept in the journal with it
         with recreate(path, compression=setting) as out:
             copy_objects(out, [i.spec for i in group], objects, report)
             for table, plan in plans.items():
@@ -184,40 +176,51 @@ def merge(
 
                 if chosen[table][0] == "copy":
                     first_having = next(i for i in infos if table in i.tables)
-                    rewritten[table].update(copy_table(tree, table, group, first_having, rewrite, open_options))
+                    counts["rewritten"][table].update(copy_table(tree, table, group, first_having, rewrite, open_options))
                 elif plan["format"] == "ttree":
                     count, why = rewrite_raw(tree, table, group, rewrite, open_options, progress)
-                    moved[table] += count
-                    decoded[table].update(why)
+                    counts["moved"][table] += count
+                    counts["decoded"][table].update(why)
                 else:
                     rewrite(group)
-                entries[table] += tree.num_entries
+                counts["entries"][table] += tree.num_entries
         report.bytes_written += os.path.getsize(path)
-        journal.record(
-            path,
-            group,
-            {
-                "rewritten": {t: dict(list(rewritten[t].items())[written[t][0] :]) for t in tables},
-                "decoded": {t: dict(list(decoded[t].items())[written[t][1] :]) for t in tables},
-                "entries": {t: entries[t] - before[0][t] for t in tables},
-                "moved": {t: moved[t] - before[1][t] for t in tables},
-            },
-        )
+        journal.record(path, group, counts)
+        _add(totals, counts)
     journal.finish()
     for table, plan in plans.items():
         report.trees[table] = TableReport(
             *chosen[table],
-            entries[table],
+            totals["entries"][table],
             len(plan["names"]),
             plan["missing"],
             plan["dropped"],
             [i.spec.replicas[0] for i in infos if table not in i.tables],
-            rewritten[table],
-            moved[table],
-            decoded[table],
+            totals["rewritten"][table],
+            totals["moved"][table],
+            totals["decoded"][table],
         )
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _counts(tables: list[str]) -> dict:
+    """What writing tables did, per table: inputs rewritten in copy mode and decoded in rewrite
+    mode ({input: why}), inputs whose entries were moved, entries written."""
+    return {
+        "rewritten": {t: {} for t in tables},
+        "decoded": {t: {} for t in tables},
+        "moved": dict.fromkeys(tables, 0),
+        "entries": dict.fromkeys(tables, 0),
+    }
+
+
+def _add(totals: dict, counts: dict) -> None:
+    for table in totals["entries"]:
+        totals["rewritten"][table].update(counts["rewritten"][table])
+        totals["decoded"][table].update(counts["decoded"][table])
+        totals["moved"][table] += counts["moved"][table]
+        totals["entries"][table] += counts["entries"][table]
 
 
 def split(infos: list[InputInfo], max_size: int | None) -> list[list[InputInfo]]:
