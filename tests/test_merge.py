@@ -112,6 +112,25 @@ def test_trees_concatenated_and_rewritten(inputs, tmp_path):
     assert "vector" in typenames["v"] and "vector" not in typenames["Muon_pt"]
 
 
+def test_each_input_tree_metadata_parsed_once(inputs, tmp_path, monkeypatch):
+    """With the strict schema only the first input is described before writing; the others are
+    described from the metadata parsed to move (or copy) their trees, in every mode."""
+    import cherenkov.merging.schema as schema
+
+    paths, _ = inputs
+    described = []
+    whole = schema._table_schema
+    monkeypatch.setattr(schema, "_table_schema", lambda f, *a: described.append(f.path) or whole(f, *a))
+    for mode in ("auto", "rewrite", "copy"):
+        described.clear()
+        report = cherenkov.merge(paths, tmp_path / f"{mode}.root", mode=mode, progress=False)
+        assert described == [str(paths[0])], mode
+        assert report.trees["Events"].entries == 4208, mode
+        if mode == "auto":  # decided from the first input's clusters
+            assert report.trees["Events"].reason.endswith("in the first input, under 10 MB: re-clustered")
+        assert_same([tmp_path / f"{mode}.root"], paths, list(TYPES))
+
+
 def test_inputs_described_from_the_core_summary(inputs):
     """The summary computed in Rust names the columns and types the tree's branches list, and
     inputs with the same columns share one dict of them (what `combine` passes over)."""
@@ -281,6 +300,15 @@ def test_an_interrupted_merge_resumes_from_its_complete_outputs(inputs, tmp_path
     report = cherenkov.merge(paths, out, max_size=max_size, mode="copy", progress=False)
     assert report.kept == [] and os.stat(first).st_ino != before.st_ino
     assert_same(report.outputs, paths, list(TYPES))
+
+    killed()  # the CLI's --no-resume writes the complete first output again
+    before = os.stat(first)
+    command = [sys.executable, "-m", "cherenkov.cli", "merge", str(out), *map(str, paths), "--max-size", str(max_size)]
+    run = subprocess.run([*command, "--mode", "copy", "--no-resume", "--json"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert json.loads(run.stdout)["kept"] == [] and os.stat(first).st_ino != before.st_ino
+    assert sorted(p.name for p in out.parent.iterdir()) == ["part_0.root", "part_1.root"]
+    assert_same([first, second], paths, list(TYPES))
 
 
 def test_an_input_without_the_tree_is_refused_unless_union(inputs, tmp_path):

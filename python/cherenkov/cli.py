@@ -188,6 +188,7 @@ def cmd_merge(args) -> int:
         format=args.format,
         compression=args.compression,
         progress=not args.quiet,
+        resume=args.resume,
     )
     if args.json:
         import dataclasses
@@ -293,6 +294,12 @@ def main(argv: list[str] | None = None) -> int:
     mg.add_argument("--compression", type=int, help="ROOT's setting, e.g. 505 (zstd 5); default: the first input's")
     mg.add_argument("--json", action="store_true", help="the report as JSON")
     mg.add_argument("--quiet", action="store_true", help="no progress bar or report")
+    mg.add_argument(
+        "--no-resume",
+        dest="resume",
+        action="store_false",
+        help="write every output again, even those an interrupted run of the same merge completed",
+    )
     mg.set_defaults(run=cmd_merge)
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     try:

@@ -135,9 +135,11 @@ def merge(
     started = time.perf_counter()
     specs = file_specs(inputs)
     named_trees = [s.tree for s in specs if s.tree]
-    # Copy mode with the strict schema reads each TTree's metadata once, when copying it: the
-    # other inputs' trees are checked against the first's there (947 branches: ~3 ms a parse).
-    infos = describe(specs, open_options, trees=not (mode == "copy" and schema == "strict" and format != "rntuple"))
+    # With the strict schema each TTree's metadata is read once, when the tree is copied or
+    # moved: only the first input's is read up front, the others are checked against it then
+    # (947 branches: ~1 ms a parse). A tree written by the array path needs every input's first.
+    lazy = schema == "strict" and format != "rntuple"
+    infos = describe(specs, open_options, trees=not lazy)
     first = infos[0]
     tables = list(dict.fromkeys(named_trees)) if named_trees else list(first.tables)
     for table in tables:
@@ -149,6 +151,9 @@ def merge(
     report = MergeReport(bytes_read=sum(i.size for i in infos))
     progress = None if progress is True else progress
     plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
+    if lazy and any(p["format"] != "ttree" for p in plans.values()):  # an RNTuple written from TTrees
+        infos = describe(specs, open_options)
+        plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
     chosen = {t: choose(t, plan, infos, mode) for t, plan in plans.items()}
     totals = _counts(tables)
     settings = {"mode": mode, "schema": schema, "format": format, "compression": setting, "tables": tables, "groups": len(groups)}
@@ -174,11 +179,11 @@ def merge(
                 def rewrite(run, table=table, plan=plan, tree=tree):
                     _write_table(tree, table, plan, run, progress, open_options)
 
+                first_having = next(i for i in infos if table in i.tables)
                 if chosen[table][0] == "copy":
-                    first_having = next(i for i in infos if table in i.tables)
                     counts["rewritten"][table].update(copy_table(tree, table, group, first_having, rewrite, open_options))
                 elif plan["format"] == "ttree":
-                    count, why = rewrite_raw(tree, table, group, rewrite, open_options, progress)
+                    count, why = rewrite_raw(tree, table, group, first_having, rewrite, open_options, progress)
                     counts["moved"][table] += count
                     counts["decoded"][table].update(why)
                 else:

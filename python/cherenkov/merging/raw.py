@@ -12,19 +12,22 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
 from cherenkov.file import open as open_file
-from cherenkov.merging.schema import OPENED_AT_ONCE, InputInfo
+from cherenkov.merging.schema import OPENED_AT_ONCE, InputInfo, TableSchema, combine, tree_schema
 from cherenkov.progress import Progress
 
 # Trees handed to one call: their basket reads follow each other without a pause.
 MOVED_AT_ONCE = 16
 
 
-def rewrite_raw(tree, table: str, group: list[InputInfo], decode, open_options: dict, progress=None) -> tuple[int, dict[str, str]]:
+def rewrite_raw(
+    tree, table: str, group: list[InputInfo], first: InputInfo, decode, open_options: dict, progress=None
+) -> tuple[int, dict[str, str]]:
     """Append `table` of the group's inputs to the writer's TTree `tree`, moving serialized
     entries; an input whose entries cannot be moved is appended with `decode([info])` (the
-    array path) in its place. `progress` as `merge` takes it. Returns how many inputs were
-    moved, and {input: why it was decoded}."""
-    return in_batches(tree.file._core.rewrite_trees, tree, table, group, decode, open_options, progress)
+    array path) in its place. `first`: the first input having the table, described (see
+    `in_batches`). `progress` as `merge` takes it. Returns how many inputs were moved, and
+    {input: why it was decoded}."""
+    return in_batches(tree.file._core.rewrite_trees, tree, table, group, first, decode, open_options, progress)
 
 
 def in_batches(
@@ -32,37 +35,39 @@ def in_batches(
     tree,
     table: str,
     group: list[InputInfo],
+    first: InputInfo,
     otherwise,
     open_options: dict,
     progress=None,
     at_once: int = MOVED_AT_ONCE,
-    parsed=None,
 ) -> tuple[int, dict[str, str]]:
     """Append `table` of the group's inputs to the writer's TTree `tree` with the core's
     `append(table_id, trees)` (``WritableFile.rewrite_trees`` or ``.copy_trees``: how many it
     appended, and why the next was refused), `at_once` trees a call, the next inputs opened
-    meanwhile (each TTree's metadata parsed once, then given to `parsed(info, tree)` if set);
-    an input refused (or not a TTree) is appended with `otherwise([info])` in its place.
-    `progress`: `Progress`'s `show` (bars of entries and compressed bytes). Returns how many
-    inputs `append` took, and {input: why it was refused}."""
+    meanwhile (each TTree's metadata parsed once, and an input not described yet described
+    from it: see `describe_parsed`); an input refused (or not a TTree) is appended with
+    `otherwise([info])` in its place. `progress`: `Progress`'s `show` (bars of entries and
+    compressed bytes; inputs not described yet counted as `first`'s entries until they are).
+    Returns how many inputs `append` took, and {input: why it was refused}."""
     table_id = tree._table
     refused: dict[str, str] = {}
     having = [i for i in group if table in i.tables]
     done = 0
-    bar = Progress({table: sum(i.tables[table].entries for i in having)}, progress)
+    guess = first.tables[table].entries
+    bar = Progress({table: sum(guess if i.tables[table].columns is None else i.tables[table].entries for i in having)}, progress)
+    reference: list = []  # `first`'s core tree, parsed when an input is to be described
 
     def opened(info: InputInfo):
         if info.tables[table].kind != "TTree":
-            return info, None, None
+            return info, None, None, False
         f = open_file(list(info.spec.replicas), **open_options)
         try:
             t = f._core.tree(table)  # its metadata parsed here, off the writing thread, once
-            if parsed is not None:
-                parsed(info, t)
+            guessed = describe_parsed(info, t, table, first, reference, open_options)
         except BaseException:
             f.close()
             raise
-        return info, f, t
+        return info, f, t, guessed
 
     batch: list = []
 
@@ -70,18 +75,18 @@ def in_batches(
         nonlocal done
         while batch:
             trees = []
-            for _, _, t in batch:
+            for _, _, t, _ in batch:
                 if t is None:
                     break
                 trees.append(t)
             taken, why = append(table_id, trees) if trees else (0, "not a TTree")
             done += taken
-            for info, f, _ in batch[:taken]:
+            for info, f, _, _ in batch[:taken]:
                 f.close()
                 bar.advance(table, info.tables[table].entries, info.tables[table].compressed)
             del batch[:taken]
             if why is not None:
-                info, f, _ = batch.pop(0)
+                info, f, _, _ = batch.pop(0)
                 if f is not None:
                     f.close()
                 refused[info.spec.replicas[0]] = why
@@ -92,9 +97,35 @@ def in_batches(
         pending = [pool.submit(opened, i) for i in having[:OPENED_AT_ONCE]]
         for n in range(len(having)):
             batch.append(pending.pop(0).result())
+            if batch[-1][3]:
+                bar.grow(table, batch[-1][0].tables[table].entries - guess)
             if n + OPENED_AT_ONCE < len(having):
                 pending.append(pool.submit(opened, having[n + OPENED_AT_ONCE]))
             if len(batch) == at_once:
                 flush()
         flush()
     return done, refused
+
+
+def describe_parsed(info: InputInfo, parsed, table: str, first: InputInfo, reference: list, open_options: dict) -> bool:
+    """Describe `table` of `info` from its core tree `parsed`, if not described yet (`describe`
+    describes only the first input with the ``strict`` schema: a TTree's metadata is then parsed
+    once, when the tree is moved). It must have `first`'s columns: when its branches are
+    `first`'s alike (compared in Rust with `first`'s core tree, parsed once into `reference`), it
+    takes `first`'s description. Returns whether it was described here; raises, naming the
+    file and the branch, when its columns differ."""
+    if info.tables[table].columns is not None:
+        return False
+    if not reference:
+        with open_file(list(first.spec.replicas), **open_options) as f:
+            reference.append(f._core.tree(table))
+    schema = first.tables[table]
+    if parsed.same_branches(reference[0]):
+        info.tables[table] = TableSchema("TTree", parsed.num_entries, schema.columns)
+        return True
+    info.tables[table] = mine = tree_schema(parsed)
+    if mine.columns == schema.columns:
+        mine.columns = schema.columns  # one dict for them all
+    else:
+        combine(table, [first, info], "strict")  # raises, naming the file and the branch
+    return True
