@@ -4,7 +4,8 @@
 
     .venv/bin/python bench/merge_bench.py [--files 1000] [--entries 100] [--outputs 2] [--repeat 3]
                                           [--hadd-O-repeat 1] [--tools copy,rewrite,hadd-ff,hadd-O]
-                                          [--tiny] [--rtt 137] [--json bench/results/merge.json]
+                                          [--tiny] [--rtt 137] [--remote [--rate MB/s]]
+                                          [--json bench/results/merge.json]
 
 Inputs are N files of M entries cut by ROOT from bench/make_nanolike.py's 40 000-entry file (947
 branches, ZSTD 5, each file written by ROOT as a grid job writes it; past the 40 000th entry the cuts
@@ -17,11 +18,17 @@ Each tool runs in processes of its own (peak RSS measured there), runs interleav
 printed with ratios, the outputs' sizes, and `cherenkov layout`'s prediction of the lab's fixed 30 %
 selection read at --rtt from the inputs and from the outputs (requests and time). cherenkov's outputs
 are read back and their entries counted against the inputs'.
+
+`--remote` also merges the same inputs served by a real xrootd behind toxiproxy at --rtt (the lab's
+`Lab`; `--rate` makes it one link of that many MB/s for every connection, else the loopback's), in
+each cherenkov mode asked for, in the same rounds: the remote merge against the local one plus the
+link's transfer time of the inputs' bytes (their bytes at --rate; none without it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import statistics
@@ -167,6 +174,9 @@ def find_hadd() -> str | None:
 
 TOOLS = {"copy": "cherenkov copy", "rewrite": "cherenkov rewrite", "hadd-ff": "hadd -ff", "hadd-O": "hadd -O"}
 STEMS = {"cherenkov copy": "copy", "cherenkov rewrite": "rewrite", "hadd -ff": "hadd-ff", "hadd -O": "hadd-O"}
+REMOTE = " (root://)"  # a cherenkov tool's name, merging the served inputs
+for _name in ("cherenkov copy", "cherenkov rewrite"):
+    STEMS[_name + REMOTE] = STEMS[_name] + "-remote"
 
 
 def outputs_of(name: str, out: Path, count: int) -> list[Path]:
@@ -178,21 +188,26 @@ def outputs_of(name: str, out: Path, count: int) -> list[Path]:
 
 
 def tools(
-    hadd: str | None, inputs: list[Path], out: Path, groups: list[range], max_size: int, wanted: list[str]
+    hadd: str | None, inputs: list[Path], out: Path, groups: list[range], max_size: int, wanted: list[str], urls: list[str] | None = None
 ) -> dict[str, list[list[str]]]:
-    """Each tool's commands (one per process, run in turn): cherenkov one, hadd one per output."""
+    """Each tool's commands (one per process, run in turn): cherenkov one, hadd one per output;
+    with `urls` (the inputs served), cherenkov's tools again on them."""
     names = [str(p) for p in inputs]
     cli = [sys.executable, "-m", "cherenkov.cli", "merge"]
     split = ["--max-size", str(max_size)] if len(groups) > 1 else []
-    found = {
-        "cherenkov copy": [[*cli, str(out / "copy.root"), *names, "--quiet", "--mode", "copy", *split]],
-        "cherenkov rewrite": [[*cli, str(out / "rewrite.root"), *names, "--quiet", "--mode", "rewrite", "--compression", "505", *split]],
-    }
+    modes = {"cherenkov copy": ["--mode", "copy"], "cherenkov rewrite": ["--mode", "rewrite", "--compression", "505"]}
+    found = {name: [[*cli, str(out / f"{STEMS[name]}.root"), *names, "--quiet", *flags, *split]] for name, flags in modes.items()}
     if hadd:
         for name, flags in (("hadd -ff", ["-f", "-ff"]), ("hadd -O", ["-f505", "-O"])):
             targets = outputs_of(name, out, len(groups))
             found[name] = [[hadd, *flags, str(t), *(names[k] for k in g)] for t, g in zip(targets, groups)]
-    return {TOOLS[w]: found[TOOLS[w]] for w in wanted if TOOLS[w] in found}
+    chosen = {TOOLS[w]: found[TOOLS[w]] for w in wanted if TOOLS[w] in found}
+    if urls is not None:
+        for name, flags in modes.items():
+            if name in chosen:
+                # The same --max-size: the served inputs have the local ones' sizes.
+                chosen[name + REMOTE] = [[*cli, str(out / f"{STEMS[name + REMOTE]}.root"), *urls, "--quiet", *flags, *split]]
+    return chosen
 
 
 def compression_floor(path: Path, level: int = 10) -> tuple[float, float, int]:
@@ -247,7 +262,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tools", default="copy,rewrite,hadd-ff,hadd-O", help=f"some of {','.join(TOOLS)}")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each tool but hadd -O")
     parser.add_argument("--hadd-O-repeat", type=int, default=1, help="runs of hadd -O (minutes each)")
-    parser.add_argument("--rtt", type=float, default=137.0, help="round trip (ms) of the predicted remote read")
+    parser.add_argument("--rtt", type=float, default=137.0, help="round trip (ms) of the predicted remote read and of --remote's link")
+    parser.add_argument("--remote", action="store_true", help="also merge the inputs served by xrootd at --rtt (cherenkov's modes)")
+    parser.add_argument("--rate", type=float, help="with --remote: one link of this many MB/s for all connections")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
@@ -263,8 +280,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     out = Path(tempfile.mkdtemp(prefix="cherenkov-merge-bench-"))
     results: dict[str, dict] = {}
+    lab = contextlib.ExitStack()
     try:
-        commands = tools(hadd, inputs, out, groups, max_size, args.tools.split(","))
+        urls = None
+        if args.remote:
+            from cherenkov_lab.servers import Lab
+
+            served = lab.enter_context(Lab(inputs[0].parent, link="thin" if args.rate else None, rate=args.rate))
+            served.set_rtt(args.rtt)
+            urls = [served.url("root", p.name) for p in inputs]
+            link = f"one {args.rate:g} MB/s link" if args.rate else "the loopback's bandwidth"
+            print(f"served by xrootd at {args.rtt:g} ms ({link})")
+        commands = tools(hadd, inputs, out, groups, max_size, args.tools.split(","), urls)
         for round_ in range(max(args.repeat, args.hadd_O_repeat)):
             for name, runs in commands.items():
                 if round_ >= (args.hadd_O_repeat if name == "hadd -O" else args.repeat):
@@ -287,10 +314,10 @@ def main(argv: list[str] | None = None) -> int:
         predict = not args.tiny and len(inputs) <= 2000  # the layout of each input: one open each
         before = predicted(inputs, args.rtt) if predict else (0, 0.0)
         print(
-            f"\n{'tool':18s} {'median s':>9s} {'CPU s':>7s} {'peak GB':>8s} {'size MB':>8s} {'requests':>9s} {'read s':>7s}"
+            f"\n{'tool':28s} {'median s':>9s} {'CPU s':>7s} {'peak GB':>8s} {'size MB':>8s} {'requests':>9s} {'read s':>7s}"
             f"  (fixed selection at {args.rtt:g} ms, predicted)"
         )
-        print(f"{'inputs':18s} {'':>9s} {'':>7s} {'':>8s} {total / 1e6:8.1f} {before[0]:9d} {before[1]:7.2f}")
+        print(f"{'inputs':28s} {'':>9s} {'':>7s} {'':>8s} {total / 1e6:8.1f} {before[0]:9d} {before[1]:7.2f}")
         for name, r in results.items():
             r["median"] = statistics.median(r["seconds"])
             r["cpu_median"] = statistics.median(r["cpu"])
@@ -298,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             r["bytes"] = sum(p.stat().st_size for p in paths)
             r["requests"], r["read_seconds"] = predicted(paths, args.rtt) if predict else (0, 0.0)
             print(
-                f"{name:18s} {r['median']:9.2f} {r['cpu_median']:7.2f} {max(r['rss']) / 1e9:8.2f} {r['bytes'] / 1e6:8.1f}"
+                f"{name:28s} {r['median']:9.2f} {r['cpu_median']:7.2f} {max(r['rss']) / 1e9:8.2f} {r['bytes'] / 1e6:8.1f}"
                 f" {r['requests']:9d} {r['read_seconds']:7.2f}"
             )
         for ours, peer in (("cherenkov copy", "hadd -ff"), ("cherenkov rewrite", "hadd -O"), ("cherenkov rewrite", "hadd -ff")):
@@ -306,6 +333,15 @@ def main(argv: list[str] | None = None) -> int:
                 wall = results[peer]["median"] / results[ours]["median"]
                 cpu = results[peer]["cpu_median"] / results[ours]["cpu_median"]
                 print(f"{ours}: {wall:.2f}x the speed of {peer} (CPU time: {cpu:.2f}x less)")
+        transfer = total / (args.rate * 1e6) if args.rate else 0.0
+        for name in TOOLS.values():
+            if name in results and name + REMOTE in results:
+                remote, local = results[name + REMOTE]["median"], results[name]["median"]
+                results[name + REMOTE]["ratio_to_local_plus_transfer"] = ratio = remote / (local + transfer)
+                print(
+                    f"{name + REMOTE}: {remote:.2f} s, {ratio:.2f}x (the local merge {local:.2f} s + the link's transfer of "
+                    f"{total / 1e6:.1f} MB {transfer:.2f} s)"
+                )
         if "cherenkov rewrite" in results:
             floors = [compression_floor(p) for p in outputs_of("cherenkov rewrite", out, len(groups))]
             wall, cpu, size = (sum(f[k] for f in floors) for k in range(3))
@@ -332,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
     finally:
+        lab.close()
         shutil.rmtree(out, ignore_errors=True)
     return 0
 

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
 from cherenkov.file import open as open_file
-from cherenkov.merging.schema import OPENED_AT_ONCE, InputInfo, TableSchema, combine, tree_schema
+from cherenkov.merging.schema import InputInfo, TableSchema, combine, opened_at_once, tree_schema
 from cherenkov.progress import Progress
 
 # Trees handed to one call: their basket reads follow each other without a pause.
@@ -55,12 +55,15 @@ def in_batches(
     done = 0
     guess = first.tables[table].entries
     bar = Progress({table: sum(guess if i.tables[table].columns is None else i.tables[table].entries for i in having)}, progress)
-    reference: list = []  # `first`'s core tree, parsed when an input is to be described
+    reference: list = [first.parsed[table]] if table in first.parsed else []  # `first`'s core tree
 
-    def opened(info: InputInfo):
-        if info.tables[table].kind != "TTree":
+    def opening(info: InputInfo):
+        return open_file(list(info.spec.replicas), **open_options) if info.tables[table].kind == "TTree" else None
+
+    def opened(info: InputInfo, file):
+        f = file.result()
+        if f is None:
             return info, None, None, False
-        f = open_file(list(info.spec.replicas), **open_options)
         try:
             t = f._core.tree(table)  # its metadata parsed here, off the writing thread, once
             guessed = describe_parsed(info, t, table, first, reference, open_options)
@@ -93,14 +96,21 @@ def in_batches(
                 otherwise([info])
                 bar.advance(table, info.tables[table].entries, info.tables[table].compressed)
 
-    with ThreadPoolExecutor(OPENED_AT_ONCE) as pool, closing(bar):
-        pending = [pool.submit(opened, i) for i in having[:OPENED_AT_ONCE]]
+    # Inputs opened `wide` ahead, their TTree metadata parsed `ahead` ahead.
+    wide, ahead = opened_at_once([i.spec for i in having])
+    at_once = max(at_once, ahead)  # remote: each call's first read waits a round trip
+    with ThreadPoolExecutor(wide) as files, ThreadPoolExecutor(ahead) as pool, closing(bar):
+        opens = [files.submit(opening, i) for i in having[:wide]]
+        pending = [pool.submit(opened, i, f) for i, f in zip(having[:ahead], opens)]
         for n in range(len(having)):
             batch.append(pending.pop(0).result())
             if batch[-1][3]:
                 bar.grow(table, batch[-1][0].tables[table].entries - guess)
-            if n + OPENED_AT_ONCE < len(having):
-                pending.append(pool.submit(opened, having[n + OPENED_AT_ONCE]))
+            if n + wide < len(having):
+                opens.append(files.submit(opening, having[n + wide]))
+            if n + ahead < len(having):
+                pending.append(pool.submit(opened, having[n + ahead], opens[n + ahead]))
+            opens[n] = None  # its file is the batch's now
             if len(batch) == at_once:
                 flush()
         flush()

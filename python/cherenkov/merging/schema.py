@@ -18,7 +18,12 @@ from cherenkov.writing import _from_ak_type
 
 SCHEMAS = ("strict", "union", "intersection")
 NUMBERS = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64"}
+# Inputs opened at once: a few on local disk, many more when remote, where an open costs round
+# trips that only overlapping hides: files opened (`describe`, and ahead of the writer) hold
+# little, files whose TTree metadata is parsed hold it (947 branches: ~3 MB) while they wait.
 OPENED_AT_ONCE = 8
+OPENED_AT_ONCE_REMOTE = 256
+PARSED_AT_ONCE_REMOTE = 64
 
 
 @dataclass
@@ -41,6 +46,8 @@ class InputInfo:
     tables: dict[str, TableSchema]
     objects: dict[str, str] = field(default_factory=dict)  # path -> class, tables and dirs left out
     version: str | None = None  # as its source saw it (a modification time, an ETag), if known
+    # The first input's core TTrees as `describe` parsed them: the others are compared with them.
+    parsed: dict = field(default_factory=dict, repr=False)
 
 
 def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> list[InputInfo]:
@@ -50,8 +57,8 @@ def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> l
     of 947 branches, and `combine` passes over an input whose columns are the first's."""
     shared: dict[tuple, dict[str, str]] = {}
     infos = []
-    with ThreadPoolExecutor(OPENED_AT_ONCE) as pool:
-        for info in pool.map(lambda ks: _describe(ks[1], open_options, trees or ks[0] == 0), enumerate(specs)):
+    with ThreadPoolExecutor(opened_at_once(specs)[0]) as pool:
+        for info in pool.map(lambda ks: _describe(ks[1], open_options, trees or ks[0] == 0, ks[0] == 0), enumerate(specs)):
             for t in info.tables.values():
                 if t.columns is not None:
                     t.columns = shared.setdefault(tuple(t.columns.items()), t.columns)
@@ -59,25 +66,40 @@ def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> l
     return infos
 
 
-def _describe(spec: FileSpec, open_options: dict, trees: bool) -> InputInfo:
+def opened_at_once(specs: list[FileSpec]) -> tuple[int, int]:
+    """How many of these inputs to have opened at once, and of those how many with their TTree
+    metadata parsed: more when one is remote."""
+    if any("://" in r and not r.startswith("file:") for s in specs for r in s.replicas):
+        return OPENED_AT_ONCE_REMOTE, PARSED_AT_ONCE_REMOTE
+    return OPENED_AT_ONCE, OPENED_AT_ONCE
+
+
+def _describe(spec: FileSpec, open_options: dict, trees: bool, keep: bool) -> InputInfo:
+    """`spec`'s `InputInfo`; `keep`: with its core TTrees."""
     with open_file(list(spec.replicas), **open_options) as f:
-        tables, objects = {}, {}
+        tables, objects, parsed = {}, {}, {}
         for key, cls in f.classnames().items():
             path = key.split(";")[0]
             if cls in TABLE_CLASSES:
                 if path not in tables:
-                    tables[path] = _table_schema(f, path, cls) if trees or cls == RNTUPLE_CLASS else TableSchema("TTree", 0, None)
+                    tables[path] = (
+                        _table_schema(f, path, cls, parsed if keep else {})
+                        if trees or cls == RNTUPLE_CLASS
+                        else TableSchema("TTree", 0, None)
+                    )
             elif cls not in ("TDirectory", "TDirectoryFile") and path not in objects:
                 objects[path] = cls
-        return InputInfo(spec, f.size, f._core.compression, tables, objects, f._core.version)
+        return InputInfo(spec, f.size, f._core.compression, tables, objects, f._core.version, parsed)
 
 
-def _table_schema(f, path: str, cls: str) -> TableSchema:
+def _table_schema(f, path: str, cls: str, parsed: dict) -> TableSchema:
+    """The `TableSchema` of table `path` of class `cls` in `f`; a TTree's core tree kept in `parsed`."""
     if cls == RNTUPLE_CLASS:
         table = f[path]
         columns = {b.name: b.typename for b in table.branches if b.readable and getattr(b, "parent", None) is None}
         return TableSchema("RNTuple", table.num_entries, columns)
-    return tree_schema(f._core.tree(path))
+    parsed[path] = f._core.tree(path)
+    return tree_schema(parsed[path])
 
 
 def tree_schema(tree) -> TableSchema:

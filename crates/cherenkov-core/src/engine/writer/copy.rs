@@ -4,12 +4,12 @@
 //! length, so the entry offsets inside the payload (counted from the key's start) stay right.
 //! The tree's basket tables (fBasketSeek, fBasketEntry, fBasketBytes) and its cluster ranges are
 //! the inputs', shifted by the entries written before them. Baskets are read in batches in file
-//! order, the next batch on its way while one is written, so memory holds two batches.
+//! order, the next batches on their way while one is written (`raw::ReadAhead`).
 
 use super::branches::{Branch, Storage};
 use super::file::FileWriter;
+use super::raw::ReadAhead;
 use super::tree::TreeWriter;
-use crate::engine::runtime;
 use crate::error::{Error, Result};
 use crate::format::basket::{decode_basket, BasketHeader};
 use crate::format::cursor::Cursor;
@@ -260,32 +260,24 @@ pub fn copy_trees(
         writer.close_cluster(file)?;
     }
     writer.write_pending(file)?;
-    let read = |source: &SharedSource, batch: &Batch| {
-        let source = source.clone();
-        let ranges = batch.ranges.clone();
-        runtime().spawn(async move { source.read_ranges(&ranges).await })
-    };
     let steps: Vec<(usize, usize)> = inputs
         .iter()
         .enumerate()
         .flat_map(|(k, (_, plan))| (0..plan.batches.len()).map(move |b| (k, b)))
         .collect();
-    let mut next = steps
-        .first()
-        .map(|&(k, b)| read(&inputs[k].0, &inputs[k].1.batches[b]));
+    let mut reads = ReadAhead::new(
+        steps
+            .iter()
+            .map(|&(k, b)| (&inputs[k].0, &inputs[k].1.batches[b].ranges[..]))
+            .collect(),
+    );
     let mut first_entry = writer.entries;
     let mut done = 0;
-    for (s, &(k, b)) in steps.iter().enumerate() {
-        let reading = next.take().expect("one read per step");
-        if let Some(&(k2, b2)) = steps.get(s + 1) {
-            next = Some(read(&inputs[k2].0, &inputs[k2].1.batches[b2]));
-        }
+    for &(k, b) in &steps {
         // Inputs with no baskets (no entries) are passed over by the steps.
         finish_inputs(writer, &inputs[done..k], &mut first_entry);
         done = done.max(k);
-        let raw = runtime()
-            .block_on(reading)
-            .map_err(|e| Error::Cancelled(format!("reading baskets to copy: {e}")))??;
+        let raw = reads.next_step("reading baskets to copy")?;
         writer.write_copied(file, &inputs[k].1.batches[b], raw, first_entry)?;
     }
     finish_inputs(writer, &inputs[done..], &mut first_entry);

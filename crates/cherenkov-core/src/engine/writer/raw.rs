@@ -4,8 +4,8 @@
 //! re-based) appended to the baskets being filled: the layout policy re-clusters them and the
 //! closed clusters compress on every core as entries given as arrays do, without decoding the
 //! entries into arrays and serializing them back (hadd -O moves ROOT's objects alike). Baskets
-//! are read in steps of whole baskets of every branch, the next step on its way while one is
-//! moved, so memory holds two steps and the cluster being filled.
+//! are read in steps of whole baskets of every branch, the next steps on their way while one is
+//! moved (`ReadAhead`), so memory holds `READ_AHEAD_BYTES`, a step and the cluster being filled.
 
 use super::branches::{Branch, Storage};
 use super::file::FileWriter;
@@ -18,11 +18,62 @@ use crate::format::tree::TreeMeta;
 use crate::source::{ByteRange, SharedSource};
 use bytes::Bytes;
 use rayon::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use tokio::task::JoinHandle;
 
 /// Compressed bytes of baskets read and decoded at once (a step is larger when the input has
 /// no entry where every branch starts a basket within it).
 const STEP_BYTES: u64 = if cfg!(test) { 4 << 10 } else { 16 << 20 };
+
+/// Compressed bytes read ahead of the step being moved or copied: over a link of long round
+/// trips the steps of many small inputs then arrive together, not one round trip each.
+const READ_AHEAD_BYTES: u64 = 32 << 20;
+
+/// The reads of consecutive steps (a source and its ranges each), issued in order ahead of their
+/// use while `READ_AHEAD_BYTES` or less are in flight (at least the next step always is).
+pub(super) struct ReadAhead<'a> {
+    steps: Vec<(&'a SharedSource, &'a [ByteRange])>,
+    issued: VecDeque<(u64, JoinHandle<Result<Vec<Bytes>>>)>,
+    next: usize,
+    in_flight: u64,
+}
+
+impl<'a> ReadAhead<'a> {
+    pub(super) fn new(steps: Vec<(&'a SharedSource, &'a [ByteRange])>) -> Self {
+        let mut ahead = Self {
+            steps,
+            issued: VecDeque::new(),
+            next: 0,
+            in_flight: 0,
+        };
+        ahead.issue();
+        ahead
+    }
+
+    fn issue(&mut self) {
+        while let Some(&(source, ranges)) = self.steps.get(self.next) {
+            if !self.issued.is_empty() && self.in_flight >= READ_AHEAD_BYTES {
+                break;
+            }
+            let bytes = ranges.iter().map(|r| r.len).sum();
+            let (source, ranges) = (source.clone(), ranges.to_vec());
+            let reading = runtime().spawn(async move { source.read_ranges(&ranges).await });
+            self.issued.push_back((bytes, reading));
+            self.in_flight += bytes;
+            self.next += 1;
+        }
+    }
+
+    /// The bytes of the next step's ranges (`what` names the reads in an error).
+    pub(super) fn next_step(&mut self, what: &str) -> Result<Vec<Bytes>> {
+        let (bytes, reading) = self.issued.pop_front().expect("one read per step");
+        self.in_flight -= bytes;
+        self.issue();
+        runtime()
+            .block_on(reading)
+            .map_err(|e| Error::Cancelled(format!("{what}: {e}")))?
+    }
+}
 
 /// One input basket and where its entries go.
 struct Piece {
@@ -378,31 +429,25 @@ impl Serialize for Decoded {
 }
 
 /// Append the entries of the input trees (each read from its source, as its plan says) to
-/// `writer` by moving their serialized entries, in order; the next step is read while one is
-/// moved.
+/// `writer` by moving their serialized entries, in order; the next steps are read while one is
+/// moved (`ReadAhead`).
 pub fn rewrite_trees(
     writer: &mut TreeWriter,
     file: &mut FileWriter,
     inputs: Vec<(SharedSource, RawPlan)>,
 ) -> Result<()> {
-    let read = |source: &SharedSource, step: &Step| {
-        let source = source.clone();
-        let ranges = step.ranges.clone();
-        runtime().spawn(async move { source.read_ranges(&ranges).await })
-    };
     let steps: Vec<(&SharedSource, &Step)> = inputs
         .iter()
         .flat_map(|(source, plan)| plan.steps.iter().map(move |s| (source, s)))
         .collect();
-    let mut next = steps.first().map(|&(source, step)| read(source, step));
-    for (k, &(source, step)) in steps.iter().enumerate() {
-        let reading = next.take().expect("one read per step");
-        if let Some(&(source, step)) = steps.get(k + 1) {
-            next = Some(read(source, step));
-        }
-        let raw = runtime()
-            .block_on(reading)
-            .map_err(|e| Error::Cancelled(format!("reading baskets to rewrite: {e}")))??;
+    let mut reads = ReadAhead::new(
+        steps
+            .iter()
+            .map(|&(source, step)| (source, &step.ranges[..]))
+            .collect(),
+    );
+    for &(source, step) in &steps {
+        let raw = reads.next_step("reading baskets to rewrite")?;
         let decoded = writer
             .decode(source.name(), step, &raw)
             .map_err(|e| e.in_file(source.name()))?;
