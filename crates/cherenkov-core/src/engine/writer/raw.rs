@@ -26,8 +26,9 @@ use tokio::task::JoinHandle;
 const STEP_BYTES: u64 = if cfg!(test) { 4 << 10 } else { 16 << 20 };
 
 /// Compressed bytes read ahead of the step being moved or copied: over a link of long round
-/// trips the steps of many small inputs then arrive together, not one round trip each.
-const READ_AHEAD_BYTES: u64 = 32 << 20;
+/// trips the steps of many small inputs then arrive together, not one round trip each. Tests
+/// take a few steps: both ends of the window are then met.
+const READ_AHEAD_BYTES: u64 = if cfg!(test) { 8 << 10 } else { 32 << 20 };
 
 /// The reads of consecutive steps (a source and its ranges each), issued in order ahead of their
 /// use while `READ_AHEAD_BYTES` or less are in flight (at least the next step always is).
