@@ -172,11 +172,14 @@ impl TreeWriter {
             .zip(raws)
             .map(|(piece, raw)| {
                 let branch = &branches[piece.branch];
-                let origin = format!(
-                    "{input}: tree '{name}', basket of branch '{}' at offset {}",
-                    branch.name, piece.range.offset
-                );
-                let entries = Entries::decode(branch, sizes[piece.branch], piece, raw, &origin)?;
+                // Named only in an error: a step of small inputs holds a basket per branch.
+                let origin = || {
+                    format!(
+                        "{input}: tree '{name}', basket of branch '{}' at offset {}",
+                        branch.name, piece.range.offset
+                    )
+                };
+                let entries = Entries::decode(branch, sizes[piece.branch], piece, raw, origin)?;
                 Ok((piece.branch, entries))
             })
             .collect::<Result<_>>()?;
@@ -314,10 +317,11 @@ impl Entries {
         size: usize,
         piece: &Piece,
         raw: &[u8],
-        origin: &str,
+        origin: impl Fn() -> String,
     ) -> Result<Self> {
-        let basket = decode_basket(raw, origin)?;
-        let bad = |why: String| Error::InvalidArgument(format!("{origin}: {why}"));
+        // Decoding again names the basket in the error (it fails alike).
+        let basket = decode_basket(raw, "").or_else(|_| decode_basket(raw, &origin()))?;
+        let bad = |why: String| Error::InvalidArgument(format!("{}: {why}", origin()));
         if basket.entries as u64 != piece.entries {
             return Err(bad(format!(
                 "{} entries, where the branch's basket table says {}",

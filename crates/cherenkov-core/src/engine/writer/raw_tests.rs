@@ -219,3 +219,41 @@ fn inputs_stored_otherwise_are_refused_with_the_branch_named() {
     };
     assert!(why.starts_with("branch 'i'"), "{why}");
 }
+
+#[test]
+fn a_damaged_basket_is_named_in_the_error() {
+    let path = scratch("damaged.root");
+    write(&path, None, |t, f| t.extend(f, arrays(50, 0)).unwrap());
+    let (_, meta) = open(&path);
+    let v = meta.branches.iter().position(|b| b.name == "v").unwrap();
+    let seek = meta.branches[v].baskets[0].seek as usize;
+    let mut bytes = std::fs::read(&path).unwrap();
+    let keylen = u16::from_be_bytes([bytes[seek + 14], bytes[seek + 15]]) as usize;
+    bytes[seek + keylen..seek + keylen + 2].copy_from_slice(b"XX"); // no compression header
+    std::fs::write(&path, bytes).unwrap();
+    let (file, meta) = open(&path);
+    let mut out_file = FileWriter::create(
+        crate::sink::create(&scratch("damaged-out.root")).unwrap(),
+        "",
+        Compression::NONE,
+    )
+    .unwrap();
+    let mut tree = TreeWriter::new(
+        &out_file,
+        out_file.root(),
+        "Events",
+        columns(),
+        options(None),
+        vec![],
+    )
+    .unwrap();
+    let plan = tree.raw_plan(&meta).unwrap();
+    let Err(e) = rewrite_trees(&mut tree, &mut out_file, vec![(file.source.clone(), plan)]) else {
+        panic!("rewritten")
+    };
+    let message = e.to_string();
+    assert!(
+        message.contains(&format!("basket of branch 'v' at offset {seek}")),
+        "{message}"
+    );
+}
