@@ -6,6 +6,7 @@
 
 use crate::errors::to_py;
 use crate::tree::Tree;
+use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::writer::copy::copy_trees;
 use cherenkov_core::engine::writer::file::{DirectoryId, FileWriter};
 use cherenkov_core::engine::writer::ntuple::{NtupleLayout, NtupleWriter};
@@ -15,7 +16,6 @@ use cherenkov_core::engine::writer::{Column, ColumnType, TableOptions, TableWrit
 use cherenkov_core::format::array::{AlignedBytes, Array, DType, SharedBytes};
 use cherenkov_core::format::tree::TreeMeta;
 use cherenkov_core::format::writing::compression::Compression;
-use cherenkov_core::source::SharedSource;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
@@ -295,13 +295,13 @@ impl WritableFile {
         run: impl FnOnce(
                 &mut TreeWriter,
                 &mut FileWriter,
-                Vec<(SharedSource, P)>,
+                Vec<(Arc<RootFile>, P)>,
             ) -> cherenkov_core::Result<()>
             + Send,
     ) -> PyResult<(usize, Option<String>)> {
         let inputs: Vec<_> = trees
             .iter()
-            .map(|t| (t.file.source.clone(), t.meta.clone()))
+            .map(|t| (t.file.clone(), t.meta.clone()))
             .collect();
         self.with_tree(table, |writer, file| {
             let mut plans = Vec::new();

@@ -10,15 +10,17 @@ use super::branches::{Branch, Storage};
 use super::file::FileWriter;
 use super::raw::ReadAhead;
 use super::tree::TreeWriter;
+use crate::engine::file::RootFile;
 use crate::error::{Error, Result};
 use crate::format::basket::{decode_basket, BasketHeader};
 use crate::format::cursor::Cursor;
 use crate::format::directory::Key;
 use crate::format::tree::TreeMeta;
 use crate::format::writing::tree::{cpp_type, leaf_type, BasketRecord};
-use crate::source::{ByteRange, SharedSource};
+use crate::source::ByteRange;
 use bytes::Bytes;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// Bytes of baskets read at once (two batches are held: one written, the next on its way).
 const BATCH_BYTES: u64 = 32 << 20;
@@ -254,7 +256,7 @@ impl TreeWriter {
 pub fn copy_trees(
     writer: &mut TreeWriter,
     file: &mut FileWriter,
-    inputs: Vec<(SharedSource, CopyPlan)>,
+    inputs: Vec<(Arc<RootFile>, CopyPlan)>,
 ) -> Result<()> {
     if writer.filling_entries > 0 {
         writer.close_cluster(file)?;
@@ -288,7 +290,7 @@ pub fn copy_trees(
 }
 
 /// Count the entries and clusters of inputs whose baskets are all written.
-fn finish_inputs(writer: &mut TreeWriter, inputs: &[(SharedSource, CopyPlan)], first: &mut u64) {
+fn finish_inputs(writer: &mut TreeWriter, inputs: &[(Arc<RootFile>, CopyPlan)], first: &mut u64) {
     for (_, plan) in inputs {
         writer.entries += plan.entries;
         writer.clusters.extend(&plan.clusters);

@@ -11,14 +11,16 @@ use super::branches::{Branch, Storage};
 use super::file::FileWriter;
 use super::fill::{BasketBuffer, MAX_BASKET};
 use super::tree::{Serialize, TreeWriter};
+use crate::engine::file::RootFile;
 use crate::engine::runtime;
 use crate::error::{Error, Result};
 use crate::format::basket::decode_basket;
 use crate::format::tree::TreeMeta;
-use crate::source::{ByteRange, SharedSource};
+use crate::source::ByteRange;
 use bytes::Bytes;
 use rayon::prelude::*;
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use tokio::task::JoinHandle;
 
 /// Compressed bytes of baskets read and decoded at once (a step is larger when the input has
@@ -30,17 +32,19 @@ const STEP_BYTES: u64 = if cfg!(test) { 4 << 10 } else { 16 << 20 };
 /// take a few steps: both ends of the window are then met.
 const READ_AHEAD_BYTES: u64 = if cfg!(test) { 8 << 10 } else { 32 << 20 };
 
-/// The reads of consecutive steps (a source and its ranges each), issued in order ahead of their
-/// use while `READ_AHEAD_BYTES` or less are in flight (at least the next step always is).
+/// The reads of consecutive steps (a file and its ranges each), issued in order ahead of their
+/// use while `READ_AHEAD_BYTES` or less are in flight (at least the next step always is). Ranges
+/// that opening the file read already (a small file's baskets lie in its speculative tail) are
+/// not read again.
 pub(super) struct ReadAhead<'a> {
-    steps: Vec<(&'a SharedSource, &'a [ByteRange])>,
+    steps: Vec<(&'a Arc<RootFile>, &'a [ByteRange])>,
     issued: VecDeque<(u64, JoinHandle<Result<Vec<Bytes>>>)>,
     next: usize,
     in_flight: u64,
 }
 
 impl<'a> ReadAhead<'a> {
-    pub(super) fn new(steps: Vec<(&'a SharedSource, &'a [ByteRange])>) -> Self {
+    pub(super) fn new(steps: Vec<(&'a Arc<RootFile>, &'a [ByteRange])>) -> Self {
         let mut ahead = Self {
             steps,
             issued: VecDeque::new(),
@@ -52,13 +56,33 @@ impl<'a> ReadAhead<'a> {
     }
 
     fn issue(&mut self) {
-        while let Some(&(source, ranges)) = self.steps.get(self.next) {
+        while let Some(&(file, ranges)) = self.steps.get(self.next) {
             if !self.issued.is_empty() && self.in_flight >= READ_AHEAD_BYTES {
                 break;
             }
             let bytes = ranges.iter().map(|r| r.len).sum();
-            let (source, ranges) = (source.clone(), ranges.to_vec());
-            let reading = runtime().spawn(async move { source.read_ranges(&ranges).await });
+            let (file, ranges) = (file.clone(), ranges.to_vec());
+            let reading = runtime().spawn(async move {
+                let mut held: Vec<Option<Bytes>> = ranges.iter().map(|r| file.held(r)).collect();
+                let missing: Vec<ByteRange> = ranges
+                    .iter()
+                    .zip(&held)
+                    .filter(|(_, h)| h.is_none())
+                    .map(|(r, _)| *r)
+                    .collect();
+                let mut read = if missing.is_empty() {
+                    Vec::new()
+                } else {
+                    file.source.read_ranges(&missing).await?
+                }
+                .into_iter();
+                for slot in held.iter_mut().filter(|h| h.is_none()) {
+                    *slot = read.next();
+                }
+                held.into_iter()
+                    .map(|h| h.ok_or_else(|| Error::io(file.name(), "a range was not returned")))
+                    .collect::<Result<Vec<Bytes>>>()
+            });
             self.issued.push_back((bytes, reading));
             self.in_flight += bytes;
             self.next += 1;
@@ -439,9 +463,9 @@ impl Serialize for Decoded {
 pub fn rewrite_trees(
     writer: &mut TreeWriter,
     file: &mut FileWriter,
-    inputs: Vec<(SharedSource, RawPlan)>,
+    inputs: Vec<(Arc<RootFile>, RawPlan)>,
 ) -> Result<()> {
-    let steps: Vec<(&SharedSource, &Step)> = inputs
+    let steps: Vec<(&Arc<RootFile>, &Step)> = inputs
         .iter()
         .flat_map(|(source, plan)| plan.steps.iter().map(move |s| (source, s)))
         .collect();

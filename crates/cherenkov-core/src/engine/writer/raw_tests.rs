@@ -163,7 +163,7 @@ fn moved_entries_read_back_as_written_from_arrays_and_reclustered() {
                 assert!(meta.cluster_boundaries().len() > 20);
                 let plan = t.raw_plan(&meta).unwrap();
                 assert!(plan.steps.len() > 5, "{} steps", plan.steps.len());
-                (file.source.clone(), plan)
+                (file.clone(), plan)
             })
             .collect();
         rewrite_trees(t, f, plans).unwrap();
@@ -248,7 +248,7 @@ fn a_damaged_basket_is_named_in_the_error() {
     )
     .unwrap();
     let plan = tree.raw_plan(&meta).unwrap();
-    let Err(e) = rewrite_trees(&mut tree, &mut out_file, vec![(file.source.clone(), plan)]) else {
+    let Err(e) = rewrite_trees(&mut tree, &mut out_file, vec![(file.clone(), plan)]) else {
         panic!("rewritten")
     };
     let message = e.to_string();
@@ -256,4 +256,24 @@ fn a_damaged_basket_is_named_in_the_error() {
         message.contains(&format!("basket of branch 'v' at offset {seek}")),
         "{message}"
     );
+}
+
+#[test]
+fn baskets_beyond_what_opening_read_are_read_from_the_source() {
+    // Small files are held whole after opening (head and tail): a larger one is not.
+    let input = scratch("large.root");
+    write(&input, Some(200_000), |t, f| {
+        t.extend(f, arrays(60_000, 3)).unwrap();
+    });
+    let moved = scratch("large-moved.root");
+    write(&moved, None, |t, f| {
+        let (file, meta) = open(&input);
+        let unread = meta.branches.iter().flat_map(|b| &b.baskets);
+        assert!(unread
+            .filter(|b| file.held(&ByteRange::new(b.seek, b.bytes as u64)).is_none())
+            .any(|b| b.bytes > 0));
+        let plan = t.raw_plan(&meta).unwrap();
+        rewrite_trees(t, f, vec![(file.clone(), plan)]).unwrap();
+    });
+    assert_eq!(read(&moved), read(&input));
 }
