@@ -30,6 +30,43 @@ impl RootFile {
             })
     }
 
+    /// `r` cut into the parts earlier metadata reads hold, with their bytes, and the parts they
+    /// do not (None), in order: a range across the opening's head and tail is held in two parts.
+    pub(crate) fn held_parts(&self, r: &ByteRange) -> Vec<(ByteRange, Option<Bytes>)> {
+        let regions = self.metadata.lock().unwrap();
+        let mut parts = Vec::new();
+        let mut at = r.offset;
+        while at < r.end() {
+            let holding = regions
+                .iter()
+                .filter(|(have, bytes)| {
+                    have.offset <= at && at < have.end() && bytes.len() as u64 == have.len
+                })
+                .max_by_key(|(have, _)| have.end());
+            let end = match holding {
+                Some((have, bytes)) => {
+                    let end = have.end().min(r.end());
+                    let start = (at - have.offset) as usize;
+                    let part = bytes.slice(start..start + (end - at) as usize);
+                    parts.push((ByteRange::new(at, end - at), Some(part)));
+                    end
+                }
+                None => {
+                    let next = regions
+                        .iter()
+                        .map(|(have, _)| have.offset)
+                        .filter(|&o| o > at && o < r.end())
+                        .min()
+                        .unwrap_or(r.end());
+                    parts.push((ByteRange::new(at, next - at), None));
+                    next
+                }
+            };
+            at = end;
+        }
+        parts
+    }
+
     /// Bring metadata regions into memory (in one request, those not held yet) without parsing
     /// them: a guess at where the metadata is, which a snapshot does not keep.
     pub(crate) async fn fetch_regions(&self, ranges: &[ByteRange]) -> Result<()> {

@@ -43,6 +43,37 @@ pub(super) struct ReadAhead<'a> {
     in_flight: u64,
 }
 
+/// The bytes of `ranges` of `file`: the parts opening read already taken from what it holds,
+/// the others read in one request.
+async fn read_unheld(file: &RootFile, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
+    let mut parts: Vec<Vec<(ByteRange, Option<Bytes>)>> =
+        ranges.iter().map(|r| file.held_parts(r)).collect();
+    let missing: Vec<ByteRange> = parts
+        .iter()
+        .flatten()
+        .filter(|(_, held)| held.is_none())
+        .map(|(r, _)| *r)
+        .collect();
+    if !missing.is_empty() {
+        let mut read = file.source.read_ranges(&missing).await?.into_iter();
+        for (_, slot) in parts.iter_mut().flatten().filter(|(_, h)| h.is_none()) {
+            *slot = read.next();
+        }
+    }
+    parts
+        .into_iter()
+        .map(|parts| {
+            let mut bytes = parts.into_iter().map(|(_, b)| {
+                b.ok_or_else(|| Error::io(file.name(), "a range read was not returned"))
+            });
+            match bytes.len() {
+                1 => bytes.next().expect("one part"),
+                _ => Ok(Bytes::from(bytes.collect::<Result<Vec<Bytes>>>()?.concat())),
+            }
+        })
+        .collect()
+}
+
 impl<'a> ReadAhead<'a> {
     pub(super) fn new(steps: Vec<(&'a Arc<RootFile>, &'a [ByteRange])>) -> Self {
         let mut ahead = Self {
@@ -62,27 +93,7 @@ impl<'a> ReadAhead<'a> {
             }
             let bytes = ranges.iter().map(|r| r.len).sum();
             let (file, ranges) = (file.clone(), ranges.to_vec());
-            let reading = runtime().spawn(async move {
-                let mut held: Vec<Option<Bytes>> = ranges.iter().map(|r| file.held(r)).collect();
-                let missing: Vec<ByteRange> = ranges
-                    .iter()
-                    .zip(&held)
-                    .filter(|(_, h)| h.is_none())
-                    .map(|(r, _)| *r)
-                    .collect();
-                let mut read = if missing.is_empty() {
-                    Vec::new()
-                } else {
-                    file.source.read_ranges(&missing).await?
-                }
-                .into_iter();
-                for slot in held.iter_mut().filter(|h| h.is_none()) {
-                    *slot = read.next();
-                }
-                held.into_iter()
-                    .map(|h| h.ok_or_else(|| Error::io(file.name(), "a range was not returned")))
-                    .collect::<Result<Vec<Bytes>>>()
-            });
+            let reading = runtime().spawn(async move { read_unheld(&file, &ranges).await });
             self.issued.push_back((bytes, reading));
             self.in_flight += bytes;
             self.next += 1;

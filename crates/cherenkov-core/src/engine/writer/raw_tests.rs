@@ -272,6 +272,13 @@ fn baskets_beyond_what_opening_read_are_read_from_the_source() {
         assert!(unread
             .filter(|b| file.held(&ByteRange::new(b.seek, b.bytes as u64)).is_none())
             .any(|b| b.bytes > 0));
+        // A range across what opening read: its head and tail served, the middle read.
+        let whole = ByteRange::new(0, file.size);
+        let parts = file.held_parts(&whole);
+        assert!(parts.len() >= 3 && parts[0].1.is_some() && parts.last().unwrap().1.is_some());
+        assert!(parts.iter().any(|(_, held)| held.is_none()));
+        let bytes = runtime().block_on(read_unheld(&file, &[whole])).unwrap();
+        assert_eq!(bytes[0][..], std::fs::read(&input).unwrap()[..]);
         let plan = t.raw_plan(&meta).unwrap();
         rewrite_trees(t, f, vec![(file.clone(), plan)]).unwrap();
     });
