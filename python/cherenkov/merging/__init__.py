@@ -145,15 +145,19 @@ def merge(
     for table in tables:
         if not any(table in i.tables for i in infos):
             raise ValueError(f"no input has a tree {table!r}")
+    plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
+    # Inputs are compared with the first's TTree as they are written: an RNTuple written, or read
+    # first, needs every input described before.
+    firsts = {t: next(i for i in infos if t in i.tables).tables[t].kind for t in tables}
+    if lazy and any(p["format"] != "ttree" or firsts[t] != "TTree" for t, p in plans.items()):
+        infos = describe(specs, open_options)
+        first = infos[0]
+        plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
     objects = {} if named_trees else first.objects
     setting = first.compression if compression is None else compression
     groups = split(infos, max_size)
     report = MergeReport(bytes_read=sum(i.size for i in infos))
     progress = None if progress is True else progress
-    plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
-    if lazy and any(p["format"] != "ttree" for p in plans.values()):  # an RNTuple written from TTrees
-        infos = describe(specs, open_options)
-        plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
     chosen = {t: choose(t, plan, infos, mode) for t, plan in plans.items()}
     totals = _counts(tables)
     settings = {"mode": mode, "schema": schema, "format": format, "compression": setting, "tables": tables, "groups": len(groups)}
