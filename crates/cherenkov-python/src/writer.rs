@@ -5,10 +5,12 @@
 //! as nested tuples. The GIL is released while entries are serialized, compressed and written.
 
 use crate::errors::to_py;
+use crate::ntuple::Ntuple;
 use crate::tree::Tree;
 use cherenkov_core::engine::writer::copy::copy_trees;
 use cherenkov_core::engine::writer::file::{DirectoryId, FileWriter};
 use cherenkov_core::engine::writer::ntuple::{NtupleLayout, NtupleWriter};
+use cherenkov_core::engine::writer::ntuple_copy::copy_ntuples;
 use cherenkov_core::engine::writer::raw::rewrite_trees;
 use cherenkov_core::engine::writer::tree::TreeWriter;
 use cherenkov_core::engine::writer::{Column, ColumnType, TableOptions, TableWriter};
@@ -208,6 +210,39 @@ impl WritableFile {
         trees: Vec<PyRef<'_, Tree>>,
     ) -> PyResult<(usize, Option<String>)> {
         self.move_trees(py, table, trees, TreeWriter::raw_plan, rewrite_trees)
+    }
+
+    /// Append the entries of `ntuples` (RNTuples of other files, in order) to RNTuple `table` by
+    /// copying their pages (see `engine::writer::ntuple_copy`), up to the first that cannot be
+    /// copied: returns how many were copied and, when one stopped the copy, why it cannot be.
+    fn copy_ntuples(
+        &self,
+        py: Python<'_>,
+        table: usize,
+        ntuples: Vec<PyRef<'_, Ntuple>>,
+    ) -> PyResult<(usize, Option<String>)> {
+        let inputs: Vec<_> = ntuples.iter().map(|n| n.inner.clone()).collect();
+        self.with_table(table, |writer, file| {
+            let writer = writer
+                .as_ntuple()
+                .ok_or_else(|| PyValueError::new_err(format!("table {table} is not an RNTuple")))?;
+            py.detach(|| {
+                let mut plans = Vec::new();
+                let mut refusal = None;
+                for input in &inputs {
+                    match writer.copy_plan(input) {
+                        Ok(p) => plans.push(p),
+                        Err(why) => {
+                            refusal = Some(why);
+                            break;
+                        }
+                    }
+                }
+                let copied = plans.len();
+                copy_ntuples(writer, file, plans).map_err(write_error)?;
+                Ok((copied, refusal))
+            })
+        })
     }
 
     /// Entries written to table `table` so far.

@@ -1,5 +1,6 @@
-"""Copy mode: a tree's compressed baskets copied into the output without decompression (see
-`cherenkov_core::engine::writer::copy`), and the rule that picks copy or rewrite per tree.
+"""Copy mode: a TTree's compressed baskets, or an RNTuple's pages, copied into the output without
+decompression (see `cherenkov_core::engine::writer::copy` and `ntuple_copy`), and the rule that
+picks copy or rewrite per tree.
 
 The rule: a remote reader fetches a cluster of the selected branches per request, so what a
 layout costs is its cluster size. Inputs whose clusters average at least `COPY_MIN_CLUSTER_BYTES`
@@ -26,9 +27,7 @@ def choose(table: str, plan: dict, infos: list[InputInfo], mode: str) -> tuple[s
     having = [i.tables[table] for i in infos if table in i.tables]
     kind = having[0].kind
     refusal = None
-    if kind == "RNTuple":
-        refusal = "an RNTuple's pages are rewritten (page copy is not in this build)"
-    elif plan["format"] != "ttree":
+    if plan["format"] != ("rntuple" if kind == "RNTuple" else "ttree"):
         refusal = f"converted to {plan['format']}"
     elif plan["missing"]:
         refusal = "branches missing from some inputs are filled with defaults"
@@ -54,9 +53,14 @@ def copy_table(tree, table: str, group: list[InputInfo], first: InputInfo, rewri
     `first`'s columns (the ``strict`` schema): when its branches are the first's alike (compared
     in Rust), it takes the first's description. Returns {input: why it was rewritten}."""
     having = [i for i in group if table in i.tables]
+    kind = first.tables[table].kind
     for info in having:
-        if info.tables[table].kind != "TTree":
-            raise ValueError(f"{info.spec.replicas[0]}: {table!r} is an {info.tables[table].kind}, a TTree in {first.spec.replicas[0]}")
+        if info.tables[table].kind != kind:
+            raise ValueError(f"{info.spec.replicas[0]}: {table!r} is a {info.tables[table].kind}, a {kind} in {first.spec.replicas[0]}")
+    if kind == "RNTuple":  # described in full by `describe`: copied as they come
+        copy = tree.file._core.copy_ntuples
+        _, rewritten = in_batches(copy, tree, table, having, rewrite, open_options, None, COPIED_AT_ONCE, kind="RNTuple")
+        return rewritten
     reference = []  # the first input's core tree, when some input is to be described
 
     def described(info: InputInfo, parsed) -> None:

@@ -37,12 +37,14 @@ def in_batches(
     progress=None,
     at_once: int = MOVED_AT_ONCE,
     parsed=None,
+    kind: str = "TTree",
 ) -> tuple[int, dict[str, str]]:
-    """Append `table` of the group's inputs to the writer's TTree `tree` with the core's
-    `append(table_id, trees)` (``WritableFile.rewrite_trees`` or ``.copy_trees``: how many it
-    appended, and why the next was refused), `at_once` trees a call, the next inputs opened
-    meanwhile (each TTree's metadata parsed once, then given to `parsed(info, tree)` if set);
-    an input refused (or not a TTree) is appended with `otherwise([info])` in its place.
+    """Append `table` of the group's inputs to the writer's table `tree` with the core's
+    `append(table_id, tables)` (``WritableFile.rewrite_trees``, ``.copy_trees`` or
+    ``.copy_ntuples``: how many it appended, and why the next was refused), `at_once` tables a
+    call, the next inputs opened meanwhile (each table's metadata parsed once, then given to
+    `parsed(info, table)` if set); an input refused (or not a `kind`: "TTree" or "RNTuple") is
+    appended with `otherwise([info])` in its place.
     `progress`: `Progress`'s `show` (bars of entries and compressed bytes). Returns how many
     inputs `append` took, and {input: why it was refused}."""
     table_id = tree._table
@@ -52,11 +54,11 @@ def in_batches(
     bar = Progress({table: sum(i.tables[table].entries for i in having)}, progress)
 
     def opened(info: InputInfo):
-        if info.tables[table].kind != "TTree":
+        if info.tables[table].kind != kind:
             return info, None, None
         f = open_file(list(info.spec.replicas), **open_options)
-        try:
-            t = f._core.tree(table)  # its metadata parsed here, off the writing thread, once
+        try:  # its metadata parsed here, off the writing thread, once
+            t = f._core.tree(table) if kind == "TTree" else f._core.ntuple(table)
             if parsed is not None:
                 parsed(info, t)
         except BaseException:
@@ -74,7 +76,7 @@ def in_batches(
                 if t is None:
                     break
                 trees.append(t)
-            taken, why = append(table_id, trees) if trees else (0, "not a TTree")
+            taken, why = append(table_id, trees) if trees else (0, f"not a {kind}")
             done += taken
             for info, f, _ in batch[:taken]:
                 f.close()

@@ -10,6 +10,7 @@ pub mod file;
 mod fill;
 pub mod layout;
 pub mod ntuple;
+pub mod ntuple_copy;
 #[cfg(test)]
 mod ntuple_tests;
 pub mod raw;
@@ -86,6 +87,12 @@ pub trait TableWriter: Send {
 
     /// The TTree writer behind this table, if it is one (for copy mode, `copy::copy_trees`).
     fn as_tree(&mut self) -> Option<&mut tree::TreeWriter> {
+        None
+    }
+
+    /// The RNTuple writer behind this table, if it is one (for copy mode,
+    /// `ntuple_copy::copy_ntuples`).
+    fn as_ntuple(&mut self) -> Option<&mut ntuple::NtupleWriter> {
         None
     }
 

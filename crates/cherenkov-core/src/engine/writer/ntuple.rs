@@ -75,12 +75,12 @@ pub struct NtupleWriter {
     title: String,
     dir: DirectoryId,
     columns: Vec<Column>,
-    model: Model,
-    codings: Vec<Coding>,
+    pub(super) model: Model,
+    pub(super) codings: Vec<Coding>,
     compression: Compression,
     layout: NtupleLayout,
     policy: ClusterPolicy,
-    entries: u64,
+    pub(super) entries: u64,
     /// The cluster being filled: its columns' elements not yet cut into pages, its entries and
     /// uncompressed bytes, and its pages on the pool.
     filling: Vec<ColumnData>,
@@ -211,7 +211,7 @@ impl NtupleWriter {
     }
 
     /// Close the cluster being filled: its last pages compressed, all of them written.
-    fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
+    pub(super) fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
         if self.filling_entries == 0 {
             return Ok(());
         }
@@ -244,9 +244,31 @@ impl NtupleWriter {
                 pages[c].push(page);
             }
         }
+        let setting = self.compression.setting() as u32;
+        let pages = pages.into_iter().map(|p| (p, setting)).collect();
+        self.write_cluster(
+            file,
+            pages,
+            closed.first_entry,
+            closed.entries,
+            closed.bytes,
+        )
+    }
+
+    /// Write a cluster's sealed pages (per column: its pages in order and their compression
+    /// setting) column after column in RBlob keys, and list them: the cluster holds `entries`
+    /// from `first_entry`, `bytes` uncompressed.
+    pub(super) fn write_cluster(
+        &mut self,
+        file: &mut FileWriter,
+        mut pages: Vec<(Vec<SealedPage>, u32)>,
+        first_entry: u64,
+        entries: u64,
+        bytes: u64,
+    ) -> Result<()> {
         // Whole pages, column after column, in keys of at most MAX_KEY_SIZE.
         let mut zipped = 0u64;
-        let mut all: Vec<&mut SealedPage> = pages.iter_mut().flatten().collect();
+        let mut all: Vec<&mut SealedPage> = pages.iter_mut().flat_map(|(p, _)| p).collect();
         let mut at = 0;
         while at < all.len() {
             let mut end = at;
@@ -270,26 +292,25 @@ impl NtupleWriter {
             at = end;
         }
         drop(all);
-        let setting = self.compression.setting() as u32;
         let listed = pages
             .into_iter()
             .enumerate()
-            .map(|(c, column)| {
+            .map(|(c, (column, compression))| {
                 let first_element = self.first_element[c];
                 self.first_element[c] += column.iter().map(|p| p.info.elements as u64).sum::<u64>();
                 ColumnPages::Stored {
                     pages: column.into_iter().map(|p| p.info).collect(),
                     first_element,
-                    compression: setting,
+                    compression,
                 }
             })
             .collect();
         self.written.clusters.push(ClusterSummary {
-            first_entry: closed.first_entry,
-            entries: closed.entries,
+            first_entry,
+            entries,
         });
         self.written.columns.push(listed);
-        self.policy.observe(closed.bytes, zipped);
+        self.policy.observe(bytes, zipped);
         Ok(())
     }
 
@@ -325,6 +346,10 @@ impl TableWriter for NtupleWriter {
 
     fn entries(&self) -> u64 {
         self.entries
+    }
+
+    fn as_ntuple(&mut self) -> Option<&mut NtupleWriter> {
+        Some(self)
     }
 
     fn extend(&mut self, file: &mut FileWriter, arrays: Vec<Array>) -> Result<()> {

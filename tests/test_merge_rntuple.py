@@ -1,0 +1,100 @@
+"""Merging RNTuples in copy mode: the inputs' pages copied without decompression (each column
+keeping its compression), read back equal to the concatenation of the inputs by cherenkov, uproot
+and ROOT's RNTupleReader (where ROOT imports); inputs laid out otherwise are rewritten in their
+place and reported."""
+
+from __future__ import annotations
+
+import awkward as ak
+import cherenkov
+import pytest
+from rntuple_support import assert_same_array, same_values
+from test_write_rntuple import _plain, _root_values, sample, write
+
+uproot = pytest.importorskip("uproot")
+
+# (entries, seed, compression): several clusters each, zstd and lz4 inputs, one without entries.
+INPUTS = [(700, 1, 505), (0, 2, 505), (450, 3, 404), (1, 4, 505)]
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("rntuple-inputs")
+    paths, datas = [], []
+    for n, seed, compression in INPUTS:
+        path = folder / f"in{seed}.root"
+        data = sample(max(n, 5), seed)[:n]  # types known with no entries too
+        write(path, data, compression=compression, chunks=3, cluster_bytes=20_000)
+        paths.append(path)
+        datas.append(data)
+    return paths, ak.concatenate(datas)
+
+
+def pages_and_clusters(path) -> tuple[int, int]:
+    ntuple = cherenkov.open(path)["Events"]
+    return sum(f.num_pages for f in ntuple.fields if not f.has_children), len(ntuple.cluster_boundaries) - 1
+
+
+def test_copy_mode_copies_every_page(inputs, tmp_path):
+    paths, data = inputs
+    out = tmp_path / "copied.root"
+    report = cherenkov.merge(paths, out, mode="copy", progress=False)
+    table = report.trees["Events"]
+    assert (table.mode, table.reason, table.rewritten, table.entries) == ("copy", "asked for", {}, len(data))
+    ours = cherenkov.open(out)["Events"].arrays()
+    theirs = uproot.open(out)["Events"].arrays()
+    assert ours.fields == theirs.fields == data.fields
+    for name in data.fields:
+        assert_same_array(ours[name], theirs[name], name)
+        assert same_values(ours[name].to_list(), data[name].to_list()), name
+    # Pages and clusters as they were, each column keeping its compression per cluster.
+    counted = [pages_and_clusters(p) for p in paths]
+    assert pages_and_clusters(out) == (sum(p for p, _ in counted), sum(c for _, c in counted))
+    bounds = [0]
+    for p in paths:
+        bounds += [bounds[-1] + b for b in cherenkov.open(p)["Events"].cluster_boundaries[1:].tolist()]
+    assert cherenkov.open(out)["Events"].cluster_boundaries.tolist() == bounds
+
+
+def test_root_reads_the_copied_pages(inputs, tmp_path):
+    ROOT = pytest.importorskip("ROOT", reason="ROOT does not import here (pip install root): no ROOT read-back")
+    paths, data = inputs
+    out = tmp_path / "copied.root"
+    cherenkov.merge(paths, out, mode="copy", progress=False)
+    assert ROOT.RNTupleReader.Open("Events", str(out)).GetNEntries() == len(data)
+    frame = ROOT.RDataFrame("Events", str(out))
+    columns = [str(c) for c in frame.GetColumnNames() if not str(c).startswith("R_rdf")]
+    values = _root_values(ROOT, frame, columns)
+    for column in columns:
+        expected = data
+        for part in column.split("."):
+            expected = expected[part]
+        assert same_values(values[column], _plain(expected.to_list())), column
+
+
+def test_an_input_laid_out_otherwise_is_rewritten_in_its_place(inputs, tmp_path):
+    """An uncompressed RNTuple stores floats unsplit: its pages cannot join an output of split
+    columns, so its entries are rewritten there, between the copied inputs, and reported."""
+    paths, data = inputs
+    plain = tmp_path / "plain.root"
+    extra = sample(40, seed=9)
+    write(plain, extra, compression=0)
+    out = tmp_path / "mixed.root"
+    report = cherenkov.merge([paths[0], plain, paths[2]], out, mode="copy", progress=False)
+    why = report.trees["Events"].rewritten
+    assert list(why) == [str(plain)] and "stored as" in why[str(plain)], why
+    want = ak.concatenate([sample(700, 1), extra, sample(450, 3)])
+    got = cherenkov.open(out)["Events"].arrays()
+    for name in want.fields:
+        assert same_values(got[name].to_list(), want[name].to_list()), name
+
+
+def test_auto_mode_measures_the_clusters_of_rntuples(inputs, tmp_path):
+    """Small clusters are re-clustered: the rule sees what an RNTuple's pages take on disk."""
+    paths, _ = inputs
+    report = cherenkov.merge(paths, tmp_path / "auto.root", progress=False)
+    stored = sum(cherenkov.open(p)["Events"]._core.stored_bytes() for p in paths)
+    clusters = sum(pages_and_clusters(p)[1] for p in paths)
+    assert 0 < stored < sum(p.stat().st_size for p in paths)
+    table = report.trees["Events"]
+    assert table.mode == "rewrite" and f"clusters average {stored / clusters / 1e6:.2f} MB" in table.reason, table.reason
