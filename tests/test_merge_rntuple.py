@@ -98,3 +98,48 @@ def test_auto_mode_measures_the_clusters_of_rntuples(inputs, tmp_path):
     assert 0 < stored < sum(p.stat().st_size for p in paths)
     table = report.trees["Events"]
     assert table.mode == "rewrite" and f"clusters average {stored / clusters / 1e6:.2f} MB" in table.reason, table.reason
+
+
+def shared_rntuples() -> list:
+    from conftest import TESTDATA
+
+    return sorted(TESTDATA.glob("*rntuple*.root")) if TESTDATA.is_dir() else []
+
+
+@pytest.mark.parametrize("path", shared_rntuples(), ids=lambda p: p.name)
+def test_rntuples_written_by_root_and_others_are_copied_twice_over(path, tmp_path):
+    """RNTuples cherenkov's writer would lay out otherwise (ROOT's importer's collections with
+    projected fields, std::map, variants, several cluster groups): the output takes the first
+    input's layout and the pages are copied; cherenkov and uproot read the inputs twice over."""
+    out = tmp_path / "twice.root"
+    report = cherenkov.merge([path, path], out, mode="copy", progress=False)
+    for name, table in report.trees.items():
+        assert table.mode == "copy" and not table.rewritten, (name, table)
+        once, twice = cherenkov.open(path)[name], cherenkov.open(out)[name]
+        assert twice.num_entries == 2 * once.num_entries
+        a, b = once.arrays(), twice.arrays()
+        assert a.fields == b.fields
+        for field in a.fields:
+            assert same_values(b[field].to_list(), a[field].to_list() * 2), (name, field)
+        try:
+            a = uproot.open(path)[name].arrays()
+        except Exception:  # uproot cannot read the input: nothing to compare with
+            continue
+        b = uproot.open(out)[name].arrays()
+        for field in a.fields:
+            assert same_values(b[field].to_list(), a[field].to_list() * 2), (name, field)
+
+
+def test_root_reads_pages_copied_from_an_rntuple_root_imported(tmp_path):
+    ROOT = pytest.importorskip("ROOT", reason="ROOT does not import here (pip install root): no ROOT read-back")
+    found = [p for p in shared_rntuples() if "RNTupleImporter" in p.name]
+    if not found:
+        pytest.skip("no RNTuple of ROOT's importer in the shared test data")
+    out = tmp_path / "twice.root"
+    cherenkov.merge([found[0], found[0]], out, mode="copy", progress=False)
+    once = cherenkov.open(found[0])["Events"]
+    assert ROOT.RNTupleReader.Open("Events", str(out)).GetNEntries() == 2 * once.num_entries
+    columns = ["nMuon", "Muon_pt", "Jet_eta", "run"]
+    values = _root_values(ROOT, ROOT.RDataFrame("Events", str(out)), columns)
+    for column in columns:
+        assert same_values(values[column], _plain(once.arrays([column])[column].to_list()) * 2), column

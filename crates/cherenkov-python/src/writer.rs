@@ -245,6 +245,23 @@ impl WritableFile {
         })
     }
 
+    /// Lay RNTuple `table` out as `ntuple` where cherenkov's own layout differs (see
+    /// `NtupleWriter::take_layout_of`): it then takes copied clusters only. Whether it did.
+    fn take_layout_of(&self, table: usize, ntuple: PyRef<'_, Ntuple>) -> PyResult<bool> {
+        self.with_table(table, |writer, _| {
+            let writer = writer
+                .as_ntuple()
+                .ok_or_else(|| PyValueError::new_err(format!("table {table} is not an RNTuple")))?;
+            writer.take_layout_of(&ntuple.inner).map_err(|why| {
+                PyValueError::new_err(format!(
+                    "RNTuple '{}' cannot be laid out as in {}: {why}",
+                    ntuple.inner.name(),
+                    ntuple.inner.file.name()
+                ))
+            })
+        })
+    }
+
     /// Entries written to table `table` so far.
     fn entries(&self, table: usize) -> PyResult<u64> {
         let guard = self.state.lock().unwrap();

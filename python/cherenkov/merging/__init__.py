@@ -257,13 +257,15 @@ def _plan(table: str, infos: list[InputInfo], schema: str, format: str | None, o
     for i in having:
         everything.update(i.tables[table].columns or {})
     kind = having[0].tables[table].kind
-    return {
-        "names": names,
-        "missing": missing,
-        "dropped": [n for n in everything if n not in kept],
-        "types": column_types(table, names, having, open_options),
-        "format": format or ("rntuple" if kind == "RNTuple" else "ttree"),
-    }
+    plan = {"names": names, "missing": missing, "dropped": [n for n in everything if n not in kept]}
+    plan["format"] = format or ("rntuple" if kind == "RNTuple" else "ttree")
+    try:
+        plan["types"], plan["untyped"] = column_types(table, names, having, open_options), None
+    except TypeError as e:  # an RNTuple of types the writer does not make can still have its pages copied
+        if kind != "RNTuple" or plan["format"] != "rntuple":
+            raise
+        plan["types"], plan["untyped"] = {}, str(e)
+    return plan
 
 
 def _write_table(tree, table: str, plan: dict, group: list[InputInfo], progress, open_options: dict) -> None:

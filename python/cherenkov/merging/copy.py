@@ -27,6 +27,10 @@ def choose(table: str, plan: dict, infos: list[InputInfo], mode: str) -> tuple[s
     having = [i.tables[table] for i in infos if table in i.tables]
     kind = having[0].kind
     refusal = None
+    if plan["untyped"]:  # an RNTuple: its pages can only be copied
+        if mode == "rewrite":
+            raise TypeError(f"mode='rewrite': RNTuple {table!r} cannot be rewritten: {plan['untyped']}")
+        return "copy", f"its types are not the writer's ({plan['untyped']}): pages copied"
     if plan["format"] != ("rntuple" if kind == "RNTuple" else "ttree"):
         refusal = f"converted to {plan['format']}"
     elif plan["missing"]:
@@ -58,9 +62,7 @@ def copy_table(tree, table: str, group: list[InputInfo], first: InputInfo, rewri
         if info.tables[table].kind != kind:
             raise ValueError(f"{info.spec.replicas[0]}: {table!r} is a {info.tables[table].kind}, a {kind} in {first.spec.replicas[0]}")
     if kind == "RNTuple":  # described in full by `describe`: copied as they come
-        copy = tree.file._core.copy_ntuples
-        _, rewritten = in_batches(copy, tree, table, having, rewrite, open_options, None, COPIED_AT_ONCE, kind="RNTuple")
-        return rewritten
+        return _copy_ntuples(tree, table, having, first, rewrite, open_options)
     reference = []  # the first input's core tree, when some input is to be described
 
     def described(info: InputInfo, parsed) -> None:
@@ -81,4 +83,23 @@ def copy_table(tree, table: str, group: list[InputInfo], first: InputInfo, rewri
 
     # No bar: the inputs' entries are known only as they are copied.
     _, rewritten = in_batches(tree.file._core.copy_trees, tree, table, having, rewrite, open_options, False, COPIED_AT_ONCE, described)
+    return rewritten
+
+
+def _copy_ntuples(tree, table: str, having: list[InputInfo], first: InputInfo, rewrite, open_options: dict) -> dict[str, str]:
+    """Copy mode for RNTuples: the output laid out as the first input where cherenkov's own
+    layout of its columns differs (it then takes copied pages only: an input laid out otherwise
+    is refused, naming it); else inputs laid out otherwise are rewritten in their place."""
+    core = tree.file._core
+    with open_file(list(first.spec.replicas), **open_options) as f:
+        foreign = core.take_layout_of(tree._table, f._core.ntuple(table))
+
+    def refuse(infos: list[InputInfo]) -> None:
+        raise ValueError(
+            f"{infos[0].spec.replicas[0]}: RNTuple {table!r} cannot be copied into an output laid out as in "
+            f"{first.spec.replicas[0]} (its fields or columns are laid out otherwise); mode='rewrite' lays every input out anew"
+        )
+
+    otherwise = refuse if foreign else rewrite
+    _, rewritten = in_batches(core.copy_ntuples, tree, table, having, otherwise, open_options, None, COPIED_AT_ONCE, kind="RNTuple")
     return rewritten

@@ -77,19 +77,21 @@ pub struct NtupleWriter {
     columns: Vec<Column>,
     pub(super) model: Model,
     pub(super) codings: Vec<Coding>,
+    /// The file whose layout this RNTuple took (`take_layout_of`): it takes copied clusters only.
+    pub(super) copies_only: Option<String>,
     compression: Compression,
     layout: NtupleLayout,
     policy: ClusterPolicy,
     pub(super) entries: u64,
     /// The cluster being filled: its columns' elements not yet cut into pages, its entries and
     /// uncompressed bytes, and its pages on the pool.
-    filling: Vec<ColumnData>,
+    pub(super) filling: Vec<ColumnData>,
     filling_entries: u64,
     filling_bytes: u64,
     in_flight: Vec<InFlight>,
     /// Clusters written so far, and each column's elements in them.
     written: PageList,
-    first_element: Vec<u64>,
+    pub(super) first_element: Vec<u64>,
 }
 
 /// The RNTuple field type of a column type: lists are `std::vector`s (a counter named by a list
@@ -149,6 +151,7 @@ impl NtupleWriter {
             columns,
             model,
             codings,
+            copies_only: None,
             compression,
             layout,
             entries: 0,
@@ -353,6 +356,12 @@ impl TableWriter for NtupleWriter {
     }
 
     fn extend(&mut self, file: &mut FileWriter, arrays: Vec<Array>) -> Result<()> {
+        if let Some(origin) = &self.copies_only {
+            return Err(Error::InvalidArgument(format!(
+                "RNTuple '{}' is laid out as in {origin}, which cherenkov's writer does not make: it takes copied clusters only (mode='rewrite' lays every input out anew)",
+                self.name
+            )));
+        }
         let n = check_arrays(&self.name, &self.columns, &arrays)?;
         let bytes: usize = arrays.iter().map(Array::nbytes).sum();
         let per_entry = (bytes / n.max(1)).max(1) as u64;

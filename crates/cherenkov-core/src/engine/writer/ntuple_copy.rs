@@ -11,6 +11,7 @@ use super::ntuple::NtupleWriter;
 use crate::engine::ntuple::Ntuple;
 use crate::engine::runtime;
 use crate::error::{Error, Result};
+use crate::format::rntuple::column::Coding;
 use crate::format::rntuple::page_list::{ColumnPages, PageInfo};
 use crate::format::rntuple::schema::Schema;
 use crate::format::rntuple::writing::page::SealedPage;
@@ -92,6 +93,40 @@ impl NtupleWriter {
             file: input.file.name().to_string(),
             clusters: copied,
         })
+    }
+}
+
+impl NtupleWriter {
+    /// Lay this RNTuple out as `input` (its fields and columns, projections and aliases
+    /// included) where cherenkov's own layout of the same columns differs (ROOT's importer
+    /// makes NanoAOD's collections records with projected fields, say): it then takes copied
+    /// clusters only, entries given as arrays are refused. Returns whether it did; refuses an
+    /// input whose columns were added late, or a writer that has entries.
+    pub fn take_layout_of(&mut self, input: &Ntuple) -> std::result::Result<bool, String> {
+        if matching_columns(&self.model.schema, &input.desc.schema).is_ok() {
+            return Ok(false);
+        }
+        if self.entries > 0 {
+            return Err("entries were written already".into());
+        }
+        let schema = &input.desc.schema;
+        if schema.columns.iter().any(|c| c.first_element.is_some()) {
+            return Err("some of its columns were added late (a schema extension)".into());
+        }
+        self.model.schema = schema.clone();
+        self.codings = schema
+            .columns
+            .iter()
+            .map(|c| Coding {
+                kind: c.kind,
+                bits: c.bits,
+                range: c.range,
+            })
+            .collect();
+        self.filling = vec![Default::default(); self.codings.len()];
+        self.first_element = vec![0; self.codings.len()];
+        self.copies_only = Some(input.file.name().to_string());
+        Ok(true)
     }
 }
 
@@ -180,14 +215,16 @@ fn layout(cluster: &CopiedCluster) -> (Vec<ByteRange>, Vec<(usize, usize)>) {
 /// For each column of `ours`, the column of `theirs` holding the same data the same way: its
 /// field has the same path, type and structure, and the column the same type, bits, value range
 /// and representation, not added late; or why `theirs` is laid out otherwise. `theirs` may not
-/// hold fields or columns `ours` lacks (projected fields aside): a copy would drop them.
+/// hold fields or columns `ours` lacks (projected fields, which hold no data, aside): a copy
+/// would drop them.
 pub fn matching_columns(ours: &Schema, theirs: &Schema) -> std::result::Result<Vec<usize>, String> {
-    let their_fields = theirs.fields.iter().filter(|f| f.source.is_none()).count();
-    if their_fields != ours.fields.len() || theirs.columns.len() != ours.columns.len() {
+    let stored = |s: &Schema| s.fields.iter().filter(|f| f.source.is_none()).count();
+    if stored(theirs) != stored(ours) || theirs.columns.len() != ours.columns.len() {
         return Err(format!(
-            "{their_fields} fields and {} columns, where the output has {} and {}",
+            "{} fields and {} columns, where the output has {} and {}",
+            stored(theirs),
             theirs.columns.len(),
-            ours.fields.len(),
+            stored(ours),
             ours.columns.len()
         ));
     }
@@ -202,6 +239,10 @@ pub fn matching_columns(ours: &Schema, theirs: &Schema) -> std::result::Result<V
     let mut field_of = Vec::with_capacity(ours.fields.len());
     for (f, path) in our_paths.iter().enumerate() {
         let (a, g) = (&ours.fields[f], by_path.get(path.as_str()).copied());
+        if a.source.is_some() {
+            field_of.push(usize::MAX); // projected: no columns of its own
+            continue;
+        }
         let Some(g) = g else {
             return Err(format!("no field '{path}'"));
         };
