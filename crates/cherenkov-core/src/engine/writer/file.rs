@@ -447,9 +447,25 @@ impl FileWriter {
         stored: &[u8],
         objlen: usize,
     ) -> Result<Key> {
+        self.write_stored_parts(dir, class, name, title, cycle, &[stored], objlen)
+    }
+
+    /// `write_stored_key` of the payload made of `parts` one after the other, each written
+    /// where it lands (an RNTuple cluster's pages are not copied into one buffer first).
+    #[allow(clippy::too_many_arguments)]
+    pub fn write_stored_parts(
+        &mut self,
+        dir: DirectoryId,
+        class: &str,
+        name: &str,
+        title: &str,
+        cycle: i16,
+        parts: &[&[u8]],
+        objlen: usize,
+    ) -> Result<Key> {
         let big = self.big_keys();
         let keylen = Key::header_len(class, name, title, big);
-        let nbytes = keylen + stored.len();
+        let nbytes = keylen + parts.iter().map(|p| p.len()).sum::<usize>();
         let seek = self.allocate(nbytes as u64);
         let key = Key {
             nbytes: checked_u32(nbytes, name, self.name())?,
@@ -464,10 +480,14 @@ impl FileWriter {
             name: name.to_string(),
             title: title.to_string(),
         };
-        let mut bytes = Vec::with_capacity(nbytes);
-        key.write(&mut bytes);
-        bytes.extend_from_slice(stored);
-        self.write_at(seek, &bytes)?;
+        let mut header = Vec::with_capacity(keylen);
+        key.write(&mut header);
+        self.write_at(seek, &header)?;
+        let mut at = seek + keylen as u64;
+        for part in parts {
+            self.write_at(at, part)?;
+            at += part.len() as u64;
+        }
         Ok(key)
     }
 

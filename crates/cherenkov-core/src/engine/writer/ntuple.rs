@@ -282,11 +282,8 @@ impl NtupleWriter {
                 len += all[end].bytes.len() as u64;
                 end += 1;
             }
-            let mut payload = Vec::with_capacity(len as usize);
-            for p in &all[at..end] {
-                payload.extend_from_slice(&p.bytes);
-            }
-            let mut offset = self.write_blob(file, &payload, payload.len())?;
+            let parts: Vec<&[u8]> = all[at..end].iter().map(|p| &p.bytes[..]).collect();
+            let mut offset = self.write_blob(file, &parts, len as usize)?;
             for p in &mut all[at..end] {
                 p.info.locator.offset = offset;
                 offset += p.bytes.len() as u64;
@@ -317,9 +314,10 @@ impl NtupleWriter {
         Ok(())
     }
 
-    /// Write `payload` as an RBlob key (`objlen` its uncompressed length); where it starts.
-    fn write_blob(&self, file: &mut FileWriter, payload: &[u8], objlen: usize) -> Result<u64> {
-        let key = file.write_stored_key(self.dir, BLOB_CLASS, "", "", 0, payload, objlen)?;
+    /// Write the payload made of `parts` as an RBlob key (`objlen` its uncompressed length);
+    /// where it starts.
+    fn write_blob(&self, file: &mut FileWriter, parts: &[&[u8]], objlen: usize) -> Result<u64> {
+        let key = file.write_stored_parts(self.dir, BLOB_CLASS, "", "", 0, parts, objlen)?;
         Ok(key.seek_key + key.keylen as u64)
     }
 
@@ -327,7 +325,7 @@ impl NtupleWriter {
     fn write_envelope(&self, file: &mut FileWriter, envelope: &[u8]) -> Result<EnvelopeLink> {
         let stored = self.compression.compress(envelope);
         let stored = stored.as_deref().unwrap_or(envelope);
-        let offset = self.write_blob(file, stored, envelope.len())?;
+        let offset = self.write_blob(file, &[stored], envelope.len())?;
         Ok(EnvelopeLink {
             length: envelope.len() as u64,
             locator: Locator {

@@ -16,7 +16,6 @@ use crate::format::rntuple::page_list::{ColumnPages, PageInfo};
 use crate::format::rntuple::schema::Schema;
 use crate::format::rntuple::writing::page::SealedPage;
 use crate::source::{ByteRange, SharedSource};
-use bytes::Bytes;
 use std::collections::HashMap;
 
 /// One input cluster to copy: its entries, its uncompressed bytes and, per output column, the
@@ -165,10 +164,8 @@ pub fn copy_ntuples(
                     .iter()
                     .map(|info| {
                         let (range, start) = at.next().expect("one place per page");
-                        let bytes: Bytes =
-                            raw[range].slice(start..start + stored_len(info) as usize);
                         SealedPage {
-                            bytes: bytes.to_vec(),
+                            bytes: raw[range].slice(start..start + stored_len(info) as usize),
                             info: *info,
                         }
                     })
