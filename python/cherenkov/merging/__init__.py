@@ -144,7 +144,10 @@ def merge(
         if not any(table in i.tables for i in infos):
             raise ValueError(f"no input has a tree {table!r}")
     objects = {} if named_trees else first.objects
-    setting = first.compression if compression is None else compression
+    # By default the first input's: its tables' own where known (ROOT's importer writes zstd
+    # pages in a file whose TFile setting says zlib), else its file's.
+    own = [first.tables[t].compression for t in tables if t in first.tables and first.tables[t].compression is not None]
+    setting = compression if compression is not None else (own[0] if own else first.compression)
     groups = split(infos, max_size)
     report = MergeReport(bytes_read=sum(i.size for i in infos))
     progress = None if progress is True else progress

@@ -4,6 +4,7 @@ columns and types, its other objects, its size; and how the inputs' column sets 
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ class TableSchema:
     columns: dict[str, str] | None
     compressed: int = 0  # bytes of its baskets or pages
     clusters: int = 0
+    compression: int | None = None  # an RNTuple's pages' setting (its file's may be another)
 
 
 @dataclass
@@ -77,7 +79,9 @@ def _table_schema(f, path: str, cls: str) -> TableSchema:
         table = f[path]
         columns = {f.path: f.typename for f in table.fields if f.readable and "." not in f.path}  # top-level fields
         clusters = len(table.cluster_boundaries) - 1
-        return TableSchema("RNTuple", table.num_entries, columns, table._core.stored_bytes(), clusters)
+        settings = Counter(f.compression for f in table.fields if f.num_pages)
+        compression = settings.most_common(1)[0][0] if settings else None
+        return TableSchema("RNTuple", table.num_entries, columns, table._core.stored_bytes(), clusters, compression)
     return tree_schema(f._core.tree(path))
 
 
