@@ -102,9 +102,9 @@ impl WritableFile {
             self.with(|s| {
                 let dir = directory_id(&mut s.file, directory)?;
                 let cycle = s.file.next_cycle(dir, name);
-                let key = s
-                    .file
-                    .write_stored_key(dir, class, name, title, cycle, stored, objlen)?;
+                let key =
+                    s.file
+                        .write_stored_key(dir, class, name, title, cycle, &[stored], objlen)?;
                 s.file.list_key(dir, key);
                 Ok(())
             })

@@ -431,29 +431,15 @@ impl FileWriter {
             None
         };
         let stored = compressed.as_deref().unwrap_or(&object);
-        self.write_stored_key(dir, class, name, title, cycle, stored, object.len())
+        self.write_stored_key(dir, class, name, title, cycle, &[stored], object.len())
     }
 
-    /// Write bytes stored as they are (compressed by the caller or not) as a key no directory
-    /// lists, `objlen` their uncompressed length: the RBlob keys of RNTuple pages and envelopes.
+    /// Write bytes stored as they are (compressed by the caller or not), given as `parts` one
+    /// after the other, as a key no directory lists, `objlen` their uncompressed length: the RBlob
+    /// keys of RNTuple pages and envelopes. Each part is written where it lands (a cluster's
+    /// pages are not copied into one buffer first).
     #[allow(clippy::too_many_arguments)]
     pub fn write_stored_key(
-        &mut self,
-        dir: DirectoryId,
-        class: &str,
-        name: &str,
-        title: &str,
-        cycle: i16,
-        stored: &[u8],
-        objlen: usize,
-    ) -> Result<Key> {
-        self.write_stored_parts(dir, class, name, title, cycle, &[stored], objlen)
-    }
-
-    /// `write_stored_key` of the payload made of `parts` one after the other, each written
-    /// where it lands (an RNTuple cluster's pages are not copied into one buffer first).
-    #[allow(clippy::too_many_arguments)]
-    pub fn write_stored_parts(
         &mut self,
         dir: DirectoryId,
         class: &str,

@@ -317,7 +317,7 @@ impl NtupleWriter {
     /// Write the payload made of `parts` as an RBlob key (`objlen` its uncompressed length);
     /// where it starts.
     fn write_blob(&self, file: &mut FileWriter, parts: &[&[u8]], objlen: usize) -> Result<u64> {
-        let key = file.write_stored_parts(self.dir, BLOB_CLASS, "", "", 0, parts, objlen)?;
+        let key = file.write_stored_key(self.dir, BLOB_CLASS, "", "", 0, parts, objlen)?;
         Ok(key.seek_key + key.keylen as u64)
     }
 

@@ -11,7 +11,6 @@ use super::ntuple::NtupleWriter;
 use crate::engine::ntuple::Ntuple;
 use crate::engine::runtime;
 use crate::error::{Error, Result};
-use crate::format::rntuple::column::Coding;
 use crate::format::rntuple::page_list::{ColumnPages, PageInfo};
 use crate::format::rntuple::schema::Schema;
 use crate::format::rntuple::writing::page::SealedPage;
@@ -113,15 +112,7 @@ impl NtupleWriter {
             return Err("some of its columns were added late (a schema extension)".into());
         }
         self.model.schema = schema.clone();
-        self.codings = schema
-            .columns
-            .iter()
-            .map(|c| Coding {
-                kind: c.kind,
-                bits: c.bits,
-                range: c.range,
-            })
-            .collect();
+        self.codings = schema.columns.iter().map(|c| c.coding()).collect();
         self.filling = vec![Default::default(); self.codings.len()];
         self.first_element = vec![0; self.codings.len()];
         self.copies_only = Some(input.file.name().to_string());
