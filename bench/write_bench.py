@@ -10,7 +10,8 @@ The arrays are read into memory first (cherenkov, ``library="ak"``); what is tim
   closing included;
 - the compression floor: the `zstandard` library alone compressing the uncompressed baskets
   cherenkov wrote, in the same blocks (ROOT's 0xFFFFFF split), one core's time divided by the two
-  cores (the two-thread run is printed too);
+  cores (two threads taking the largest block left, as cherenkov's do, are timed and printed too:
+  on this shared host they do not reach the halving);
 - uproot 5's writer: the same arrays, one ``extend`` per cluster of the file cherenkov wrote, the
   NanoAOD counters left out (uproot makes its own ``n<branch>`` for each jagged branch, and fails
   when a branch ``X`` and a branch ``nX`` are written together);
@@ -34,6 +35,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -121,14 +123,20 @@ def floor(blocks: list[bytes]) -> tuple[float, float, float]:
         compressor.compress(b)
     one, cpu = time.perf_counter() - t0, time.process_time() - c0
 
-    def half(k):
+    queue, lock = iter(sorted(blocks, key=len, reverse=True)), threading.Lock()
+
+    def worker():  # both threads take the largest block left, as cherenkov's compressing threads do
         c = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
-        for b in blocks[k::2]:
-            c.compress(b)
+        while True:
+            with lock:
+                block = next(queue, None)
+            if block is None:
+                return
+            c.compress(block)
 
     t0 = time.perf_counter()
     with ThreadPoolExecutor(2) as pool:
-        list(pool.map(half, range(2)))
+        list(pool.map(lambda _: worker(), range(2)))
     return one / 2, time.perf_counter() - t0, cpu
 
 
@@ -230,8 +238,9 @@ def report(r: dict) -> None:
     if "floor_s" in r:
         floor_s, two = r["floor_s"], r["floor_two_threads_s"]
         print(
-            f"  compression floor    {floor_s:7.3f} s  (two threads {two:.3f} s)   cherenkov / floor = {c / floor_s:.2f}x (target <= 1.3x)"
+            f"  compression floor    {floor_s:7.3f} s  (one core's time halved)   cherenkov / floor = {c / floor_s:.2f}x (target <= 1.3x)"
         )
+        print(f"  zstandard on two threads {two:7.3f} s  ({two / floor_s:.2f}x the floor)   cherenkov / it = {c / two:.2f}x")
     if not np.isnan(r["uproot_s"]):
         print(f"  uproot 5             {r['uproot_s']:7.3f} s   cherenkov {r['uproot_s'] / c:.1f}x faster (target >= 5x)")
     if not np.isnan(r["root_s"]):

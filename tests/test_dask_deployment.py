@@ -13,6 +13,7 @@ from pathlib import Path
 import cherenkov
 import pytest
 from cherenkov.processing import Dask
+from cherenkov_lab.servers import free_port
 from conftest import TESTDATA
 from test_processing import HZZ, NANO, STEP, Analysis, KillOnce, assert_identical, make_dataset
 
@@ -34,14 +35,6 @@ def dataset():
 @pytest.fixture(scope="module")
 def reference(dataset):
     return cherenkov.process(dataset, Analysis(), executor="in-process", step_size=STEP)
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def stop(processes: list[subprocess.Popen]) -> None:

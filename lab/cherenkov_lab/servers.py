@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -28,10 +29,35 @@ TOOLS = REPO / ".tools" / "bin"
 CHECKSUMS = "xrootd.chksum adler32"
 
 
+FIRST_TEST_PORT = 20000
+_given_ports: set[int] = set()
+_given_lock = threading.Lock()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nobody listens on now, for a server about to start: below the kernel's ephemeral
+    range, so no outgoing connection takes it before the server binds it (a port from
+    ``bind(0)`` can be), drawn at random so that test processes running at once rarely meet,
+    and never handed out twice by this process."""
+    try:
+        ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral = 32768
+    with _given_lock:
+        for _ in range(1000 if ephemeral > FIRST_TEST_PORT + 1000 else 0):
+            port = random.randrange(FIRST_TEST_PORT, ephemeral)
+            if port in _given_ports:
+                continue
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+            _given_ports.add(port)
+            return port
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
 
 
 def wait_for_port(port: int, proc: subprocess.Popen, what: str, log: Path | None = None, timeout: float = 20) -> None:

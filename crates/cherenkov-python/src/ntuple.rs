@@ -84,6 +84,12 @@ impl Ntuple {
         self.inner.anchor.version_string()
     }
 
+    /// Bytes its pages take in the file, over all clusters.
+    fn stored_bytes(&self, py: Python<'_>) -> PyResult<u64> {
+        py.detach(|| runtime().block_on(self.inner.stored_bytes()))
+            .map_err(to_py)
+    }
+
     /// Every field with a path (depth first, as uproot's `keys()`), with its type and sizes.
     fn fields(&self, py: Python<'_>) -> PyResult<Vec<FieldInfo>> {
         let sizes = py

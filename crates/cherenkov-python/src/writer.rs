@@ -5,11 +5,13 @@
 //! as nested tuples. The GIL is released while entries are serialized, compressed and written.
 
 use crate::errors::to_py;
+use crate::ntuple::Ntuple;
 use crate::tree::Tree;
 use cherenkov_core::engine::file::RootFile;
 use cherenkov_core::engine::writer::copy::copy_trees;
 use cherenkov_core::engine::writer::file::{DirectoryId, FileWriter};
 use cherenkov_core::engine::writer::ntuple::{NtupleLayout, NtupleWriter};
+use cherenkov_core::engine::writer::ntuple_copy::copy_ntuples;
 use cherenkov_core::engine::writer::raw::rewrite_trees;
 use cherenkov_core::engine::writer::tree::TreeWriter;
 use cherenkov_core::engine::writer::{Column, ColumnType, TableOptions, TableWriter};
@@ -100,9 +102,9 @@ impl WritableFile {
             self.with(|s| {
                 let dir = directory_id(&mut s.file, directory)?;
                 let cycle = s.file.next_cycle(dir, name);
-                let key = s
-                    .file
-                    .write_stored_key(dir, class, name, title, cycle, stored, objlen)?;
+                let key =
+                    s.file
+                        .write_stored_key(dir, class, name, title, cycle, &[stored], objlen)?;
                 s.file.list_key(dir, key);
                 Ok(())
             })
@@ -208,6 +210,56 @@ impl WritableFile {
         trees: Vec<PyRef<'_, Tree>>,
     ) -> PyResult<(usize, Option<String>)> {
         self.move_trees(py, table, trees, TreeWriter::raw_plan, rewrite_trees)
+    }
+
+    /// Append the entries of `ntuples` (RNTuples of other files, in order) to RNTuple `table` by
+    /// copying their pages (see `engine::writer::ntuple_copy`), up to the first that cannot be
+    /// copied: returns how many were copied and, when one stopped the copy, why it cannot be.
+    fn copy_ntuples(
+        &self,
+        py: Python<'_>,
+        table: usize,
+        ntuples: Vec<PyRef<'_, Ntuple>>,
+    ) -> PyResult<(usize, Option<String>)> {
+        let inputs: Vec<_> = ntuples.iter().map(|n| n.inner.clone()).collect();
+        self.with_table(table, |writer, file| {
+            let writer = writer
+                .as_ntuple()
+                .ok_or_else(|| PyValueError::new_err(format!("table {table} is not an RNTuple")))?;
+            py.detach(|| {
+                let mut plans = Vec::new();
+                let mut refusal = None;
+                for input in &inputs {
+                    match writer.copy_plan(input) {
+                        Ok(p) => plans.push(p),
+                        Err(why) => {
+                            refusal = Some(why);
+                            break;
+                        }
+                    }
+                }
+                let copied = plans.len();
+                copy_ntuples(writer, file, plans).map_err(write_error)?;
+                Ok((copied, refusal))
+            })
+        })
+    }
+
+    /// Lay RNTuple `table` out as `ntuple` where cherenkov's own layout differs (see
+    /// `NtupleWriter::take_layout_of`): it then takes copied clusters only. Whether it did.
+    fn take_layout_of(&self, table: usize, ntuple: PyRef<'_, Ntuple>) -> PyResult<bool> {
+        self.with_table(table, |writer, _| {
+            let writer = writer
+                .as_ntuple()
+                .ok_or_else(|| PyValueError::new_err(format!("table {table} is not an RNTuple")))?;
+            writer.take_layout_of(&ntuple.inner).map_err(|why| {
+                PyValueError::new_err(format!(
+                    "RNTuple '{}' cannot be laid out as in {}: {why}",
+                    ntuple.inner.name(),
+                    ntuple.inner.file.name()
+                ))
+            })
+        })
     }
 
     /// Entries written to table `table` so far.

@@ -146,15 +146,19 @@ def merge(
         if not any(table in i.tables for i in infos):
             raise ValueError(f"no input has a tree {table!r}")
     plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
-    # Inputs are compared with the first's TTree as they are written: an RNTuple written, or read
-    # first, needs every input described before.
+    # TTrees not described yet are compared with the first's TTree as they are written: an
+    # RNTuple written, or read first, needs them described before.
     firsts = {t: next(i for i in infos if t in i.tables).tables[t].kind for t in tables}
-    if lazy and any(p["format"] != "ttree" or firsts[t] != "TTree" for t, p in plans.items()):
+    undescribed = any(i.tables[t].columns is None for i in infos for t in tables if t in i.tables)
+    if undescribed and any(p["format"] != "ttree" or firsts[t] != "TTree" for t, p in plans.items()):
         infos = describe(specs, open_options)
         first = infos[0]
         plans = {t: _plan(t, infos, schema, format, open_options) for t in tables}
     objects = {} if named_trees else first.objects
-    setting = first.compression if compression is None else compression
+    # By default the first input's: its tables' own where known (ROOT's importer writes zstd
+    # pages in a file whose TFile setting says zlib), else its file's.
+    own = [first.tables[t].compression for t in tables if t in first.tables and first.tables[t].compression is not None]
+    setting = compression if compression is not None else (own[0] if own else first.compression)
     groups = split(infos, max_size)
     report = MergeReport(bytes_read=sum(i.size for i in infos))
     progress = None if progress is True else progress
@@ -266,13 +270,15 @@ def _plan(table: str, infos: list[InputInfo], schema: str, format: str | None, o
     for i in having:
         everything.update(i.tables[table].columns or {})
     kind = having[0].tables[table].kind
-    return {
-        "names": names,
-        "missing": missing,
-        "dropped": [n for n in everything if n not in kept],
-        "types": column_types(table, names, having, open_options),
-        "format": format or ("rntuple" if kind == "RNTuple" else "ttree"),
-    }
+    plan = {"names": names, "missing": missing, "dropped": [n for n in everything if n not in kept]}
+    plan["format"] = format or ("rntuple" if kind == "RNTuple" else "ttree")
+    try:
+        plan["types"], plan["untyped"] = column_types(table, names, having, open_options), None
+    except TypeError as e:  # an RNTuple of types the writer does not make can still have its pages copied
+        if kind != "RNTuple" or plan["format"] != "rntuple":
+            raise
+        plan["types"], plan["untyped"] = {}, str(e)
+    return plan
 
 
 def _write_table(tree, table: str, plan: dict, group: list[InputInfo], progress, open_options: dict) -> None:

@@ -1,5 +1,6 @@
-"""Copy mode: a tree's compressed baskets copied into the output without decompression (see
-`cherenkov_core::engine::writer::copy`), and the rule that picks copy or rewrite per tree.
+"""Copy mode: a TTree's compressed baskets, or an RNTuple's pages, copied into the output without
+decompression (see `cherenkov_core::engine::writer::copy` and `ntuple_copy`), and the rule that
+picks copy or rewrite per tree.
 
 The rule: a remote reader fetches a cluster of the selected branches per request, so what a
 layout costs is its cluster size. Inputs whose clusters average at least `COPY_MIN_CLUSTER_BYTES`
@@ -13,6 +14,7 @@ rewritten within a copied tree, and reported.
 
 from __future__ import annotations
 
+from cherenkov.file import open as open_file
 from cherenkov.merging.raw import in_batches
 from cherenkov.merging.schema import InputInfo
 
@@ -27,9 +29,11 @@ def choose(table: str, plan: dict, infos: list[InputInfo], mode: str) -> tuple[s
     having = [i.tables[table] for i in infos if table in i.tables]
     kind = having[0].kind
     refusal = None
-    if kind == "RNTuple":
-        refusal = "an RNTuple's pages are rewritten (page copy is not in this build)"
-    elif plan["format"] != "ttree":
+    if plan["untyped"]:  # an RNTuple: its pages can only be copied
+        if mode == "rewrite":
+            raise TypeError(f"mode='rewrite': RNTuple {table!r} cannot be rewritten: {plan['untyped']}")
+        return "copy", f"its types are not the writer's ({plan['untyped']}): pages copied"
+    if plan["format"] != ("rntuple" if kind == "RNTuple" else "ttree"):
         refusal = f"converted to {plan['format']}"
     elif plan["missing"]:
         refusal = "branches missing from some inputs are filled with defaults"
@@ -57,9 +61,31 @@ def copy_table(tree, table: str, group: list[InputInfo], first: InputInfo, rewri
     described yet: they must have `first`'s columns); an input that cannot be copied is
     rewritten with `rewrite([info])` in its place. Returns {input: why it was rewritten}."""
     having = [i for i in group if table in i.tables]
+    kind = first.tables[table].kind
     for info in having:
-        if info.tables[table].kind != "TTree":
-            raise ValueError(f"{info.spec.replicas[0]}: {table!r} is an {info.tables[table].kind}, a TTree in {first.spec.replicas[0]}")
+        if info.tables[table].kind != kind:
+            raise ValueError(f"{info.spec.replicas[0]}: {table!r} is a {info.tables[table].kind}, a {kind} in {first.spec.replicas[0]}")
+    if kind == "RNTuple":  # described in full by `describe`: copied as they come
+        return _copy_ntuples(tree, table, having, first, rewrite, open_options)
     # No bar: the inputs' entries are known only as they are copied.
     _, rewritten = in_batches(tree.file._core.copy_trees, tree, table, having, first, rewrite, open_options, False, COPIED_AT_ONCE)
+    return rewritten
+
+
+def _copy_ntuples(tree, table: str, having: list[InputInfo], first: InputInfo, rewrite, open_options: dict) -> dict[str, str]:
+    """Copy mode for RNTuples: the output laid out as the first input where cherenkov's own
+    layout of its columns differs (it then takes copied pages only: an input laid out otherwise
+    is refused, naming it); else inputs laid out otherwise are rewritten in their place."""
+    core = tree.file._core
+    with open_file(list(first.spec.replicas), **open_options) as f:
+        foreign = core.take_layout_of(tree._table, f._core.ntuple(table))
+
+    def refuse(infos: list[InputInfo]) -> None:
+        raise ValueError(
+            f"{infos[0].spec.replicas[0]}: RNTuple {table!r} cannot be copied into an output laid out as in "
+            f"{first.spec.replicas[0]} (its fields or columns are laid out otherwise); mode='rewrite' lays every input out anew"
+        )
+
+    otherwise = refuse if foreign else rewrite
+    _, rewritten = in_batches(core.copy_ntuples, tree, table, having, first, otherwise, open_options, None, COPIED_AT_ONCE, kind="RNTuple")
     return rewritten

@@ -40,15 +40,17 @@ def in_batches(
     open_options: dict,
     progress=None,
     at_once: int = MOVED_AT_ONCE,
+    kind: str = "TTree",
 ) -> tuple[int, dict[str, str]]:
-    """Append `table` of the group's inputs to the writer's TTree `tree` with the core's
-    `append(table_id, trees)` (``WritableFile.rewrite_trees`` or ``.copy_trees``: how many it
-    appended, and why the next was refused), `at_once` trees a call, the next inputs opened
-    meanwhile (each TTree's metadata parsed once, and an input not described yet described
-    from it: see `describe_parsed`); an input refused (or not a TTree) is appended with
-    `otherwise([info])` in its place. `progress`: `Progress`'s `show` (bars of entries and
-    compressed bytes; inputs not described yet counted as `first`'s entries until they are).
-    Returns how many inputs `append` took, and {input: why it was refused}."""
+    """Append `table` of the group's inputs to the writer's table `tree` with the core's
+    `append(table_id, tables)` (``WritableFile.rewrite_trees``, ``.copy_trees`` or
+    ``.copy_ntuples``: how many it appended, and why the next was refused), `at_once` tables a
+    call, the next inputs opened meanwhile (each table's metadata parsed once, and a TTree not
+    described yet described from it: see `describe_parsed`); an input refused (or not a `kind`:
+    "TTree" or "RNTuple") is appended with `otherwise([info])` in its place. `progress`:
+    `Progress`'s `show` (bars of entries and compressed bytes; inputs not described yet counted
+    as `first`'s entries until they are). Returns how many inputs `append` took, and {input: why
+    it was refused}."""
     table_id = tree._table
     refused: dict[str, str] = {}
     having = [i for i in group if table in i.tables]
@@ -58,15 +60,15 @@ def in_batches(
     reference: list = [first.parsed[table]] if table in first.parsed else []  # `first`'s core tree
 
     def opening(info: InputInfo):
-        return open_file(list(info.spec.replicas), **open_options) if info.tables[table].kind == "TTree" else None
+        return open_file(list(info.spec.replicas), **open_options) if info.tables[table].kind == kind else None
 
     def opened(info: InputInfo, file):
         f = file.result()
         if f is None:
             return info, None, None, False
-        try:
-            t = f._core.tree(table)  # its metadata parsed here, off the writing thread, once
-            guessed = describe_parsed(info, t, table, first, reference, open_options)
+        try:  # its metadata parsed here, off the writing thread, once
+            t = f._core.tree(table) if kind == "TTree" else f._core.ntuple(table)
+            guessed = kind == "TTree" and describe_parsed(info, t, table, first, reference, open_options)
         except BaseException:
             f.close()
             raise
@@ -82,7 +84,7 @@ def in_batches(
                 if t is None:
                     break
                 trees.append(t)
-            taken, why = append(table_id, trees) if trees else (0, "not a TTree")
+            taken, why = append(table_id, trees) if trees else (0, f"not a {kind}")
             done += taken
             for info, f, _, _ in batch[:taken]:
                 f.close()

@@ -4,6 +4,7 @@ columns and types, its other objects, its size; and how the inputs' column sets 
 
 from __future__ import annotations
 
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -36,8 +37,9 @@ class TableSchema:
     kind: str  # "TTree" or "RNTuple"
     entries: int
     columns: dict[str, str] | None
-    compressed: int = 0  # bytes of its baskets (TTrees)
+    compressed: int = 0  # bytes of its baskets or pages
     clusters: int = 0
+    compression: int | None = None  # an RNTuple's pages' setting (its file's may be another)
 
 
 @dataclass
@@ -99,8 +101,11 @@ def _table_schema(f, path: str, cls: str, parsed: dict) -> TableSchema:
     """The `TableSchema` of table `path` of class `cls` in `f`; a TTree's core tree kept in `parsed`."""
     if cls == RNTUPLE_CLASS:
         table = f[path]
-        columns = {b.name: b.typename for b in table.branches if b.readable and getattr(b, "parent", None) is None}
-        return TableSchema("RNTuple", table.num_entries, columns)
+        columns = {f.path: f.typename for f in table.fields if f.readable and "." not in f.path}  # top-level fields
+        clusters = len(table.cluster_boundaries) - 1
+        settings = Counter(f.compression for f in table.fields if f.num_pages)
+        compression = settings.most_common(1)[0][0] if settings else None
+        return TableSchema("RNTuple", table.num_entries, columns, table._core.stored_bytes(), clusters, compression)
     parsed[path] = f._core.tree(path)
     return tree_schema(parsed[path])
 
@@ -160,7 +165,8 @@ def combine(table: str, inputs: list[InputInfo], schema: str) -> tuple[list[str]
 
 def column_types(table: str, names: list[str], inputs: list[InputInfo], open_options: dict) -> dict:
     """The writer's type of each column, from a read of no entries in the first input having it;
-    ``std::vector`` branches stay vectors (awkward lists would become counted leaves)."""
+    a TTree's ``std::vector`` branches stay vectors (awkward lists would become counted leaves;
+    an RNTuple's lists are all collections, as its fields were)."""
     types: dict = {}
     for info in inputs:
         having = info.tables[table].columns if table in info.tables else {}
@@ -172,7 +178,8 @@ def column_types(table: str, names: list[str], inputs: list[InputInfo], open_opt
             empty = t.arrays(wanted, entry_start=0, entry_stop=0, library="layouts")
             for name in wanted:
                 typename = info.tables[table].columns[name]
-                types[name] = typename if _is_vector(typename) else writer_type(empty[name], name)
+                vector = info.tables[table].kind == "TTree" and _is_vector(typename)
+                types[name] = typename if vector else writer_type(empty[name], name)
         if len(types) == len(names):
             break
     return {n: types[n] for n in names}

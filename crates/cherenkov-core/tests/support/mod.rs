@@ -10,10 +10,12 @@ pub mod reads;
 pub mod toxiproxy;
 pub mod xrootd;
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// A fresh directory under the system temp dir, unique to this process and call, readable by
@@ -71,8 +73,31 @@ pub async fn bounded<F: Future>(test: F) -> F::Output {
         .expect("the test did not finish in time")
 }
 
-/// A TCP port nobody listens on right now.
+/// Test servers' ports are drawn from here up to the kernel's ephemeral range.
+const FIRST_TEST_PORT: u16 = 20000;
+
+/// A TCP port nobody listens on right now, for a server about to start: below the kernel's
+/// ephemeral range, so no outgoing connection takes it before the server binds it (a port
+/// from `bind(0)` can be, as CI saw once), drawn at random so that test processes running at
+/// once rarely meet, and never handed out twice by this process.
 pub fn free_port() -> u16 {
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    let ephemeral = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    let mut given = GIVEN.lock().unwrap_or_else(PoisonError::into_inner);
+    if ephemeral > FIRST_TEST_PORT + 1000 {
+        for _ in 0..1000 {
+            let mut random = [0u8; 2];
+            getrandom::getrandom(&mut random).expect("random bytes");
+            let port = FIRST_TEST_PORT + u16::from_le_bytes(random) % (ephemeral - FIRST_TEST_PORT);
+            if !given.contains(&port) && TcpListener::bind(("127.0.0.1", port)).is_ok() {
+                given.insert(port);
+                return port;
+            }
+        }
+    }
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

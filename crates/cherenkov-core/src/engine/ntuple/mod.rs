@@ -16,7 +16,7 @@ use crate::format::rntuple::fields::{item, Node, Unsupported};
 use crate::format::rntuple::footer::Footer;
 use crate::format::rntuple::header::Header;
 use crate::format::rntuple::page::envelope_bytes;
-use crate::format::rntuple::page_list::PageList;
+use crate::format::rntuple::page_list::{ColumnPages, PageList};
 use crate::source::ByteRange;
 use std::sync::{Arc, OnceLock};
 
@@ -228,6 +228,21 @@ impl Ntuple {
             summary: *list.clusters.get(i)?,
             columns: list.columns.get(i)?,
         })
+    }
+
+    /// Bytes its pages take in the file, checksums included, over all clusters (reads every page
+    /// list).
+    pub async fn stored_bytes(&self) -> Result<u64> {
+        let clusters = self.clusters(0, self.desc.entries()).await?;
+        Ok(clusters
+            .iter()
+            .flat_map(|c| c.columns)
+            .flat_map(|column| match column {
+                ColumnPages::Stored { pages, .. } => pages.as_slice(),
+                ColumnPages::Suppressed => &[],
+            })
+            .map(|p| p.locator.size + if p.checksum { 8 } else { 0 })
+            .sum())
     }
 
     /// Entry boundaries of all clusters: `[0, ..., entries]` (reads every page list).

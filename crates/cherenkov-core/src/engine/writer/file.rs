@@ -431,11 +431,13 @@ impl FileWriter {
             None
         };
         let stored = compressed.as_deref().unwrap_or(&object);
-        self.write_stored_key(dir, class, name, title, cycle, stored, object.len())
+        self.write_stored_key(dir, class, name, title, cycle, &[stored], object.len())
     }
 
-    /// Write bytes stored as they are (compressed by the caller or not) as a key no directory
-    /// lists, `objlen` their uncompressed length: the RBlob keys of RNTuple pages and envelopes.
+    /// Write bytes stored as they are (compressed by the caller or not), given as `parts` one
+    /// after the other, as a key no directory lists, `objlen` their uncompressed length: the RBlob
+    /// keys of RNTuple pages and envelopes. Each part is written where it lands (a cluster's
+    /// pages are not copied into one buffer first).
     #[allow(clippy::too_many_arguments)]
     pub fn write_stored_key(
         &mut self,
@@ -444,12 +446,12 @@ impl FileWriter {
         name: &str,
         title: &str,
         cycle: i16,
-        stored: &[u8],
+        parts: &[&[u8]],
         objlen: usize,
     ) -> Result<Key> {
         let big = self.big_keys();
         let keylen = Key::header_len(class, name, title, big);
-        let nbytes = keylen + stored.len();
+        let nbytes = keylen + parts.iter().map(|p| p.len()).sum::<usize>();
         let seek = self.allocate(nbytes as u64);
         let key = Key {
             nbytes: checked_u32(nbytes, name, self.name())?,
@@ -464,10 +466,14 @@ impl FileWriter {
             name: name.to_string(),
             title: title.to_string(),
         };
-        let mut bytes = Vec::with_capacity(nbytes);
-        key.write(&mut bytes);
-        bytes.extend_from_slice(stored);
-        self.write_at(seek, &bytes)?;
+        let mut header = Vec::with_capacity(keylen);
+        key.write(&mut header);
+        self.write_at(seek, &header)?;
+        let mut at = seek + keylen as u64;
+        for part in parts {
+            self.write_at(at, part)?;
+            at += part.len() as u64;
+        }
         Ok(key)
     }
 

@@ -10,6 +10,7 @@ pub mod file;
 mod fill;
 pub mod layout;
 pub mod ntuple;
+pub mod ntuple_copy;
 #[cfg(test)]
 mod ntuple_tests;
 pub mod raw;
@@ -19,8 +20,9 @@ use crate::error::{Error, Result};
 use crate::format::array::{Array, DType, Layout};
 use crate::format::writing::compression::Compression;
 use file::FileWriter;
+use rayon::prelude::*;
 use std::fmt;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// What a column holds, whatever format stores it.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,6 +90,12 @@ pub trait TableWriter: Send {
         None
     }
 
+    /// The RNTuple writer behind this table, if it is one (for copy mode,
+    /// `ntuple_copy::copy_ntuples`).
+    fn as_ntuple(&mut self) -> Option<&mut ntuple::NtupleWriter> {
+        None
+    }
+
     /// Write what is buffered and the table's metadata: the table is then complete in `file`.
     fn finish(self: Box<Self>, file: &mut FileWriter) -> Result<()>;
 }
@@ -109,6 +117,27 @@ pub(crate) fn spawn_compression(job: impl FnOnce() + Send + 'static) {
         Some(pool) => pool.spawn(job),
         None => rayon::spawn(job),
     }
+}
+
+/// `work` over `items` on every thread of the current pool, the largest items first (greedy
+/// longest-first scheduling), results in the items' order. A cluster's compression then ends with
+/// its smallest baskets on both cores, where rayon's split ranges could leave one core alone
+/// with a large basket that came last (a NanoAOD cluster's largest basket is a seventh of it).
+pub(crate) fn map_largest_first<T: Send, R: Send>(
+    items: Vec<T>,
+    size: impl Fn(&T) -> usize,
+    work: impl Fn(T) -> R + Sync,
+) -> Vec<R> {
+    let mut order: Vec<(usize, T)> = items.into_iter().enumerate().collect();
+    order.sort_by_key(|(_, item)| std::cmp::Reverse(size(item)));
+    let queue = Mutex::new(order.into_iter());
+    let next = || queue.lock().unwrap_or_else(PoisonError::into_inner).next();
+    let mut done: Vec<(usize, R)> = (0..rayon::current_num_threads())
+        .into_par_iter()
+        .flat_map_iter(|_| std::iter::from_fn(|| next().map(|(i, item)| (i, work(item)))))
+        .collect();
+    done.sort_unstable_by_key(|(i, _)| *i);
+    done.into_iter().map(|(_, r)| r).collect()
 }
 
 impl fmt::Display for ColumnType {
@@ -401,5 +430,17 @@ mod tests {
         let bad = Array::list(vec![0, 5], floats(&[1.0]));
         let e = check_arrays("t", &[column("v", kind)], &[bad]).unwrap_err();
         assert!(e.to_string().contains("offsets"), "{e}");
+    }
+
+    #[test]
+    fn largest_first_keeps_the_items_order_in_its_results() {
+        let items: Vec<usize> = (0..1000).map(|i| (i * 7919) % 1000).collect();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(3)
+            .build()
+            .unwrap();
+        let doubled = pool.install(|| map_largest_first(items.clone(), |&x| x, |x| 2 * x));
+        assert_eq!(doubled, items.iter().map(|x| 2 * x).collect::<Vec<_>>());
+        assert!(map_largest_first(Vec::<u8>::new(), |_| 0, |x| x).is_empty());
     }
 }

@@ -75,21 +75,23 @@ pub struct NtupleWriter {
     title: String,
     dir: DirectoryId,
     columns: Vec<Column>,
-    model: Model,
-    codings: Vec<Coding>,
+    pub(super) model: Model,
+    pub(super) codings: Vec<Coding>,
+    /// The file whose layout this RNTuple took (`take_layout_of`): it takes copied clusters only.
+    pub(super) copies_only: Option<String>,
     compression: Compression,
     layout: NtupleLayout,
     policy: ClusterPolicy,
-    entries: u64,
+    pub(super) entries: u64,
     /// The cluster being filled: its columns' elements not yet cut into pages, its entries and
     /// uncompressed bytes, and its pages on the pool.
-    filling: Vec<ColumnData>,
+    pub(super) filling: Vec<ColumnData>,
     filling_entries: u64,
     filling_bytes: u64,
     in_flight: Vec<InFlight>,
     /// Clusters written so far, and each column's elements in them.
     written: PageList,
-    first_element: Vec<u64>,
+    pub(super) first_element: Vec<u64>,
 }
 
 /// The RNTuple field type of a column type: lists are `std::vector`s (a counter named by a list
@@ -149,6 +151,7 @@ impl NtupleWriter {
             columns,
             model,
             codings,
+            copies_only: None,
             compression,
             layout,
             entries: 0,
@@ -211,7 +214,7 @@ impl NtupleWriter {
     }
 
     /// Close the cluster being filled: its last pages compressed, all of them written.
-    fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
+    pub(super) fn close_cluster(&mut self, file: &mut FileWriter) -> Result<()> {
         if self.filling_entries == 0 {
             return Ok(());
         }
@@ -244,9 +247,31 @@ impl NtupleWriter {
                 pages[c].push(page);
             }
         }
+        let setting = self.compression.setting() as u32;
+        let pages = pages.into_iter().map(|p| (p, setting)).collect();
+        self.write_cluster(
+            file,
+            pages,
+            closed.first_entry,
+            closed.entries,
+            closed.bytes,
+        )
+    }
+
+    /// Write a cluster's sealed pages (per column: its pages in order and their compression
+    /// setting) column after column in RBlob keys, and list them: the cluster holds `entries`
+    /// from `first_entry`, `bytes` uncompressed.
+    pub(super) fn write_cluster(
+        &mut self,
+        file: &mut FileWriter,
+        mut pages: Vec<(Vec<SealedPage>, u32)>,
+        first_entry: u64,
+        entries: u64,
+        bytes: u64,
+    ) -> Result<()> {
         // Whole pages, column after column, in keys of at most MAX_KEY_SIZE.
         let mut zipped = 0u64;
-        let mut all: Vec<&mut SealedPage> = pages.iter_mut().flatten().collect();
+        let mut all: Vec<&mut SealedPage> = pages.iter_mut().flat_map(|(p, _)| p).collect();
         let mut at = 0;
         while at < all.len() {
             let mut end = at;
@@ -257,11 +282,8 @@ impl NtupleWriter {
                 len += all[end].bytes.len() as u64;
                 end += 1;
             }
-            let mut payload = Vec::with_capacity(len as usize);
-            for p in &all[at..end] {
-                payload.extend_from_slice(&p.bytes);
-            }
-            let mut offset = self.write_blob(file, &payload, payload.len())?;
+            let parts: Vec<&[u8]> = all[at..end].iter().map(|p| &p.bytes[..]).collect();
+            let mut offset = self.write_blob(file, &parts, len as usize)?;
             for p in &mut all[at..end] {
                 p.info.locator.offset = offset;
                 offset += p.bytes.len() as u64;
@@ -270,32 +292,32 @@ impl NtupleWriter {
             at = end;
         }
         drop(all);
-        let setting = self.compression.setting() as u32;
         let listed = pages
             .into_iter()
             .enumerate()
-            .map(|(c, column)| {
+            .map(|(c, (column, compression))| {
                 let first_element = self.first_element[c];
                 self.first_element[c] += column.iter().map(|p| p.info.elements as u64).sum::<u64>();
                 ColumnPages::Stored {
                     pages: column.into_iter().map(|p| p.info).collect(),
                     first_element,
-                    compression: setting,
+                    compression,
                 }
             })
             .collect();
         self.written.clusters.push(ClusterSummary {
-            first_entry: closed.first_entry,
-            entries: closed.entries,
+            first_entry,
+            entries,
         });
         self.written.columns.push(listed);
-        self.policy.observe(closed.bytes, zipped);
+        self.policy.observe(bytes, zipped);
         Ok(())
     }
 
-    /// Write `payload` as an RBlob key (`objlen` its uncompressed length); where it starts.
-    fn write_blob(&self, file: &mut FileWriter, payload: &[u8], objlen: usize) -> Result<u64> {
-        let key = file.write_stored_key(self.dir, BLOB_CLASS, "", "", 0, payload, objlen)?;
+    /// Write the payload made of `parts` as an RBlob key (`objlen` its uncompressed length);
+    /// where it starts.
+    fn write_blob(&self, file: &mut FileWriter, parts: &[&[u8]], objlen: usize) -> Result<u64> {
+        let key = file.write_stored_key(self.dir, BLOB_CLASS, "", "", 0, parts, objlen)?;
         Ok(key.seek_key + key.keylen as u64)
     }
 
@@ -303,7 +325,7 @@ impl NtupleWriter {
     fn write_envelope(&self, file: &mut FileWriter, envelope: &[u8]) -> Result<EnvelopeLink> {
         let stored = self.compression.compress(envelope);
         let stored = stored.as_deref().unwrap_or(envelope);
-        let offset = self.write_blob(file, stored, envelope.len())?;
+        let offset = self.write_blob(file, &[stored], envelope.len())?;
         Ok(EnvelopeLink {
             length: envelope.len() as u64,
             locator: Locator {
@@ -327,7 +349,17 @@ impl TableWriter for NtupleWriter {
         self.entries
     }
 
+    fn as_ntuple(&mut self) -> Option<&mut NtupleWriter> {
+        Some(self)
+    }
+
     fn extend(&mut self, file: &mut FileWriter, arrays: Vec<Array>) -> Result<()> {
+        if let Some(origin) = &self.copies_only {
+            return Err(Error::InvalidArgument(format!(
+                "RNTuple '{}' is laid out as in {origin}, which cherenkov's writer does not make: it takes copied clusters only (mode='rewrite' lays every input out anew)",
+                self.name
+            )));
+        }
         let n = check_arrays(&self.name, &self.columns, &arrays)?;
         let bytes: usize = arrays.iter().map(Array::nbytes).sum();
         let per_entry = (bytes / n.max(1)).max(1) as u64;

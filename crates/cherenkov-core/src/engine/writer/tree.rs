@@ -8,7 +8,9 @@ use super::branches::{flat_arrays, leaf_title, plan, Branch, Source, Storage};
 use super::file::{DirectoryId, FileWriter};
 use super::fill::{bytes, fill, integers, lengths, BasketBuffer, MAX_BASKET};
 use super::layout::ClusterPolicy;
-use super::{check_arrays, spawn_compression, Column, TableOptions, TableWriter};
+use super::{
+    check_arrays, map_largest_first, spawn_compression, Column, TableOptions, TableWriter,
+};
 use crate::error::{Error, Result};
 use crate::format::array::{Array, DType};
 use crate::format::directory::Key;
@@ -305,14 +307,15 @@ impl TreeWriter {
         let compression = self.options.compression;
         let (send, baskets) = mpsc::sync_channel(1);
         spawn_compression(move || {
-            let packed = jobs
-                .into_par_iter()
-                .map(|(object, fields)| Packed {
+            let packed = map_largest_first(
+                jobs,
+                |(object, _)| object.len(),
+                |(object, fields)| Packed {
                     object_len: object.len(),
                     stored: compression.compress(&object).unwrap_or(object),
                     fields,
-                })
-                .collect();
+                },
+            );
             let _ = send.send(packed);
         });
         // The previous cluster is written only once this one compresses too: waiting for it

@@ -2,7 +2,7 @@
 //! "Column Description", "Alias columns"), found in the header and again, for fields and columns
 //! added while writing, in the footer's schema extension.
 
-use super::column::ColumnType;
+use super::column::{Coding, ColumnType};
 use super::envelope::{list_frame, record_frame, string};
 use crate::error::Result;
 use crate::format::cursor::Cursor;
@@ -80,6 +80,17 @@ pub struct ColumnRecord {
     pub first_element: Option<i64>,
     /// Value range (Real32Quant).
     pub range: Option<(f64, f64)>,
+}
+
+impl ColumnRecord {
+    /// How the column's pages are coded.
+    pub fn coding(&self) -> Coding {
+        Coding {
+            kind: self.kind,
+            bits: self.bits,
+            range: self.range,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -160,15 +160,7 @@ impl Model {
 
     /// How each column's pages are coded.
     pub fn codings(&self) -> Vec<Coding> {
-        self.schema
-            .columns
-            .iter()
-            .map(|c| Coding {
-                kind: c.kind,
-                bits: c.bits,
-                range: c.range,
-            })
-            .collect()
+        self.schema.columns.iter().map(|c| c.coding()).collect()
     }
 }
 

@@ -5,12 +5,14 @@
 use super::super::envelope::{xxh3, Locator};
 use super::super::page_list::PageInfo;
 use crate::format::writing::compression::Compression;
+use bytes::Bytes;
 
 /// A page ready for the file: `bytes` (stored page, then its checksum if any) go at
 /// `info.locator.offset`, which the caller sets when it places them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SealedPage {
-    pub bytes: Vec<u8>,
+    /// Shared, so that a copied page is the bytes read, not a copy of them.
+    pub bytes: Bytes,
     pub info: PageInfo,
 }
 
@@ -25,7 +27,7 @@ pub fn seal(packed: &[u8], elements: u32, compression: Compression, checksum: bo
         bytes.extend_from_slice(&sum.to_le_bytes());
     }
     SealedPage {
-        bytes,
+        bytes: bytes.into(),
         info: PageInfo {
             elements,
             locator: Locator { offset: 0, size },
@@ -62,7 +64,9 @@ mod tests {
             }
         }
         let mut page = seal(&packed, 5000, Compression::from_setting(505).unwrap(), true);
-        page.bytes[3] ^= 1;
+        let mut flipped = page.bytes.to_vec();
+        flipped[3] ^= 1;
+        page.bytes = flipped.into();
         assert!(packed_page(&coding, &page.info, &page.bytes, "p").is_err());
     }
 }
