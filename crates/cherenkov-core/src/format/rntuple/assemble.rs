@@ -193,7 +193,7 @@ pub struct Offsets {
 
 impl Offsets {
     /// Items of each entry.
-    fn sizes(&self) -> impl Iterator<Item = i64> + '_ {
+    fn sizes(&self) -> impl ExactSizeIterator<Item = i64> + '_ {
         self.offsets.windows(2).map(|w| w[1] - w[0])
     }
 }
@@ -357,10 +357,15 @@ fn index_type(wide: bool) -> IndexType {
     }
 }
 
-fn int_bytes(dtype: DType, values: impl Iterator<Item = i64>) -> AlignedBytes {
-    let bytes: Vec<u8> = match dtype {
-        DType::I32 => values.flat_map(|v| (v as i32).to_ne_bytes()).collect(),
-        _ => values.flat_map(|v| v.to_ne_bytes()).collect(),
-    };
-    AlignedBytes::from_slice(&bytes)
+fn int_bytes(dtype: DType, values: impl ExactSizeIterator<Item = i64>) -> AlignedBytes {
+    // Written in place: collecting the bytes first and copying them cost more than the sizes.
+    let width = if dtype == DType::I32 { 4 } else { 8 };
+    let mut out = AlignedBytes::zeroed(values.len() * width);
+    for (v, dst) in values.zip(out.as_bytes_mut().chunks_exact_mut(width)) {
+        match width {
+            4 => dst.copy_from_slice(&(v as i32).to_ne_bytes()),
+            _ => dst.copy_from_slice(&v.to_ne_bytes()),
+        }
+    }
+    out
 }
