@@ -2,7 +2,7 @@
 //! in awkward's layout vocabulary (counters and reports cross as the core's own typed classes).
 
 use cherenkov_core::engine::output::{BranchArray, FieldArray};
-use cherenkov_core::format::array::{Array, Layout};
+use cherenkov_core::format::array::{AlignedBytes, Array, Layout, SharedBytes};
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -106,6 +106,25 @@ fn offsets_to_py<'py>(
 #[pyclass(frozen)]
 struct OffsetsOwner(#[allow(dead_code)] Arc<Vec<i64>>);
 
+/// A numbers buffer as numpy 8-byte words: a view of a read's output kept for reuse (see
+/// `engine::recycle`; it goes back to the pool when the numpy array dies), else moved.
+fn words_to_py<'py>(py: Python<'py>, data: AlignedBytes) -> PyResult<Bound<'py, PyAny>> {
+    match data.into_sole_owner() {
+        Ok(owner) => {
+            let view = numpy::ndarray::ArrayView1::from(owner.words().unwrap_or_default());
+            let base = Bound::new(py, BytesOwner(owner.clone()))?.into_any();
+            // SAFETY: `base`, the array's base, holds the words for as long as the array
+            // lives; no other array holds them (`into_sole_owner`), so writes show nowhere else.
+            Ok(unsafe { PyArray1::borrow_from_array(&view, base) }.into_any())
+        }
+        Err(data) => Ok(data.into_words().into_pyarray(py).into_any()),
+    }
+}
+
+/// What keeps a read's output alive under the numpy array that views it.
+#[pyclass(frozen)]
+struct BytesOwner(#[allow(dead_code)] Arc<dyn SharedBytes>);
+
 /// One layout node as a dict: `class` (awkward's class name), its buffers as numpy arrays (the
 /// data as 8-byte words, viewed by `cherenkov.arrays`), `parameters`, and its children.
 pub fn array_to_py<'py>(
@@ -138,7 +157,7 @@ pub fn array_to_py<'py>(
             d.set_item("dtype", dtype.name())?;
             d.set_item("inner_shape", PyTuple::new(py, inner_shape)?)?;
             d.set_item("nbytes", data.len)?;
-            d.set_item("words", data.into_words().into_pyarray(py))?;
+            d.set_item("words", words_to_py(py, data)?)?;
         }
         Layout::ListOffset {
             offsets,
