@@ -1,7 +1,7 @@
-"""Large output buffers are kept for the next read when their arrays are dropped
+"""Large output buffers, offsets too, are kept for the next read when their arrays are dropped
 (`engine/recycle.rs`): a read's arrays are right whatever an earlier read's arrays held or were
-changed to, arrays still held are never reused, and arrays stay writable, for a TTree (written by
-uproot) and an RNTuple (written by cherenkov) of one cluster, whose numbers arrays are the
+changed to, arrays still held are never reused, and arrays stay writable, for a TTree (written
+by uproot) and an RNTuple (written by cherenkov) of one cluster, whose numbers arrays are the
 buffers their baskets and pages were decoded into."""
 
 import gc
@@ -50,6 +50,7 @@ def test_reads_after_dropped_and_changed_arrays_read_the_same(files, kind):
     table = cherenkov.open(paths[kind])["t"]
     names = ["x", "y", "v"]
     expected = {"x": data["x"], "y": data["y"], "v": ak.to_numpy(ak.flatten(data["v"]))}
+    offsets = np.concatenate([[0], np.cumsum(data["n"])])
     held = table.arrays(names, library="np")
     for _ in range(3):
         got = table.arrays(names, library="np")
@@ -59,8 +60,12 @@ def test_reads_after_dropped_and_changed_arrays_read_the_same(files, kind):
             assert np.array_equal(values, expected[name]), name
             assert not np.shares_memory(values, flat(held[name])), name
             values[:] = -1  # what the next read may get back, to overwrite
+        assert got["v"].offsets.flags.writeable  # the list's own
+        assert np.array_equal(got["v"].offsets, offsets)
+        got["v"].offsets[:] = -1
         del got, values
         gc.collect()
     for name in names:  # held all along: never handed to another read
         assert np.array_equal(flat(held[name]), expected[name]), name
+    assert np.array_equal(held["v"].offsets, offsets)
     assert ak.to_list(table.arrays(["v"], library="ak")["v"]) == ak.to_list(data["v"])

@@ -74,9 +74,10 @@ pub fn arrays_to_py<I: ItemToPy>(py: Python<'_>, arrays: Vec<I>) -> PyResult<Bou
     Ok(out)
 }
 
-/// Offsets as numpy: moved when this list holds them alone, else made once per read for every
-/// list sharing them (read-only: one list's change must not show in the others), as a view of
-/// the shared buffer (no copy) that keeps it alive.
+/// Offsets as numpy, a view of their buffer (no copy) whose base keeps it alive and gives it
+/// back to the engine's pool when the last array viewing it dies (`engine::recycle`): writable
+/// when this list holds them alone, else made once per read for every list sharing them
+/// (read-only: one list's change must not show in the others).
 fn offsets_to_py<'py>(
     py: Python<'py>,
     offsets: Arc<Vec<i64>>,
@@ -86,25 +87,32 @@ fn offsets_to_py<'py>(
     if let Some((_, array)) = shared.offsets.get(&key) {
         return Ok(array.clone());
     }
-    match Arc::try_unwrap(offsets) {
-        Ok(alone) => Ok(alone.into_pyarray(py).into_any()),
-        Err(offsets) => {
-            let view = numpy::ndarray::ArrayView1::from(offsets.as_slice());
-            let owner = Bound::new(py, OffsetsOwner(offsets.clone()))?.into_any();
-            // SAFETY: `owner`, the array's base, holds the offsets for as long as the array
-            // lives; being shared, they are never changed or moved.
-            let array = unsafe { PyArray1::borrow_from_array(&view, owner) };
-            array.call_method1("setflags", (false,))?;
-            let array = array.into_any();
-            shared.offsets.insert(key, (offsets, array.clone()));
-            Ok(array)
+    let alone = Arc::strong_count(&offsets) == 1;
+    let view = numpy::ndarray::ArrayView1::from(offsets.as_slice());
+    let owner = Bound::new(py, OffsetsOwner(Some(offsets.clone())))?.into_any();
+    // SAFETY: `owner`, the array's base, holds the offsets for as long as the array lives;
+    // shared ones are never changed (read-only below), nor moved.
+    let array = unsafe { PyArray1::borrow_from_array(&view, owner) };
+    if alone {
+        return Ok(array.into_any());
+    }
+    array.call_method1("setflags", (false,))?;
+    let array = array.into_any();
+    shared.offsets.insert(key, (offsets, array.clone()));
+    Ok(array)
+}
+
+/// What keeps offsets alive under the numpy arrays that view them.
+#[pyclass(frozen)]
+struct OffsetsOwner(Option<Arc<Vec<i64>>>);
+
+impl Drop for OffsetsOwner {
+    fn drop(&mut self) {
+        if let Some(Ok(offsets)) = self.0.take().map(Arc::try_unwrap) {
+            cherenkov_core::engine::recycle::give_back_offsets(offsets);
         }
     }
 }
-
-/// What keeps shared offsets alive under the numpy arrays that view them.
-#[pyclass(frozen)]
-struct OffsetsOwner(#[allow(dead_code)] Arc<Vec<i64>>);
 
 /// A numbers buffer as numpy 8-byte words: a view of a read's output kept for reuse (see
 /// `engine::recycle`; it goes back to the pool when the numpy array dies), else moved.

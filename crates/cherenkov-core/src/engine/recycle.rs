@@ -5,7 +5,7 @@
 //! holder drops it (an array in Rust, or the numpy array viewing it: see `SharedBytes`), and
 //! the next read of the same branches takes buffers of the same sizes from there.
 
-use crate::format::array::{AlignedBytes, SharedBytes};
+use crate::format::array::{AlignedBytes, SharedBytes, Unwritten};
 use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex};
@@ -54,6 +54,37 @@ fn give_back(buffer: Vec<u64>) {
     if pool.bytes + bytes <= KEPT_BYTES {
         pool.bytes += bytes;
         pool.free.entry(buffer.capacity()).or_default().push(buffer);
+    }
+}
+
+/// `n` offsets to be written, in a kept buffer when large (they come back through
+/// `give_back_offsets`).
+pub fn offsets(n: usize) -> Unwritten<i64> {
+    let kept = if n * 8 >= KEPT_MIN_BYTES {
+        take(n)
+    } else {
+        None
+    };
+    let buffer = kept.map_or_else(Vec::new, |kept| {
+        let mut kept = std::mem::ManuallyDrop::new(kept);
+        // SAFETY: same allocation and capacity; `MaybeUninit<i64>` has `u64`'s layout.
+        unsafe { Vec::from_raw_parts(kept.as_mut_ptr().cast(), 0, kept.capacity()) }
+    });
+    Unwritten::in_buffer(buffer, n)
+}
+
+/// Offsets no array holds any more, kept for the next read's when large.
+pub fn give_back_offsets(offsets: Vec<i64>) {
+    if offsets.capacity() * 8 >= KEPT_MIN_BYTES {
+        let mut offsets = std::mem::ManuallyDrop::new(offsets);
+        // SAFETY: same allocation, length and capacity; `u64` has `i64`'s layout.
+        give_back(unsafe {
+            Vec::from_raw_parts(
+                offsets.as_mut_ptr().cast(),
+                offsets.len(),
+                offsets.capacity(),
+            )
+        });
     }
 }
 
@@ -169,6 +200,26 @@ mod tests {
         let twice = shared.clone();
         assert!(shared.into_sole_owner().is_err());
         assert!(twice.into_sole_owner().is_ok());
+    }
+
+    #[test]
+    fn offsets_given_back_serve_later_offsets_written_whole() {
+        let n = KEPT_MIN_BYTES / 8 + 3;
+        let mut first = offsets(n);
+        for (i, slot) in first.slots().iter_mut().enumerate() {
+            slot.write(i as i64);
+        }
+        // SAFETY: every slot written just above.
+        let first = unsafe { first.assume_written() };
+        assert_eq!(first[n - 1], n as i64 - 1);
+        give_back_offsets(first);
+        let mut again = offsets(n);
+        assert_eq!(again.slots().len(), n);
+        for slot in again.slots() {
+            slot.write(-1);
+        }
+        // SAFETY: as above.
+        assert!(unsafe { again.assume_written() }.iter().all(|&v| v == -1));
     }
 
     #[test]

@@ -207,7 +207,13 @@ pub struct Unwritten<T> {
 
 impl<T: Copy> Unwritten<T> {
     pub fn new(n: usize) -> Self {
-        let mut items = Vec::with_capacity(n);
+        Self::in_buffer(Vec::new(), n)
+    }
+
+    /// `n` elements in `buffer`'s memory (grown if it holds fewer), whatever it held.
+    pub fn in_buffer(mut items: Vec<MaybeUninit<T>>, n: usize) -> Self {
+        items.clear();
+        items.reserve_exact(n);
         // SAFETY: `MaybeUninit` elements need no initialization.
         unsafe { items.set_len(n) };
         Self { items }

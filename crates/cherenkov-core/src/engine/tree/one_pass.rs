@@ -148,7 +148,7 @@ impl Output {
 
 /// Offsets for `entries` entries, the first (0) written.
 fn own_offsets(entries: u64) -> Unwritten<i64> {
-    let mut offsets = Unwritten::new(entries as usize + 1);
+    let mut offsets = crate::engine::recycle::offsets(entries as usize + 1);
     offsets.slots()[0].write(0);
     offsets
 }
