@@ -15,7 +15,7 @@ const KEPT_BYTES: usize = 256 << 20;
 
 /// Buffers smaller than this are allocated and freed as usual (the allocator reuses small
 /// blocks itself).
-const KEPT_MIN_BYTES: usize = 128 << 10;
+const KEPT_MIN_BYTES: usize = 32 << 10;
 
 /// Free buffers by capacity in words, and their bytes in all.
 struct Pool {
