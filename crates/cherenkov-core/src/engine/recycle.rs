@@ -60,17 +60,27 @@ fn give_back(buffer: Vec<u64>) {
 /// `n` offsets to be written, in a kept buffer when large (they come back through
 /// `give_back_offsets`).
 pub fn offsets(n: usize) -> Unwritten<i64> {
+    let mut buffer = std::mem::ManuallyDrop::new(offsets_buffer(n));
+    // SAFETY: same allocation and capacity, no element; `MaybeUninit<i64>` has `i64`'s layout.
+    let buffer = unsafe { Vec::from_raw_parts(buffer.as_mut_ptr().cast(), 0, buffer.capacity()) };
+    Unwritten::in_buffer(buffer, n)
+}
+
+/// An empty buffer for at least `n` offsets, kept when large (as `offsets`).
+pub fn offsets_buffer(n: usize) -> Vec<i64> {
     let kept = if n * 8 >= KEPT_MIN_BYTES {
         take(n)
     } else {
         None
     };
-    let buffer = kept.map_or_else(Vec::new, |kept| {
-        let mut kept = std::mem::ManuallyDrop::new(kept);
-        // SAFETY: same allocation and capacity; `MaybeUninit<i64>` has `u64`'s layout.
-        unsafe { Vec::from_raw_parts(kept.as_mut_ptr().cast(), 0, kept.capacity()) }
-    });
-    Unwritten::in_buffer(buffer, n)
+    match kept {
+        Some(kept) => {
+            let mut kept = std::mem::ManuallyDrop::new(kept);
+            // SAFETY: same allocation and capacity, no element; `i64` has `u64`'s layout.
+            unsafe { Vec::from_raw_parts(kept.as_mut_ptr().cast(), 0, kept.capacity()) }
+        }
+        None => Vec::with_capacity(n),
+    }
 }
 
 /// Offsets no array holds any more, kept for the next read's when large.

@@ -429,6 +429,10 @@ impl Columns for UnitMap {
         Ok(decoded.clone())
     }
 
+    fn offsets_buffer(&self, n: usize) -> Vec<i64> {
+        crate::engine::recycle::offsets_buffer(n)
+    }
+
     fn offsets(&self, slot: &Slot, counts: &[u64], origin: &str) -> Result<Arc<Offsets>> {
         let key = (slot.candidates.clone(), counts.to_vec());
         if let Some(built) = self.offsets.lock().unwrap().get(&key) {

@@ -26,6 +26,11 @@ pub trait Columns: Sync {
     fn offsets(&self, slot: &Slot, counts: &[u64], origin: &str) -> Result<Arc<Offsets>> {
         offsets(slot, counts, self, origin).map(Arc::new)
     }
+
+    /// An empty buffer for at least `n` offsets (a reader may hand out memory it keeps).
+    fn offsets_buffer(&self, n: usize) -> Vec<i64> {
+        Vec::with_capacity(n)
+    }
 }
 
 /// Assemble `node` over clusters holding `counts[k]` items of it each. `origin` names the field.
@@ -206,7 +211,7 @@ pub fn offsets(
     origin: &str,
 ) -> Result<Offsets> {
     let total: u64 = counts.iter().sum();
-    let mut offsets = Vec::with_capacity(total as usize + 1);
+    let mut offsets = columns.offsets_buffer(total as usize + 1);
     let mut child_counts = Vec::with_capacity(counts.len());
     offsets.push(0i64);
     let mut base = 0i64;
