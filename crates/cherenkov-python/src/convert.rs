@@ -2,7 +2,7 @@
 //! in awkward's layout vocabulary (counters and reports cross as the core's own typed classes).
 
 use cherenkov_core::engine::output::{BranchArray, FieldArray};
-use cherenkov_core::format::array::{Array, Layout};
+use cherenkov_core::format::array::{AlignedBytes, Array, Layout, SharedBytes};
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
@@ -74,9 +74,10 @@ pub fn arrays_to_py<I: ItemToPy>(py: Python<'_>, arrays: Vec<I>) -> PyResult<Bou
     Ok(out)
 }
 
-/// Offsets as numpy: moved when this list holds them alone, else made once per read for every
-/// list sharing them (read-only: one list's change must not show in the others), as a view of
-/// the shared buffer (no copy) that keeps it alive.
+/// Offsets as numpy, a view of their buffer (no copy) whose base keeps it alive and gives it
+/// back to the engine's pool when the last array viewing it dies (`engine::recycle`): writable
+/// when this list holds them alone, else made once per read for every list sharing them
+/// (read-only: one list's change must not show in the others).
 fn offsets_to_py<'py>(
     py: Python<'py>,
     offsets: Arc<Vec<i64>>,
@@ -86,25 +87,51 @@ fn offsets_to_py<'py>(
     if let Some((_, array)) = shared.offsets.get(&key) {
         return Ok(array.clone());
     }
-    match Arc::try_unwrap(offsets) {
-        Ok(alone) => Ok(alone.into_pyarray(py).into_any()),
-        Err(offsets) => {
-            let view = numpy::ndarray::ArrayView1::from(offsets.as_slice());
-            let owner = Bound::new(py, OffsetsOwner(offsets.clone()))?.into_any();
-            // SAFETY: `owner`, the array's base, holds the offsets for as long as the array
-            // lives; being shared, they are never changed or moved.
-            let array = unsafe { PyArray1::borrow_from_array(&view, owner) };
-            array.call_method1("setflags", (false,))?;
-            let array = array.into_any();
-            shared.offsets.insert(key, (offsets, array.clone()));
-            Ok(array)
+    let alone = Arc::strong_count(&offsets) == 1;
+    let view = numpy::ndarray::ArrayView1::from(offsets.as_slice());
+    let owner = Bound::new(py, OffsetsOwner(Some(offsets.clone())))?.into_any();
+    // SAFETY: `owner`, the array's base, holds the offsets for as long as the array lives;
+    // shared ones are never changed (read-only below), nor moved.
+    let array = unsafe { PyArray1::borrow_from_array(&view, owner) };
+    if alone {
+        return Ok(array.into_any());
+    }
+    array.call_method1("setflags", (false,))?;
+    let array = array.into_any();
+    shared.offsets.insert(key, (offsets, array.clone()));
+    Ok(array)
+}
+
+/// What keeps offsets alive under the numpy arrays that view them.
+#[pyclass(frozen)]
+struct OffsetsOwner(Option<Arc<Vec<i64>>>);
+
+impl Drop for OffsetsOwner {
+    fn drop(&mut self) {
+        if let Some(Ok(offsets)) = self.0.take().map(Arc::try_unwrap) {
+            cherenkov_core::engine::recycle::give_back_offsets(offsets);
         }
     }
 }
 
-/// What keeps shared offsets alive under the numpy arrays that view them.
+/// A numbers buffer as numpy 8-byte words: a view of a read's output kept for reuse (see
+/// `engine::recycle`; it goes back to the pool when the numpy array dies), else moved.
+fn words_to_py<'py>(py: Python<'py>, data: AlignedBytes) -> PyResult<Bound<'py, PyAny>> {
+    match data.into_sole_owner() {
+        Ok(owner) => {
+            let view = numpy::ndarray::ArrayView1::from(owner.words().unwrap_or_default());
+            let base = Bound::new(py, BytesOwner(owner.clone()))?.into_any();
+            // SAFETY: `base`, the array's base, holds the words for as long as the array
+            // lives; no other array holds them (`into_sole_owner`), so writes show nowhere else.
+            Ok(unsafe { PyArray1::borrow_from_array(&view, base) }.into_any())
+        }
+        Err(data) => Ok(data.into_words().into_pyarray(py).into_any()),
+    }
+}
+
+/// What keeps a read's output alive under the numpy array that views it.
 #[pyclass(frozen)]
-struct OffsetsOwner(#[allow(dead_code)] Arc<Vec<i64>>);
+struct BytesOwner(#[allow(dead_code)] Arc<dyn SharedBytes>);
 
 /// One layout node as a dict: `class` (awkward's class name), its buffers as numpy arrays (the
 /// data as 8-byte words, viewed by `cherenkov.arrays`), `parameters`, and its children.
@@ -138,7 +165,7 @@ pub fn array_to_py<'py>(
             d.set_item("dtype", dtype.name())?;
             d.set_item("inner_shape", PyTuple::new(py, inner_shape)?)?;
             d.set_item("nbytes", data.len)?;
-            d.set_item("words", data.into_words().into_pyarray(py))?;
+            d.set_item("words", words_to_py(py, data)?)?;
         }
         Layout::ListOffset {
             offsets,

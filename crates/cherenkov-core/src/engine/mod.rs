@@ -9,6 +9,7 @@ pub mod options;
 pub mod output;
 pub mod prefetch;
 pub mod raw;
+pub mod recycle;
 pub mod speculation;
 pub mod stats;
 pub mod table;

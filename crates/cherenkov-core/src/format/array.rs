@@ -94,6 +94,11 @@ impl Default for Storage {
 /// long as the array holds it.
 pub trait SharedBytes: Send + Sync {
     fn bytes(&self) -> &[u8];
+    /// The 8-byte words holding the bytes, when the owner holds them so (a read's output kept
+    /// for reuse: `engine::recycle`): numpy views them as `into_words` would hand them out.
+    fn words(&self) -> Option<&[u64]> {
+        None
+    }
 }
 
 impl AlignedBytes {
@@ -107,6 +112,35 @@ impl AlignedBytes {
         let mut out = Self::zeroed(bytes.len());
         out.as_bytes_mut().copy_from_slice(bytes);
         out
+    }
+    /// The first `len` bytes of `words`.
+    pub fn from_words(words: Vec<u64>, len: usize) -> Self {
+        assert!(
+            len <= words.len() * 8,
+            "{len} bytes in {} words",
+            words.len()
+        );
+        Self {
+            len,
+            storage: Storage::Words(words),
+        }
+    }
+    /// The owner of shared bytes that holds them as words, when no other array holds them:
+    /// a view of them can then be written without the change showing elsewhere.
+    pub fn into_sole_owner(self) -> std::result::Result<std::sync::Arc<dyn SharedBytes>, Self> {
+        match self.storage {
+            Storage::Shared(owner)
+                if owner.words().is_some()
+                    && std::sync::Arc::strong_count(&owner) == 1
+                    && std::sync::Arc::weak_count(&owner) == 0 =>
+            {
+                Ok(owner)
+            }
+            storage => Err(Self {
+                len: self.len,
+                storage,
+            }),
+        }
     }
     /// Bytes kept by `owner`, not copied.
     pub fn shared(owner: std::sync::Arc<dyn SharedBytes>) -> Self {
@@ -173,7 +207,13 @@ pub struct Unwritten<T> {
 
 impl<T: Copy> Unwritten<T> {
     pub fn new(n: usize) -> Self {
-        let mut items = Vec::with_capacity(n);
+        Self::in_buffer(Vec::new(), n)
+    }
+
+    /// `n` elements in `buffer`'s memory (grown if it holds fewer), whatever it held.
+    pub fn in_buffer(mut items: Vec<MaybeUninit<T>>, n: usize) -> Self {
+        items.clear();
+        items.reserve_exact(n);
         // SAFETY: `MaybeUninit` elements need no initialization.
         unsafe { items.set_len(n) };
         Self { items }
@@ -192,41 +232,6 @@ impl<T: Copy> Unwritten<T> {
         // SAFETY: same allocation, length and capacity; `MaybeUninit<T>` has `T`'s layout and
         // every element was written (the caller's promise).
         unsafe { Vec::from_raw_parts(items.as_mut_ptr() as *mut T, items.len(), items.capacity()) }
-    }
-}
-
-/// An `AlignedBytes` to be written byte by byte (see `Unwritten`).
-pub struct UnwrittenBytes {
-    words: Unwritten<u64>,
-    len: usize,
-}
-
-impl UnwrittenBytes {
-    pub fn new(len: usize) -> Self {
-        let mut words = Unwritten::new(len.div_ceil(8));
-        // The padding after the last byte belongs to no writer.
-        if let Some(last) = words.slots().last_mut() {
-            last.write(0);
-        }
-        Self { words, len }
-    }
-
-    pub fn bytes(&mut self) -> &mut [MaybeUninit<u8>] {
-        let words = self.words.slots();
-        // SAFETY: the words' storage viewed as bytes (alignment 1, `len` within the storage).
-        unsafe {
-            std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut MaybeUninit<u8>, self.len)
-        }
-    }
-
-    /// # Safety
-    /// Every byte of `bytes()` was written.
-    pub unsafe fn assume_written(self) -> AlignedBytes {
-        AlignedBytes {
-            len: self.len,
-            // SAFETY: the bytes were written (the caller's promise), the padding by `new`.
-            storage: Storage::Words(unsafe { self.words.assume_written() }),
-        }
     }
 }
 

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 #[derive(Debug)]
 pub struct LocalSource {
@@ -24,6 +24,48 @@ pub struct LocalSource {
 /// blocking pool (one task per group: a task per range costs more than a page-cache read).
 const PARALLEL_READ_MIN_BYTES: u64 = 4 << 20;
 const PARALLEL_READ_GROUPS: usize = 4;
+
+/// Reads of several ranges up to this size (a pipelined read's parts: see `engine::table`) go
+/// into one buffer kept in `POOL` for the next: memory newly allocated for each read is memory
+/// the kernel faults in and zeroes again (with glibc, every block over 128 KB is a new mapping),
+/// a tenth of a warm read's CPU. At most `POOLED_BUFFERS` are kept, process-wide.
+const POOLED_BUFFER_BYTES: usize = 4 << 20;
+const POOLED_BUFFERS: usize = 4;
+
+static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+/// An empty buffer of at least `len` bytes of capacity: one from the pool, or a new one.
+fn pooled_buffer(len: usize) -> Vec<u8> {
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    match pool.iter().position(|b| b.capacity() >= len) {
+        Some(i) => pool.swap_remove(i),
+        // Sized up, so that the next read, a little larger, fits too.
+        None => Vec::with_capacity(len.next_power_of_two()),
+    }
+}
+
+/// A pooled buffer under the `Bytes` read into it: back to the pool when they are dropped (the
+/// pool keeps the largest `POOLED_BUFFERS`).
+struct Pooled(Vec<u8>);
+
+impl AsRef<[u8]> for Pooled {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Pooled {
+    fn drop(&mut self) {
+        let mut buf = std::mem::take(&mut self.0);
+        buf.clear();
+        let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+        pool.push(buf);
+        if pool.len() > POOLED_BUFFERS {
+            let smallest = (0..pool.len()).min_by_key(|&i| pool[i].capacity());
+            pool.swap_remove(smallest.expect("a full pool"));
+        }
+    }
+}
 
 impl LocalSource {
     /// Open `path`; around the page cache when `direct_io` and its filesystem allows it.
@@ -54,6 +96,19 @@ impl LocalSource {
     }
 
     fn read_one(file: &File, path: &str, size: u64, r: ByteRange) -> Result<Bytes> {
+        let mut buf = Vec::new();
+        Self::read_into(file, path, size, r, &mut buf)?;
+        Ok(Bytes::from(buf))
+    }
+
+    /// Append range `r` of the file to `buf`.
+    fn read_into(
+        file: &File,
+        path: &str,
+        size: u64,
+        r: ByteRange,
+        buf: &mut Vec<u8>,
+    ) -> Result<()> {
         if r.end() > size {
             return Err(Error::io(
                 path,
@@ -65,13 +120,36 @@ impl LocalSource {
                 ),
             ));
         }
-        let buf = read_exact_at(file, r.len as usize, r.offset).map_err(|e| {
+        read_exact_at(file, r.len as usize, r.offset, buf).map_err(|e| {
             Error::io(
                 path,
                 format!("read of {} bytes at offset {}: {e}", r.len, r.offset),
             )
-        })?;
-        Ok(Bytes::from(buf))
+        })
+    }
+
+    /// Ranges of `total` bytes read one after the other into one buffer from `POOL`, each a
+    /// slice of it; the buffer goes back to the pool when the last slice is dropped.
+    fn read_pooled(
+        file: &File,
+        path: &str,
+        size: u64,
+        group: &[ByteRange],
+        total: usize,
+    ) -> Result<Vec<Bytes>> {
+        let mut buf = pooled_buffer(total);
+        for r in group {
+            Self::read_into(file, path, size, *r, &mut buf)?;
+        }
+        let bytes = Bytes::from_owner(Pooled(buf));
+        let mut at = 0;
+        Ok(group
+            .iter()
+            .map(|r| {
+                at += r.len as usize;
+                bytes.slice(at - r.len as usize..at)
+            })
+            .collect())
     }
 
     /// Read a group of ranges: one by one, or around the page cache in aligned reads.
@@ -83,6 +161,10 @@ impl LocalSource {
         group: &[ByteRange],
     ) -> Result<Vec<Bytes>> {
         if !direct {
+            let total: u64 = group.iter().map(|r| r.len).sum();
+            if group.len() > 1 && total <= POOLED_BUFFER_BYTES as u64 {
+                return Self::read_pooled(file, path, size, group, total as usize);
+            }
             return group
                 .iter()
                 .map(|r| Self::read_one(file, path, size, *r))
@@ -151,21 +233,23 @@ impl ByteSource for LocalSource {
     }
 }
 
-/// `len` bytes of `file` at `offset`, read into memory not zeroed first (zeroing is a pass over
-/// every byte a read fetches, which the read then overwrites).
+/// `len` bytes of `file` at `offset` appended to `buf`, read into memory not zeroed first
+/// (zeroing is a pass over every byte a read fetches, which the read then overwrites).
 #[cfg(target_os = "linux")]
-fn read_exact_at(file: &File, len: usize, offset: u64) -> std::io::Result<Vec<u8>> {
+fn read_exact_at(file: &File, len: usize, offset: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    let mut buf: Vec<u8> = Vec::with_capacity(len);
+    buf.reserve(len);
+    let start = buf.len();
     let mut done = 0;
     while done < len {
         let at = libc::off_t::try_from(offset + done as u64).map_err(std::io::Error::other)?;
-        // SAFETY: the kernel writes at most `len - done` bytes into the spare capacity after
-        // the `done` bytes read so far; nothing reads them before `set_len` below.
+        // SAFETY: the kernel writes at most `len - done` bytes into the spare capacity (at
+        // least `len` bytes, reserved above) after the `done` bytes read so far; nothing reads
+        // them before `set_len` below.
         let n = unsafe {
             libc::pread(
                 file.as_raw_fd(),
-                buf.as_mut_ptr().add(done).cast(),
+                buf.as_mut_ptr().add(start + done).cast(),
                 len - done,
                 at,
             )
@@ -181,15 +265,58 @@ fn read_exact_at(file: &File, len: usize, offset: u64) -> std::io::Result<Vec<u8
             n => done += n as usize,
         }
     }
-    // SAFETY: the loop above wrote all `len` bytes.
-    unsafe { buf.set_len(len) };
-    Ok(buf)
+    // SAFETY: the loop above wrote all `len` bytes after the `start` already there.
+    unsafe { buf.set_len(start + len) };
+    Ok(())
 }
 
 #[cfg(not(target_os = "linux"))]
-fn read_exact_at(file: &File, len: usize, offset: u64) -> std::io::Result<Vec<u8>> {
+fn read_exact_at(file: &File, len: usize, offset: u64, buf: &mut Vec<u8>) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, offset)?;
-    Ok(buf)
+    let start = buf.len();
+    buf.resize(start + len, 0);
+    file.read_exact_at(&mut buf[start..], offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_of(name: &str, bytes: &[u8]) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!("cherenkov-{name}-{}", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[tokio::test]
+    async fn pooled_reads_keep_earlier_bytes_and_read_every_range() {
+        let data: Vec<u8> = (0..1_000_000u32)
+            .map(|i| (i * 31 + i / 977) as u8)
+            .collect();
+        let path = file_of("pooled", &data);
+        let source = LocalSource::open(path.to_str().unwrap(), false).unwrap();
+        let ranges = |shift: u64| -> Vec<ByteRange> {
+            (0..20)
+                .map(|k| ByteRange::new(shift + k * 40_000, 1_000 + k * 333))
+                .collect()
+        };
+        let expect = |r: &ByteRange| &data[r.offset as usize..r.end() as usize];
+        // The first read's bytes are held while later reads go through the pool.
+        let first = ranges(7);
+        let kept = source.read_ranges(&first).await.unwrap();
+        for shift in [11, 13, 17, 19, 23, 29] {
+            let rs = ranges(shift);
+            let got = source.read_ranges(&rs).await.unwrap();
+            for (r, b) in rs.iter().zip(&got) {
+                assert_eq!(&b[..], expect(r), "range {r:?}");
+            }
+        }
+        for (r, b) in first.iter().zip(&kept) {
+            assert_eq!(&b[..], expect(r), "range {r:?} held across later reads");
+        }
+        // A range past the end is an error, not a short read.
+        let past = [ByteRange::new(0, 10), ByteRange::new(999_990, 11)];
+        assert!(source.read_ranges(&past).await.is_err());
+        std::fs::remove_file(path).unwrap();
+    }
 }

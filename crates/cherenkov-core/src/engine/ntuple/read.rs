@@ -6,9 +6,9 @@
 use super::Ntuple;
 use crate::engine::file::RootFile;
 use crate::engine::output::FieldArray;
+use crate::engine::recycle::OutputBytes;
 use crate::engine::table::Table;
 use crate::error::{Error, Result};
-use crate::format::array::UnwrittenBytes;
 use crate::format::rntuple::assemble::{assemble, offsets, Columns, Decoded, Offsets};
 use crate::format::rntuple::clusters::{column_range, Cluster, ColumnRange, PageSource};
 use crate::format::rntuple::column::Coding;
@@ -320,7 +320,7 @@ impl Ntuple {
             pages.push((*p, bytes));
         }
         // Not zeroed: the pages' decoding writes every byte (their elements add up to the range's).
-        let mut data = UnwrittenBytes::new(range.elements as usize * element);
+        let mut data = OutputBytes::new(range.elements as usize * element);
         let mut rest = data.bytes();
         let mut jobs = Vec::with_capacity(pages.len());
         for (p, bytes) in pages {
@@ -427,6 +427,10 @@ impl Columns for UnitMap {
             return Ok(units.remove(&key).unwrap().0);
         }
         Ok(decoded.clone())
+    }
+
+    fn offsets_buffer(&self, n: usize) -> Vec<i64> {
+        crate::engine::recycle::offsets_buffer(n)
     }
 
     fn offsets(&self, slot: &Slot, counts: &[u64], origin: &str) -> Result<Arc<Offsets>> {

@@ -16,9 +16,10 @@ use super::ends::{Span, Starts};
 use super::plan::{interpretations, offsets_count_branch, BasketSource, Planned};
 use super::{decode_planned, stored_branches, TreeTable};
 use crate::engine::output::BranchArray;
+use crate::engine::recycle::OutputBytes;
 use crate::engine::table::Decoding;
 use crate::error::{Error, Result};
-use crate::format::array::{Array, DType, Unwritten, UnwrittenBytes};
+use crate::format::array::{Array, DType, Unwritten};
 use crate::format::basket::{Basket, BasketLayout};
 use crate::format::interpretation::{convert_big_endian_into, Interpretation};
 use bytes::Bytes;
@@ -89,7 +90,7 @@ enum EndsTo<'a> {
 struct Output {
     branch: usize,
     shape: Shape,
-    content: UnwrittenBytes,
+    content: OutputBytes,
     /// Its own offsets (jagged), unless it shares its counter's.
     offsets: Option<Unwritten<i64>>,
     /// The count branch of a jagged branch: the branches of a counter share its offsets.
@@ -147,7 +148,7 @@ impl Output {
 
 /// Offsets for `entries` entries, the first (0) written.
 fn own_offsets(entries: u64) -> Unwritten<i64> {
-    let mut offsets = Unwritten::new(entries as usize + 1);
+    let mut offsets = crate::engine::recycle::offsets(entries as usize + 1);
     offsets.slots()[0].write(0);
     offsets
 }
@@ -329,7 +330,7 @@ pub async fn decode_and_assemble(
         outputs.push(Output {
             branch: b,
             shape,
-            content: UnwrittenBytes::new(bytes),
+            content: OutputBytes::new(bytes),
             offsets,
             counter,
             follows,

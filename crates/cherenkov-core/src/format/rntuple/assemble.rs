@@ -26,6 +26,11 @@ pub trait Columns: Sync {
     fn offsets(&self, slot: &Slot, counts: &[u64], origin: &str) -> Result<Arc<Offsets>> {
         offsets(slot, counts, self, origin).map(Arc::new)
     }
+
+    /// An empty buffer for at least `n` offsets (a reader may hand out memory it keeps).
+    fn offsets_buffer(&self, n: usize) -> Vec<i64> {
+        Vec::with_capacity(n)
+    }
 }
 
 /// Assemble `node` over clusters holding `counts[k]` items of it each. `origin` names the field.
@@ -193,7 +198,7 @@ pub struct Offsets {
 
 impl Offsets {
     /// Items of each entry.
-    fn sizes(&self) -> impl Iterator<Item = i64> + '_ {
+    fn sizes(&self) -> impl ExactSizeIterator<Item = i64> + '_ {
         self.offsets.windows(2).map(|w| w[1] - w[0])
     }
 }
@@ -206,7 +211,7 @@ pub fn offsets(
     origin: &str,
 ) -> Result<Offsets> {
     let total: u64 = counts.iter().sum();
-    let mut offsets = Vec::with_capacity(total as usize + 1);
+    let mut offsets = columns.offsets_buffer(total as usize + 1);
     let mut child_counts = Vec::with_capacity(counts.len());
     offsets.push(0i64);
     let mut base = 0i64;
@@ -357,10 +362,15 @@ fn index_type(wide: bool) -> IndexType {
     }
 }
 
-fn int_bytes(dtype: DType, values: impl Iterator<Item = i64>) -> AlignedBytes {
-    let bytes: Vec<u8> = match dtype {
-        DType::I32 => values.flat_map(|v| (v as i32).to_ne_bytes()).collect(),
-        _ => values.flat_map(|v| v.to_ne_bytes()).collect(),
-    };
-    AlignedBytes::from_slice(&bytes)
+fn int_bytes(dtype: DType, values: impl ExactSizeIterator<Item = i64>) -> AlignedBytes {
+    // Written in place: collecting the bytes first and copying them cost more than the sizes.
+    let width = if dtype == DType::I32 { 4 } else { 8 };
+    let mut out = AlignedBytes::zeroed(values.len() * width);
+    for (v, dst) in values.zip(out.as_bytes_mut().chunks_exact_mut(width)) {
+        match width {
+            4 => dst.copy_from_slice(&(v as i32).to_ne_bytes()),
+            _ => dst.copy_from_slice(&v.to_ne_bytes()),
+        }
+    }
+    out
 }

@@ -443,12 +443,26 @@ fn unzigzag(width: usize, data: &mut [u8]) {
 
 /// Index elements of `width` bytes (little-endian) into `i64`, with a running sum for delta pages.
 fn widen_index(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>], delta: bool) {
+    // Inlined with the common widths as constants: a copy of a width known only at run time
+    // was a call per index.
+    match (width, delta) {
+        (4, false) => widen_index_with::<false>(page, 4, out),
+        (4, true) => widen_index_with::<true>(page, 4, out),
+        (8, false) => widen_index_with::<false>(page, 8, out),
+        (8, true) => widen_index_with::<true>(page, 8, out),
+        (_, false) => widen_index_with::<false>(page, width, out),
+        (_, true) => widen_index_with::<true>(page, width, out),
+    }
+}
+
+#[inline(always)]
+fn widen_index_with<const DELTA: bool>(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>]) {
     let mut sum = 0u64;
     for (src, dst) in page.chunks_exact(width).zip(out.chunks_exact_mut(8)) {
         let mut word = [0u8; 8];
         word[..width].copy_from_slice(src);
         let v = u64::from_le_bytes(word);
-        sum = if delta { sum.wrapping_add(v) } else { v };
+        sum = if DELTA { sum.wrapping_add(v) } else { v };
         // SAFETY: `dst` holds exactly 8 bytes; `[u8; 8]` has alignment 1.
         unsafe {
             dst.as_mut_ptr()
