@@ -88,6 +88,29 @@ def test_iterate_equals_uproot_iterate_over_files_of_two_kinds(nano_copies):
         assert [t.path for t in it.timings] == files
 
 
+def test_a_step_size_in_bytes_makes_steps_of_that_size_as_uproot_does(nano_copies):
+    """``step_size="20 kB"`` (uproot's spelling of a memory size): steps of whole clusters
+    holding about that many uncompressed bytes of the selected branches, the same values as
+    uproot's iterate with the same step_size."""
+    files = sorted(str(p) for p in nano_copies.glob("*.root"))[:2]
+    tree = cherenkov.open(files[0])["Events"]
+    selected = tree.select(NANO_BRANCHES)
+    per_entry = sum(info.uncompressed_bytes for _, info in selected) / tree.num_entries
+    entries = tree.entries_in(20_000, selected)
+    assert entries == int(20_000 / per_entry) > 0
+    assert tree.steps("20 kB", selected=selected) == tree.steps(entries)
+    theirs = ak.concatenate(list(uproot.iterate({f: "Events" for f in files}, NANO_BRANCHES, step_size="20 kB", library="ak")))
+    chunks = list(cherenkov.iterate([f"{f}:Events" for f in files], NANO_BRANCHES, step_size="20 kB"))
+    assert ak.array_equal(ak.concatenate(chunks), theirs)
+    assert len(chunks) == 2 * len(tree.steps(entries)) > 2
+    assert len(list(tree.iterate(NANO_BRANCHES, step_size="20 kB", progress=False))) == len(tree.steps(entries))
+    # A whole tree's worth per step, and sizes that are not sizes.
+    assert tree.steps("1 TB") == [(0, tree.num_entries)]
+    for bad in ("100 parsecs", "MB", "-1 MB"):
+        with pytest.raises(ValueError, match="is not a size"):
+            cherenkov.iterate(files, NANO_BRANCHES, tree="Events", step_size=bad)
+
+
 @needs_testdata
 def test_concatenate_equals_uproot_concatenate_in_both_libraries():
     files = f"{TESTDATA}/uproot-HZZ-z*.root:events"  # zlib and zstd

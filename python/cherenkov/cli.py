@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 
 import cherenkov
 from cherenkov.dataset import TABLE_CLASSES
+from cherenkov.units import parse_size
 
 
 def _trees(f: cherenkov.File) -> list[str]:
@@ -160,22 +160,10 @@ def cmd_stage(args) -> int:
 
 def size_bytes(text: str) -> int:
     """`10GB`, `500MB`, `2GiB` or a number of bytes, for argparse."""
-    units = {
-        "": 1,
-        "B": 1,
-        "KB": 10**3,
-        "MB": 10**6,
-        "GB": 10**9,
-        "TB": 10**12,
-        "KIB": 1 << 10,
-        "MIB": 1 << 20,
-        "GIB": 1 << 30,
-        "TIB": 1 << 40,
-    }
-    match = re.fullmatch(r"\s*([0-9.]+)\s*([A-Za-z]*)\s*", text)
-    if not match or match.group(2).upper() not in units:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a size: write 10GB, 500MB, 2GiB or bytes")
-    return int(float(match.group(1)) * units[match.group(2).upper()])
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def cmd_merge(args) -> int:

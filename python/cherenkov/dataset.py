@@ -29,6 +29,7 @@ from cherenkov.file import File, open
 from cherenkov.processing.dataset import FileSpec, normalize
 from cherenkov.progress import Progress
 from cherenkov.tree import LazyChunk, Tree, _convert
+from cherenkov.units import parse_size
 
 log = logging.getLogger("cherenkov")
 
@@ -293,8 +294,10 @@ def _opener(open_options: dict, allow_missing: bool, then: Callable[[_Opened], N
 
 
 def _check(step_size) -> None:
-    if not isinstance(step_size, (int, np.integer)) or isinstance(step_size, bool):
-        raise TypeError(f"step_size is a number of entries (whole clusters are read), not {step_size!r}")
+    if isinstance(step_size, str):
+        parse_size(step_size)  # raises, saying how to write a size
+    elif not isinstance(step_size, (int, np.integer)) or isinstance(step_size, bool):
+        raise TypeError(f"step_size is a number of entries (whole clusters are read) or a memory size ('100 MB'), not {step_size!r}")
 
 
 def iterate(
@@ -302,7 +305,7 @@ def iterate(
     expressions=None,
     *,
     filter_name=None,
-    step_size: int = 100_000,
+    step_size: int | str = 100_000,
     library: str = "ak",
     report: bool = False,
     tree: str | None = None,
@@ -315,7 +318,8 @@ def iterate(
 ) -> DatasetIterator:
     """Arrays of `expressions` (names, globs, /regex/; None: every readable branch, or those
     matching `filter_name`) over every file of `files` in steps of whole clusters of about
-    `step_size` entries, like `uproot.iterate`; `report=True` yields (arrays, `Report`) pairs.
+    `step_size` entries (or of a memory size, ``"100 MB"``, worked out per file), like
+    `uproot.iterate`; `report=True` yields (arrays, `Report`) pairs.
 
     While a file is read, the next files are opened in background threads and their first steps
     fetched: `files_ahead` of them (default 8, fewer for a shorter list), all at once.
@@ -331,7 +335,8 @@ def iterate(
     def start_reads(opened: _Opened) -> None:
         opened.selected = opened.tree.select(expressions, filter_name)
         opened.reads_started = time.perf_counter()
-        opened.stream = opened.tree.start_steps(opened.selected, opened.tree.steps(step_size), per_file_budget, steps_ahead)
+        steps = opened.tree.steps(step_size, selected=opened.selected)
+        opened.stream = opened.tree.start_steps(opened.selected, steps, per_file_budget, steps_ahead)
 
     task = f"{len(specs)} files"
 
@@ -412,7 +417,7 @@ def _concat_np(values: list):
 def chunks(
     files,
     *,
-    step_size: int = 100_000,
+    step_size: int | str = 100_000,
     tree: str | None = None,
     profile: _core.AccessProfile | None = None,
     learning: bool = True,

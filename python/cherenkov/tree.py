@@ -14,6 +14,7 @@ from cherenkov import _core
 from cherenkov._core import BranchInfo
 from cherenkov.arrays import to_awkward_layout, to_numpy
 from cherenkov.progress import Progress
+from cherenkov.units import parse_size
 
 log = logging.getLogger("cherenkov")
 
@@ -153,7 +154,7 @@ class Tree:
     def iterate(
         self,
         expressions=None,
-        step_size: int = 100_000,
+        step_size: int | str = 100_000,
         entry_start=None,
         entry_stop=None,
         library: str = "ak",
@@ -161,9 +162,10 @@ class Tree:
         steps_ahead: int | None = None,
         progress=None,
     ) -> Iterator:
-        """Yield arrays for consecutive entry ranges of about `step_size` entries, each made of
-        whole clusters. While one step is in use, the next ones are fetched and decompressed, at
-        most `memory_budget` bytes: `steps_ahead` steps to start with (None: 3, or 7 where two round
+        """Yield arrays for consecutive entry ranges of about `step_size` entries (or of a memory
+        size, ``"100 MB"``, as uproot takes it: see `steps`), each made of whole clusters. While
+        one step is in use, the next ones are fetched and decompressed, at most `memory_budget`
+        bytes: `steps_ahead` steps to start with (None: 3, or 7 where two round
         trips of the link, measured while opening, outlast their decoding), more while the
         consumer waits for the network; `steps_ahead=0` turns that off.
         A basket shared by two steps is read once. Leaving the loop early cancels what is in flight.
@@ -185,7 +187,7 @@ class Tree:
         """Like `iterate`, yielding (start, stop, [(key, branch buffers)], stats) per step."""
         selected = self.resolve(expressions)
         start, stop = self._entry_range(entry_start, entry_stop)
-        stream = self.start_steps(selected, self.steps(step_size, start, stop), memory_budget, steps_ahead)
+        stream = self.start_steps(selected, self.steps(step_size, start, stop, selected), memory_budget, steps_ahead)
         try:
             for lo, hi, branches, stats in stream:
                 yield lo, hi, [(key, b) for (key, _), b in zip(selected, branches)], stats
@@ -194,7 +196,7 @@ class Tree:
 
     def chunks(
         self,
-        step_size: int = 100_000,
+        step_size: int | str = 100_000,
         entry_start=None,
         entry_stop=None,
         profile: _core.AccessProfile | None = None,
@@ -241,10 +243,22 @@ class Tree:
         learned set is fetched as soon as its first chunk is advanced to."""
         return self._core.chunks(steps, profile, learning, memory_budget, steps_ahead)
 
-    def steps(self, step_size: int, start: int = 0, stop: int | None = None) -> list[tuple[int, int]]:
-        """Cluster-aligned entry ranges of at least `step_size` entries (the last may be shorter)."""
+    def steps(self, step_size: int | str, start: int = 0, stop: int | None = None, selected=None) -> list[tuple[int, int]]:
+        """Cluster-aligned entry ranges of at least `step_size` entries (the last may be shorter).
+        A memory size (``"100 MB"``, as uproot takes it) stands for the entries the `selected`
+        branches (from `select`; None: those ``arrays()`` reads by default) hold uncompressed in
+        that many bytes, on average over the tree."""
         stop = self.num_entries if stop is None else stop
+        if isinstance(step_size, str):
+            step_size = self.entries_in(parse_size(step_size), selected)
         return cluster_steps(self.cluster_boundaries.tolist(), step_size, start, stop)
+
+    def entries_in(self, size: int, selected=None) -> int:
+        """Entries (at least 1) whose `selected` branches take `size` bytes uncompressed, on
+        average over the tree."""
+        selected = self.resolve(None) if selected is None else selected
+        per_entry = sum(info.uncompressed_bytes for _, info in selected) / max(self.num_entries, 1)
+        return max(1, int(size / per_entry)) if per_entry else max(1, self.num_entries)
 
 
 def cluster_steps(boundaries: Sequence[int], step_size: int, start: int, stop: int) -> list[tuple[int, int]]:
