@@ -63,6 +63,13 @@ def test_partitions_are_whole_clusters():
     assert list(arr.divisions) == [0, bounds[2], bounds[4]]
     whole = cherenkov.dask({str(TESTDATA / NANO): "Events"}, filter_name="nMuon")
     assert whole.npartitions == 1
+    # A memory size, as uproot.dask takes it: the entries nMuon holds in it, in whole clusters.
+    from cherenkov.dask_arrays import _cluster_steps
+
+    entries = tree.entries_in(5_000, tree.select(["nMuon"]))
+    sized = cherenkov.dask({str(TESTDATA / NANO): "Events"}, filter_name="nMuon", step_size="5 kB")
+    assert 0 < entries < tree.num_entries and sized.npartitions > 1
+    assert list(sized.divisions) == [0] + [stop for _, stop in _cluster_steps(tree, entries)]
 
 
 def test_explicit_steps_as_coffea_gives_them():

@@ -28,6 +28,7 @@ from uproot._util import no_filter
 
 import cherenkov
 from cherenkov.file import OPEN_OPTIONS
+from cherenkov.units import parse_size
 from cherenkov.uproot import Source
 from cherenkov.uproot.source import OPENED_AT_ONCE
 
@@ -40,7 +41,7 @@ def dask(
     filter_branch=no_filter,
     recursive=True,
     full_paths=False,
-    step_size: int | None = None,
+    step_size: int | str | None = None,
     steps_per_file: int | None = None,
     ak_add_doc=False,
     form_mapping=None,
@@ -57,7 +58,8 @@ def dask(
     ``uproot.dask(files, ...)`` gives (``files`` in any form uproot accepts, ``{"f.root": "Events"}``, coffea's
     ``{"f.root": {"object_path": ..., "steps": [...]}}`` included).
 
-    ``step_size``: at most this many entries per partition, in whole clusters (a larger cluster
+    ``step_size``: at most this many entries per partition (or a memory size, ``"100 MB"``, as
+    uproot.dask takes it), in whole clusters (a larger cluster
     is a partition of its own); None: one partition per file. ``open_options``: options of
     `cherenkov.open` (``connections``, ``timeout``, ``retries``, ...). ``form_mapping`` and
     ``known_base_form`` (which spares opening any file with uproot) as in ``uproot.dask``.
@@ -94,6 +96,9 @@ def dask(
     divisions, partitions = [0], []
     for i, (f, tree) in enumerate(zip(files, trees)):
         per_file = step_size
+        if isinstance(step_size, str):  # a memory size ("100 MB"), as uproot.dask takes it
+            selected = [(n, tree[n]) for n in base_form.fields if n in tree]
+            per_file = tree.entries_in(parse_size(step_size), selected or None)
         if per_file is None and isinstance(steps_per_file, int) and steps_per_file > 0:
             per_file = max(1, -(-tree.num_entries // steps_per_file))
         steps = f[2] if len(f) == 3 else _cluster_steps(tree, per_file)
