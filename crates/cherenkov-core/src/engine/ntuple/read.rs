@@ -51,12 +51,7 @@ impl Ntuple {
     }
 
     fn coding(&self, column: usize) -> Coding {
-        let c = &self.desc.schema.columns[column];
-        Coding {
-            kind: c.kind,
-            bits: c.bits,
-            range: c.range,
-        }
+        self.desc.schema.columns[column].coding()
     }
 
     /// The unit of `slot` in `cluster`: its active column there.
