@@ -298,9 +298,7 @@ def _write_table(tree, table: str, plan: dict, group: list[InputInfo], progress,
     specs = dict(tree._columns)
     for present, run in runs:
         files = [list(i.spec.replicas) for i in run]
-        steps = iterate(
-            files, present, tree=table, library="layouts", report=True, step_size=STEP_SIZE, progress=progress, **open_options
-        )
+        steps = iterate(files, present, tree=table, library="layouts", report=True, step_size=STEP_SIZE, progress=progress, **open_options)
         for chunk, where in steps:
             length = where.tree_entry_stop - where.tree_entry_start
             tree._extend_layouts([_column(name, chunk, length, types, specs) for name in names])
