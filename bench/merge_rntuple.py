@@ -12,11 +12,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from statistics import median
 
@@ -24,26 +21,8 @@ import awkward as ak
 import cherenkov
 
 BENCH = Path(__file__).resolve().parent
-
-
-def run(argv: list[str]) -> tuple[float, float, float]:
-    """(wall, CPU, peak RSS in GB) of a child process (its own rusage, from `wait4`)."""
-    start = time.perf_counter()
-    child = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode:
-        raise RuntimeError(f"{argv[0]} {argv[1]}: exit code {child.returncode}")
-    return time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1e6
-
-
-def find_hadd() -> str | None:
-    try:
-        import ROOT  # noqa: F401  (pip's ROOT puts hadd beside its module)
-    except ImportError:
-        return shutil.which("hadd")
-    beside = Path(sys.modules["ROOT"].__file__).parent / "bin" / "hadd"
-    return str(beside) if beside.exists() else shutil.which("hadd")
+sys.path.insert(0, str(BENCH))
+from merge_bench import find_hadd, measured  # noqa: E402 (one way to time a tool and find hadd)
 
 
 def check(output: Path, source: Path, copies: int) -> None:
@@ -85,14 +64,14 @@ def main(argv: list[str] | None = None) -> int:
                 if t == "rewrite" and i > 0:
                     continue  # slow: once is enough to place it
                 outputs[t].unlink(missing_ok=True)
-                runs[t].append(run(commands[t]))
+                runs[t].append(measured(commands[t]))  # (wall, peak RSS bytes, CPU)
         size = args.file.stat().st_size * args.copies / 1e6
         print(f"{args.copies} copies of {args.file.name} ({size:.0f} MB), medians of {args.repeat} runs, load {os.getloadavg()[0]:.1f}")
         for t in tools:
             check(outputs[t], args.file, args.copies)
-            wall, cpu, rss = (median(r[k] for r in runs[t]) for k in range(3))
+            wall, rss, cpu = (median(r[k] for r in runs[t]) for k in range(3))
             mb = outputs[t].stat().st_size / 1e6
-            print(f"  {t:8s} wall {wall:6.2f} s  CPU {cpu:6.2f} s  peak RSS {rss:5.2f} GB  output {mb:7.1f} MB")
+            print(f"  {t:8s} wall {wall:6.2f} s  CPU {cpu:6.2f} s  peak RSS {rss / 1e9:5.2f} GB  output {mb:7.1f} MB")
         if "copy" in tools and "hadd" in tools:
             c, h = (median(r[0] for r in runs[t]) for t in ("copy", "hadd"))
             print(f"  hadd -ff / cherenkov copy: {h / c:.2f}x in wall time")

@@ -227,17 +227,7 @@ impl WritableFile {
                 .as_ntuple()
                 .ok_or_else(|| PyValueError::new_err(format!("table {table} is not an RNTuple")))?;
             py.detach(|| {
-                let mut plans = Vec::new();
-                let mut refusal = None;
-                for input in &inputs {
-                    match writer.copy_plan(input) {
-                        Ok(p) => plans.push(p),
-                        Err(why) => {
-                            refusal = Some(why);
-                            break;
-                        }
-                    }
-                }
+                let (plans, refusal) = plan_until_refused(&inputs, |input| writer.copy_plan(input));
                 let copied = plans.len();
                 copy_ntuples(writer, file, plans).map_err(write_error)?;
                 Ok((copied, refusal))
@@ -356,17 +346,9 @@ impl WritableFile {
             .map(|t| (t.file.clone(), t.meta.clone()))
             .collect();
         self.with_tree(table, |writer, file| {
-            let mut plans = Vec::new();
-            let mut refusal = None;
-            for (source, meta) in &inputs {
-                match plan(writer, meta) {
-                    Ok(p) => plans.push((source.clone(), p)),
-                    Err(why) => {
-                        refusal = Some(why);
-                        break;
-                    }
-                }
-            }
+            let (plans, refusal) = plan_until_refused(&inputs, |(source, meta)| {
+                plan(writer, meta).map(|p| (source.clone(), p))
+            });
             let moved = plans.len();
             if moved > 0 {
                 py.detach(|| run(writer, file, plans))?;
@@ -576,4 +558,19 @@ fn array_from_py(d: &Bound<'_, PyDict>) -> PyResult<Array> {
         }
     }
     Ok(array)
+}
+
+/// Plan each of `inputs` in order up to the first refused: the plans, and why that one was.
+fn plan_until_refused<I, P>(
+    inputs: &[I],
+    mut plan: impl FnMut(&I) -> Result<P, String>,
+) -> (Vec<P>, Option<String>) {
+    let mut plans = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        match plan(input) {
+            Ok(p) => plans.push(p),
+            Err(why) => return (plans, Some(why)),
+        }
+    }
+    (plans, None)
 }

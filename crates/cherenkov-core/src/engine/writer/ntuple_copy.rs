@@ -128,25 +128,24 @@ pub fn copy_ntuples(
     inputs: Vec<NtupleCopyPlan>,
 ) -> Result<()> {
     writer.close_cluster(file)?;
-    let steps: Vec<(&NtupleCopyPlan, &CopiedCluster)> = inputs
+    // Per cluster: its input, the cluster, the ranges holding its pages and where each page is.
+    let steps: Vec<_> = inputs
         .iter()
-        .flat_map(|plan| plan.clusters.iter().map(move |c| (plan, c)))
+        .flat_map(|plan| plan.clusters.iter().map(move |c| (plan, c, layout(c))))
         .collect();
-    let read = |(plan, cluster): (&NtupleCopyPlan, &CopiedCluster)| {
-        let (ranges, _) = layout(cluster);
-        let source = plan.source.clone();
+    let read = |(plan, _, (ranges, _)): &(&NtupleCopyPlan, &CopiedCluster, Layout)| {
+        let (source, ranges) = (plan.source.clone(), ranges.clone());
         runtime().spawn(async move { source.read_ranges(&ranges).await })
     };
-    let mut next = steps.first().map(|&s| read(s));
-    for (s, &(plan, cluster)) in steps.iter().enumerate() {
+    let mut next = steps.first().map(read);
+    for (s, (plan, cluster, (_, at))) in steps.iter().enumerate() {
         let reading = next.take().expect("one read per step");
-        next = steps.get(s + 1).map(|&s| read(s));
+        next = steps.get(s + 1).map(read);
         let raw = runtime()
             .block_on(reading)
             .map_err(|e| Error::Cancelled(format!("reading pages to copy: {e}")))?
             .map_err(|e| e.in_file(&plan.file))?;
-        let (_, at) = layout(cluster);
-        let mut at = at.into_iter();
+        let mut at = at.iter().copied();
         let pages = cluster
             .columns
             .iter()
@@ -171,9 +170,12 @@ pub fn copy_ntuples(
     Ok(())
 }
 
+/// The ranges that hold a cluster's pages, and where each page is in them (range, offset).
+type Layout = (Vec<ByteRange>, Vec<(usize, usize)>);
+
 /// The ranges that hold a cluster's pages (neighbours as one range), and where each page is in
 /// them (range, offset), in the cluster's column and page order.
-fn layout(cluster: &CopiedCluster) -> (Vec<ByteRange>, Vec<(usize, usize)>) {
+fn layout(cluster: &CopiedCluster) -> Layout {
     let mut pages: Vec<(usize, ByteRange)> = cluster
         .columns
         .iter()
