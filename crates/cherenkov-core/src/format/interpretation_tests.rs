@@ -139,3 +139,34 @@ fn absurd_dimensions_are_refused_not_overflowed() {
     let refused = interpret(&tree, 0, &[], MemberDims::Uproot).unwrap_err();
     assert!(refused.reason.contains("larger than"), "{refused:?}");
 }
+
+#[test]
+fn large_conversions_swap_alike_at_every_alignment() {
+    // Large enough for streamed stores; outputs starting at each multiple of the numbers' size
+    // within 32 bytes, and lengths that leave a tail.
+    let src: Vec<u8> = (0..(STREAM_FROM + 77) as u32)
+        .map(|i| (i * 29 + i / 251) as u8)
+        .collect();
+    for (dtype, width) in [(DType::I16, 2), (DType::F32, 4), (DType::F64, 8)] {
+        for shift in (0..32).step_by(width) {
+            let len = (src.len() - shift) / width * width;
+            let mut words = vec![0u64; (len + shift).div_ceil(8) + 4];
+            // SAFETY: the words' memory as bytes, written as bytes only.
+            let all = unsafe {
+                std::slice::from_raw_parts_mut(
+                    words.as_mut_ptr().cast::<std::mem::MaybeUninit<u8>>(),
+                    words.len() * 8,
+                )
+            };
+            let dst = &mut all[shift..shift + len];
+            convert_big_endian_into(dtype, &src[..len], dst);
+            // SAFETY: every byte was written by the conversion.
+            let got: Vec<u8> = dst.iter().map(|b| unsafe { b.assume_init() }).collect();
+            let want: Vec<u8> = src[..len]
+                .chunks_exact(width)
+                .flat_map(|c| c.iter().rev().copied())
+                .collect();
+            assert_eq!(got, want, "{dtype:?} at offset {shift}");
+        }
+    }
+}
