@@ -197,34 +197,13 @@ impl Coding {
         self.decode_into(page, n, out);
     }
 
-    /// `decode` into memory not written yet (a read's output, left unzeroed): the encodings of
-    /// nearly every column (plain, split, zigzag, and index columns' delta) write each byte
-    /// once; the others zero `out` first. Every byte of `out` is written.
+    /// `decode` into memory not written yet (a read's output, left unzeroed): every encoding
+    /// writes each byte of `out` once, none reads it.
     pub fn decode_into(&self, page: &[u8], n: usize, out: &mut [MaybeUninit<u8>]) {
         let element = self.kind.element().expect("decodable column");
         debug_assert_eq!(page.len() as u64, self.packed_len(n as u64));
         debug_assert_eq!(out.len(), n * element.size());
         let disk = self.bits as usize / 8;
-        match (self.kind.encoding(), element) {
-            (Encoding::Plain, Element::Switch) => {}
-            (Encoding::Plain, Element::Index) => return widen_index(page, disk, out, false),
-            (Encoding::Plain, _) => return to_native(disk, copy_into(page, out)),
-            (Encoding::Split, _) => return to_native(disk, unsplit(page, disk, n, out)),
-            (Encoding::SplitZigzag, _) => {
-                let out = unsplit(page, disk, n, out);
-                to_native(disk, out);
-                return unzigzag(disk, out);
-            }
-            (Encoding::SplitDelta, Element::Index) => {
-                let mut raw = Vec::with_capacity(page.len());
-                let raw = unsplit(page, disk, n, &mut raw.spare_capacity_mut()[..page.len()]);
-                return widen_index(raw, disk, out, true);
-            }
-            _ => {}
-        }
-        out.fill(MaybeUninit::new(0));
-        // SAFETY: every byte was just written.
-        let out = unsafe { assume_written(out) };
         match (self.kind.encoding(), element) {
             (Encoding::Plain, Element::Switch) => {
                 for (src, dst) in page
@@ -233,24 +212,35 @@ impl Coding {
                 {
                     let index = u64::from_le_bytes(src[..8].try_into().unwrap());
                     let tag = u32::from_le_bytes(src[8..].try_into().unwrap());
-                    dst[..8].copy_from_slice(&index.to_ne_bytes());
-                    dst[8..12].copy_from_slice(&tag.to_ne_bytes());
-                    dst[12..].fill(0);
+                    let mut memory = [0u8; SWITCH_MEMORY_LEN];
+                    memory[..8].copy_from_slice(&index.to_ne_bytes());
+                    memory[8..12].copy_from_slice(&tag.to_ne_bytes());
+                    put(dst, memory);
                 }
             }
+            (Encoding::Plain, Element::Index) => widen_index(page, disk, out, false),
+            (Encoding::Plain, _) => to_native(disk, copy_into(page, out)),
+            (Encoding::Split, _) => to_native(disk, unsplit(page, disk, n, out)),
+            (Encoding::SplitZigzag, _) => {
+                let out = unsplit(page, disk, n, out);
+                to_native(disk, out);
+                unzigzag(disk, out);
+            }
+            // Only index columns are delta-encoded (`ColumnType::encoding`).
             (Encoding::SplitDelta, _) => {
-                let mut raw = vec![MaybeUninit::new(0u8); page.len()];
-                widen_index(
-                    unsplit(page, disk, n, &mut raw),
-                    disk,
-                    as_unwritten(out),
-                    true,
-                );
+                let mut raw = Vec::with_capacity(page.len());
+                let raw = unsplit(page, disk, n, &mut raw.spare_capacity_mut()[..page.len()]);
+                widen_index(raw, disk, out, true);
             }
             (Encoding::Bits, _) => {
-                for (o, &byte) in out.chunks_mut(8).zip(page) {
-                    for (bit, o) in o.iter_mut().enumerate() {
-                        *o = (byte >> bit) & 1;
+                // A byte's 8 elements at once; the last byte may hold fewer.
+                let (whole, last) = out.split_at_mut(n / 8 * 8);
+                for (dst, &byte) in whole.chunks_exact_mut(8).zip(page) {
+                    put(dst, BIT_BYTES[byte as usize]);
+                }
+                if let Some(&byte) = page.get(n / 8).filter(|_| !last.is_empty()) {
+                    for (dst, &bit) in last.iter_mut().zip(&BIT_BYTES[byte as usize]) {
+                        dst.write(bit);
                     }
                 }
             }
@@ -258,7 +248,7 @@ impl Coding {
                 let shift = 32 - self.bits as u32;
                 for (i, dst) in out.chunks_exact_mut(4).enumerate() {
                     let bits = read_bits(page, i, self.bits as usize) << shift;
-                    dst.copy_from_slice(&bits.to_ne_bytes());
+                    put(dst, bits.to_ne_bytes());
                 }
             }
             (Encoding::Quant, _) => {
@@ -268,13 +258,33 @@ impl Coding {
                 for (i, dst) in out.chunks_exact_mut(4).enumerate() {
                     let q = read_bits(page, i, self.bits as usize);
                     let value = (q as f64 * scale + min) as f32;
-                    dst.copy_from_slice(&value.to_ne_bytes());
+                    put(dst, value.to_ne_bytes());
                 }
             }
-            (Encoding::Plain | Encoding::Split | Encoding::SplitZigzag, _) => {
-                unreachable!("written above")
-            }
         }
+    }
+}
+
+/// Each byte's 8 bits as 8 bytes of 0 or 1, least significant bit first (Bit columns).
+const BIT_BYTES: [[u8; 8]; 256] = {
+    let mut table = [[0u8; 8]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut bit = 0;
+        while bit < 8 {
+            table[byte][bit] = ((byte >> bit) & 1) as u8;
+            bit += 1;
+        }
+        byte += 1;
+    }
+    table
+};
+
+/// `bytes` written into `dst` (of their length).
+#[inline(always)]
+fn put<const N: usize>(dst: &mut [MaybeUninit<u8>], bytes: [u8; N]) {
+    for (d, b) in dst[..N].iter_mut().zip(bytes) {
+        d.write(b);
     }
 }
 
@@ -472,13 +482,6 @@ fn widen_index_with<const DELTA: bool>(page: &[u8], width: usize, out: &mut [May
     }
 }
 
-/// Written bytes as bytes to be written (only ever written with initialized values).
-fn as_unwritten(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
-    // SAFETY: `u8` and `MaybeUninit<u8>` have one layout; what is written through the result
-    // is initialized.
-    unsafe { &mut *(out as *mut [u8] as *mut [MaybeUninit<u8>]) }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -559,6 +562,16 @@ mod tests {
     fn bits_are_least_significant_first() {
         let out = decode(&coding(ColumnType::Bit), &[0b0000_0101, 0b1], 9);
         assert_eq!(out, [1, 0, 1, 0, 0, 0, 0, 0, 1]);
+        // Every length, into memory holding other bytes: each element written, none beyond.
+        let page: Vec<u8> = (0..40u32).map(|i| (i * 37 + 11) as u8).collect();
+        for n in 0..=page.len() * 8 {
+            let mut out = vec![0xAAu8; n + 3];
+            coding(ColumnType::Bit).decode(&page[..n.div_ceil(8)], n, &mut out[..n]);
+            for (i, &o) in out[..n].iter().enumerate() {
+                assert_eq!(o, (page[i / 8] >> (i % 8)) & 1, "n {n} element {i}");
+            }
+            assert_eq!(out[n..], [0xAA; 3]);
+        }
     }
 
     #[test]
