@@ -220,16 +220,19 @@ impl Coding {
             }
             (Encoding::Plain, Element::Index) => widen_index(page, disk, out, false),
             (Encoding::Plain, _) => to_native(disk, copy_into(page, out)),
-            (Encoding::Split, _) => to_native(disk, unsplit(page, disk, n, out)),
+            // Streamed where large: the output is final. Zigzag and delta pages are read
+            // again at once, so they stay in the cache.
+            (Encoding::Split, _) => to_native(disk, unsplit(page, disk, n, out, true)),
             (Encoding::SplitZigzag, _) => {
-                let out = unsplit(page, disk, n, out);
+                let out = unsplit(page, disk, n, out, false);
                 to_native(disk, out);
                 unzigzag(disk, out);
             }
             // Only index columns are delta-encoded (`ColumnType::encoding`).
             (Encoding::SplitDelta, _) => {
                 let mut raw = Vec::with_capacity(page.len());
-                let raw = unsplit(page, disk, n, &mut raw.spare_capacity_mut()[..page.len()]);
+                let raw = &mut raw.spare_capacity_mut()[..page.len()];
+                let raw = unsplit(page, disk, n, raw, false);
                 widen_index(raw, disk, out, true);
             }
             (Encoding::Bits, _) => {
@@ -321,27 +324,29 @@ fn read_bits(page: &[u8], i: usize, nbits: usize) -> u32 {
 
 /// Undo the split encoding: byte `b` of element `i` is at `b * n + i`.
 /// The `n` elements of `width` bytes of a split page interleaved into `out` (of the page's
-/// length), every byte of it written.
+/// length), every byte of it written; with `stream`, large outputs bypass the cache (see
+/// `interleave::STREAM_FROM`): for outputs not read again soon.
 fn unsplit<'a>(
     page: &[u8],
     width: usize,
     n: usize,
     out: &'a mut [MaybeUninit<u8>],
+    stream: bool,
 ) -> &'a mut [u8] {
     match width {
-        2 => unsplit_fixed::<2>(page, n, out),
-        4 => unsplit_fixed::<4>(page, n, out),
-        8 => unsplit_fixed::<8>(page, n, out),
+        2 => unsplit_fixed::<2>(page, n, out, stream),
+        4 => unsplit_fixed::<4>(page, n, out, stream),
+        8 => unsplit_fixed::<8>(page, n, out, stream),
         _ => return copy_into(page, out),
     }
     // SAFETY: `unsplit_fixed` wrote `n * W` bytes, all of `out`.
     unsafe { assume_written(out) }
 }
 
-fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [MaybeUninit<u8>]) {
+fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [MaybeUninit<u8>], stream: bool) {
     assert_eq!(out.len(), n * W);
     let streams: [&[u8]; W] = std::array::from_fn(|b| &page[b * n..(b + 1) * n]);
-    let done = interleave::blocks::<W>(&streams, out);
+    let done = interleave::blocks::<W>(&streams, out, stream);
     for i in done..n {
         for b in 0..W {
             out[i * W + b].write(streams[b][i]);
@@ -363,10 +368,15 @@ mod interleave {
 
     /// Interleave the first whole blocks of 16 elements of `W` streams (each as long as the
     /// others, `out` holding `W` bytes for each of their elements); returns the elements done.
-    pub fn blocks<const W: usize>(streams: &[&[u8]; W], out: &mut [MaybeUninit<u8>]) -> usize {
+    /// With `stream`, outputs of `STREAM_FROM` bytes and more bypass the cache.
+    pub fn blocks<const W: usize>(
+        streams: &[&[u8]; W],
+        out: &mut [MaybeUninit<u8>],
+        stream: bool,
+    ) -> usize {
         let n = streams[0].len();
         assert!(streams.iter().all(|s| s.len() == n) && out.len() >= n * W);
-        if n * W < STREAM_FROM || !(out.as_ptr() as usize).is_multiple_of(16) {
+        if !stream || n * W < STREAM_FROM || !(out.as_ptr() as usize).is_multiple_of(16) {
             // SAFETY: the lengths are asserted above.
             return unsafe { blocks_with::<W, false>(streams, out) };
         }
@@ -456,7 +466,11 @@ mod interleave {
 #[cfg(not(target_arch = "x86_64"))]
 mod interleave {
     /// Elsewhere every element goes the portable way.
-    pub fn blocks<const W: usize>(_: &[&[u8]; W], _: &mut [std::mem::MaybeUninit<u8>]) -> usize {
+    pub fn blocks<const W: usize>(
+        _: &[&[u8]; W],
+        _: &mut [std::mem::MaybeUninit<u8>],
+        _: bool,
+    ) -> usize {
         0
     }
 }
@@ -581,7 +595,7 @@ mod tests {
             for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 100, 1000] {
                 let page: Vec<u8> = (0..n * width).map(|i| (i * 7 + i / 3) as u8).collect();
                 let mut out = vec![MaybeUninit::new(0u8); n * width];
-                let out = unsplit(&page, width, n, &mut out);
+                let out = unsplit(&page, width, n, &mut out, true);
                 for i in 0..n {
                     for b in 0..width {
                         assert_eq!(out[i * width + b], page[b * n + i], "width {width} n {n}");
@@ -606,8 +620,8 @@ mod tests {
                     bytes,
                 )
             };
-            for shift in [0usize, 8] {
-                let out = unsplit(&page, width, n, &mut all[shift..shift + n * width]);
+            for (shift, stream) in [(0usize, true), (8, true), (0, false)] {
+                let out = unsplit(&page, width, n, &mut all[shift..shift + n * width], stream);
                 for i in 0..n {
                     for b in 0..width {
                         assert_eq!(
