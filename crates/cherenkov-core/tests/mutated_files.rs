@@ -28,7 +28,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::{shared_testdata as testdata, Random, TempDir};
 
@@ -478,7 +478,7 @@ fn exercise(path: &str, tally: &mut Tally) -> Vec<String> {
     for (key_path, key) in keys.iter().filter(|(_, k)| k.class_name == ANCHOR_CLASS) {
         let path = format!("{key_path};{}", key.cycle);
         let ntuple = match runtime().block_on(Ntuple::open(file.clone(), &path)) {
-            Ok(n) => n,
+            Ok(n) => Arc::new(n),
             Err(e) => {
                 judge(&e, tally, &mut problems);
                 continue;

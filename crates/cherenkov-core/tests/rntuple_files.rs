@@ -38,6 +38,7 @@ fn every_rntuple_in_testdata_reads_or_refuses_by_name() {
                     file.clone(),
                     &format!("{key_path};{}", key.cycle),
                 ))
+                .map(Arc::new)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             let entries = ntuple.entries();
             let bounds = runtime().block_on(ntuple.cluster_boundaries()).unwrap();
@@ -62,7 +63,6 @@ fn every_rntuple_in_testdata_reads_or_refuses_by_name() {
             // The same fields over cluster-sized steps, read ahead, join to the whole.
             let steps: Vec<(u64, u64)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
             let items: Vec<usize> = readable.iter().map(|(i, _)| *i).collect();
-            let ntuple = Arc::new(ntuple);
             let mut pieces = vec![Vec::new(); items.len()];
             runtime().block_on(async {
                 let mut reader =

@@ -75,7 +75,7 @@ async fn a_tree_opened_from_its_snapshot_reads_no_metadata_and_the_same_values()
             .collect();
         let entries = tree.entries;
         let (a, _) = read(
-            &TreeTable::new(file, tree),
+            &Arc::new(TreeTable::new(file, tree)),
             &branches,
             0,
             entries,
@@ -84,7 +84,7 @@ async fn a_tree_opened_from_its_snapshot_reads_no_metadata_and_the_same_values()
         .await
         .unwrap();
         let (b, _) = read(
-            &TreeTable::new(reopened, same_tree),
+            &Arc::new(TreeTable::new(reopened, same_tree)),
             &branches,
             0,
             entries,
@@ -111,13 +111,13 @@ async fn an_ntuple_opened_from_its_snapshot_reads_no_metadata_and_the_same_value
                 .await
                 .unwrap(),
         );
-        let ntuple = Ntuple::open(file.clone(), "ntuple").await.unwrap();
+        let ntuple = Arc::new(Ntuple::open(file.clone(), "ntuple").await.unwrap());
         let bounds = ntuple.cluster_boundaries().await.unwrap();
         let snapshot = file.snapshot();
 
         let again = memory(NTUPLE_FILE).unwrap();
         let reopened = reopen(&again, &snapshot).await;
-        let same = Ntuple::open(reopened, "ntuple").await.unwrap();
+        let same = Arc::new(Ntuple::open(reopened, "ntuple").await.unwrap());
         assert_eq!(same.cluster_boundaries().await.unwrap(), bounds);
         assert!(again.requests().is_empty(), "{:?}", again.requests());
         let items: Vec<usize> = (0..ntuple.item_count()).collect();

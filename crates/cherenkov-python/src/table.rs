@@ -74,7 +74,7 @@ impl Table {
         start: u64,
         stop: u64,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        on_table!(&self.readable, t => read_items(py, &**t, indices, start, stop))
+        on_table!(&self.readable, t => read_items(py, t, indices, start, stop))
     }
 
     /// The byte ranges (offset, length) where items (by index) over [start, stop) are stored:
@@ -172,7 +172,7 @@ fn stored_ranges_of<T: CoreTable>(
 /// Read `items` over [start, stop): (arrays, stats).
 fn read_items<'py, T: CoreTable>(
     py: Python<'py>,
-    table: &T,
+    table: &Arc<T>,
     items: Vec<usize>,
     start: u64,
     stop: u64,
@@ -180,7 +180,7 @@ fn read_items<'py, T: CoreTable>(
 where
     T::Item: ItemToPy,
 {
-    check_items(table, &items)?;
+    check_items(&**table, &items)?;
     let (arrays, stats) = py
         .detach(|| runtime().block_on(read(table, &items, start, stop, &Held::new())))
         .map_err(to_py)?;

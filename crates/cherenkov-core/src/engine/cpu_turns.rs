@@ -49,6 +49,20 @@ pub fn in_order<F: Future>(need: Need, work: F) -> impl Future<Output = F::Outpu
     NEED.scope(need, work)
 }
 
+/// The place in the order of need of the step the current task works for, if any.
+pub fn current_need() -> Option<Need> {
+    NEED.try_with(Need::clone).ok()
+}
+
+/// `work` in the order of need `need`, when there is one (work spawned for a step keeps its
+/// place).
+pub async fn in_order_of<F: Future>(need: Option<Need>, work: F) -> F::Output {
+    match need {
+        Some(need) => in_order(need, work).await,
+        None => work.await,
+    }
+}
+
 /// Read-ahead steps doing CPU work at once. Each uses every core (its units decode in parallel),
 /// but not to its end: its last units and its assembly leave cores idle, which a second step
 /// fills. Two, whatever the cores: more would share them again. (Measured on 2 cores: one turn made

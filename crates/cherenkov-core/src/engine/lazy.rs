@@ -563,7 +563,7 @@ impl<T: Table> LazyReader<T> {
                 *o != b && !(self.has(*o) || self.used.contains(o)) && self.readable.contains(o)
             }));
         }
-        let (arrays, _) = read(&*self.table, &wanted, start, stop, &Held::new()).await?;
+        let (arrays, _) = read(&self.table, &wanted, start, stop, &Held::new()).await?;
         let mut arrays = wanted.into_iter().zip(arrays);
         let (_, first) = arrays.next().expect("the branch asked for");
         self.cache.extend(arrays);
@@ -592,7 +592,7 @@ impl<T: Table> LazyReader<T> {
     /// Decompress held branch `b` (no request: its baskets are held).
     async fn decode_held(&mut self, b: usize, start: u64, stop: u64) -> Result<T::Item> {
         self.held_branches.remove(&b);
-        let (mut arrays, _) = read(&*self.table, &[b], start, stop, &self.held).await?;
+        let (mut arrays, _) = read(&self.table, &[b], start, stop, &self.held).await?;
         Ok(arrays.remove(0))
     }
 
@@ -606,7 +606,7 @@ impl<T: Table> LazyReader<T> {
 
     /// Read `branches` of the current chunk into the cache, in one request.
     async fn fill(&mut self, branches: &[usize], start: u64, stop: u64) -> Result<()> {
-        let (arrays, _) = read(&*self.table, branches, start, stop, &Held::new()).await?;
+        let (arrays, _) = read(&self.table, branches, start, stop, &Held::new()).await?;
         self.cache.extend(branches.iter().copied().zip(arrays));
         Ok(())
     }

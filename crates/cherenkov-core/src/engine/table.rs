@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::source::ByteRange;
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures_util::StreamExt;
 use rayon::prelude::*;
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -276,42 +277,68 @@ pub async fn fetch_and_assemble<T: Table + ?Sized>(
     Ok((arrays, stats))
 }
 
+/// A spawned task aborted when its handle is dropped (a read given up stops its parts).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = std::result::Result<T, tokio::task::JoinError>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
 /// Read `items` over entries `[start, stop)`, taking the stored bytes found in `held` from there.
 pub async fn read<T: Table + ?Sized>(
-    table: &T,
+    table: &Arc<T>,
     items: &[usize],
     start: u64,
     stop: u64,
     held: &Held,
 ) -> Result<(Vec<T::Item>, ReadStats)> {
-    check_entry_range(table, start, stop)?;
+    check_entry_range(&**table, start, stop)?;
     table.check(items)?;
     table.file().stats.record_read_call();
     let plan = table.plan(items, start, stop).await?;
     let pipelined = held.is_empty()
         && items.len() > 1
         && table.file().source.report().round_trip == Some(Duration::ZERO)
-        && stored_bytes(table, &plan) > PIPELINED_READ_BYTES;
+        && stored_bytes(&**table, &plan) > PIPELINED_READ_BYTES;
     if pipelined {
         return read_pipelined(table, items, start, stop).await;
     }
-    fetch_and_assemble(table, items, start, stop, &plan, held).await
+    fetch_and_assemble(&**table, items, start, stop, &plan, held).await
 }
 
 /// Stored bytes above which a read from a source whose requests wait for no round trip (a local
 /// file) is pipelined (see `read_pipelined`).
 const PIPELINED_READ_BYTES: u64 = 8 << 20;
 
-/// Stored bytes of each part of a pipelined read.
+/// Stored bytes of each part of a pipelined read; the first is smaller, so that decompressing
+/// starts after a short read.
 const PIPELINED_PART_BYTES: u64 = 2 << 20;
+const PIPELINED_FIRST_PART_BYTES: u64 = 512 << 10;
+
+/// Parts of a pipelined read in flight: each read, then decoded on all cores; two at once, so
+/// that one's serial steps (placing its baskets, finishing its arrays) and last jobs overlap the
+/// other's parallel decoding, and each part's bytes are read while the part before decodes.
+const PIPELINED_PARTS_AT_ONCE: usize = 2;
 
 /// A large read from a source that costs no round trip, in parts of whole items of about
 /// `PIPELINED_PART_BYTES` (items that share structure in one part: see `Table::shares_with`),
-/// in the items' order; each part's bytes are read while the part before decodes, so reading
-/// the disk (a copy out of the page cache, or the disk itself) overlaps decompressing instead of
-/// preceding it. One request per part: from a local file, requests cost no round trip.
+/// in the items' order, `PIPELINED_PARTS_AT_ONCE` at a time: reading the disk (a copy out of the
+/// page cache, or the disk itself) overlaps decompressing instead of preceding it. One request
+/// per part: from a local file, requests cost no round trip.
 async fn read_pipelined<T: Table + ?Sized>(
-    table: &T,
+    table: &Arc<T>,
     items: &[usize],
     start: u64,
     stop: u64,
@@ -338,10 +365,14 @@ async fn read_pipelined<T: Table + ?Sized>(
         let mut bytes = 0;
         for &position in &block {
             let plan = table.plan(&[items[position]], start, stop).await?;
-            bytes += stored_bytes(table, &plan);
+            bytes += stored_bytes(&**table, &plan);
         }
+        let full = match parts.len() {
+            1 => PIPELINED_FIRST_PART_BYTES,
+            _ => PIPELINED_PART_BYTES,
+        };
         match parts.last_mut() {
-            Some((group, group_bytes)) if *group_bytes < PIPELINED_PART_BYTES => {
+            Some((group, group_bytes)) if *group_bytes < full => {
                 group.extend(block);
                 *group_bytes += bytes;
             }
@@ -355,48 +386,44 @@ async fn read_pipelined<T: Table + ?Sized>(
         let units = table.plan(&part_items, start, stop).await?;
         planned.push((positions, part_items, units));
     }
-    let file = table.file();
-    let fetch_part = |units: &[T::Unit]| -> Result<tokio::task::JoinHandle<Result<Held>>> {
-        let ranges = checked_ranges(table, units)?;
-        let source = file.source.clone();
-        let bytes: u64 = ranges.iter().map(|r| r.len).sum();
-        file.stats.record_request(bytes);
-        Ok(tokio::spawn(async move {
-            let got = source.read_ranges(&ranges).await?;
-            Ok(ranges.iter().map(|r| r.offset).zip(got).collect())
-        }))
+    // A part's task keeps the order of need of the read it belongs to (a read-ahead step's).
+    let need = super::cpu_turns::current_need();
+    let part_task = |(positions, part_items, units): (Vec<usize>, Vec<usize>, Vec<T::Unit>)| {
+        let table = table.clone();
+        let work = async move {
+            let file = table.file();
+            let ranges = checked_ranges(&*table, &units)?;
+            let part_bytes: u64 = ranges.iter().map(|r| r.len).sum();
+            file.stats.record_request(part_bytes);
+            let t = Instant::now();
+            let got = file.source.read_ranges(&ranges).await?;
+            let held: Held = ranges.iter().map(|r| r.offset).zip(got).collect();
+            let fetch_time = t.elapsed();
+            file.stats
+                .record_fetch(0, part_bytes, 0, fetch_time, Duration::ZERO, Duration::ZERO);
+            let (arrays, part) =
+                fetch_and_assemble(&*table, &part_items, start, stop, &units, &held).await?;
+            Ok::<_, Error>((positions, arrays, part, part_bytes, fetch_time))
+        };
+        AbortOnDrop(tokio::spawn(super::cpu_turns::in_order_of(
+            need.clone(),
+            work,
+        )))
     };
+    let mut parts = futures_util::stream::iter(planned.into_iter().map(part_task))
+        .buffered(PIPELINED_PARTS_AT_ONCE);
     let mut arrays: Vec<Option<T::Item>> = items.iter().map(|_| None).collect();
     let mut stats = ReadStats::default();
-    let mut next = match planned.first() {
-        Some((_, _, units)) => Some(fetch_part(units)?),
-        None => None,
-    };
-    for k in 0..planned.len() {
-        let t = Instant::now();
-        let held = match next.take() {
-            Some(fetching) => fetching
-                .await
-                .map_err(|e| Error::io_caused(file.name(), "read task failed", e))??,
-            None => Held::new(),
-        };
-        let waited = t.elapsed();
-        let part_bytes = held.values().map(|b| b.len() as u64).sum();
-        file.stats
-            .record_fetch(0, part_bytes, 0, waited, Duration::ZERO, Duration::ZERO);
-        if let Some((_, _, units)) = planned.get(k + 1) {
-            next = Some(fetch_part(units)?);
-        }
-        let (positions, part_items, units) = &planned[k];
-        let (part_arrays, part) =
-            fetch_and_assemble(table, part_items, start, stop, units, &held).await?;
-        for (&position, array) in positions.iter().zip(part_arrays) {
+    while let Some(done) = parts.next().await {
+        let (positions, part_arrays, part, part_bytes, fetch_time) =
+            done.map_err(|e| Error::io_caused(table.file().name(), "read task failed", e))??;
+        for (position, array) in positions.into_iter().zip(part_arrays) {
             arrays[position] = Some(array);
         }
         stats.baskets += part.baskets;
         stats.compressed_bytes += part_bytes;
         stats.uncompressed_bytes += part.uncompressed_bytes;
-        stats.fetch_seconds += waited.as_secs_f64();
+        stats.fetch_seconds += fetch_time.as_secs_f64();
         stats.decode_seconds += part.decode_seconds;
         stats.decompress_cpu_seconds += part.decompress_cpu_seconds;
     }

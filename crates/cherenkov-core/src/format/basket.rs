@@ -78,7 +78,7 @@ impl BasketLayout {
     /// Parse and check the headers of a stored basket (`raw` = the whole key).
     pub fn parse(raw: &[u8], origin: &str) -> Result<BasketLayout> {
         let mut cur = Cursor::new(raw, origin, 0);
-        let key = Key::parse(&mut cur)?;
+        let key = Key::parse_sizes(&mut cur)?;
         let BasketHeader {
             nev_buf,
             nev_pos,

@@ -132,6 +132,20 @@ pub struct Key {
 
 impl Key {
     pub fn parse(c: &mut Cursor) -> Result<Self> {
+        Self::read(c, true)
+    }
+
+    /// A key's sizes and seeks, its class name, name and title skipped (left empty): a basket's
+    /// key, read for every basket, whose names are not used.
+    pub fn parse_sizes(c: &mut Cursor) -> Result<Self> {
+        Self::read(c, false)
+    }
+
+    fn read(c: &mut Cursor, names: bool) -> Result<Self> {
+        let text = |c: &mut Cursor, what: &str| match names {
+            true => c.string(what),
+            false => c.skip_string(what).map(|()| String::new()),
+        };
         let start = c.pos();
         let nbytes = c.i32("key fNbytes")?;
         let version = c.i16("key version")?;
@@ -147,9 +161,9 @@ impl Key {
                 c.i32("key fSeekPdir")? as i64,
             )
         };
-        let class_name = c.string("key class name")?;
-        let name = c.string("key name")?;
-        let title = c.string("key title")?;
+        let class_name = text(c, "key class name")?;
+        let name = text(c, "key name")?;
+        let title = text(c, "key title")?;
         if nbytes < 0
             || objlen < 0
             || keylen < 0

@@ -3,7 +3,7 @@
 
 use super::cursor::Cursor;
 use crate::error::Result;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 pub(crate) const BYTE_COUNT_MASK: u32 = 0x4000_0000;
 const BYTE_COUNT_VERSION_MASK: u16 = 0x4000;
@@ -120,8 +120,9 @@ pub type ReadBody<'a, T> =
 /// tags count from the start of the key.
 pub struct PointerReader<T: Clone> {
     key_len: u64,
-    classes: HashMap<u64, String>,
-    objects: HashMap<u64, T>,
+    // Keyed by offsets: a fast hash (SipHash took a tenth of parsing a NanoAOD tree's metadata).
+    classes: FxHashMap<u64, String>,
+    objects: FxHashMap<u64, T>,
     /// Objects being read inside one another.
     depth: usize,
 }
@@ -130,8 +131,8 @@ impl<T: Clone> PointerReader<T> {
     pub fn new(key_len: usize) -> Self {
         Self {
             key_len: key_len as u64,
-            classes: HashMap::new(),
-            objects: HashMap::new(),
+            classes: FxHashMap::default(),
+            objects: FxHashMap::default(),
             depth: 0,
         }
     }

@@ -42,7 +42,14 @@ pub async fn read_branches(
     start: u64,
     stop: u64,
 ) -> Result<(Vec<BranchArray>, ReadStats)> {
-    read(table, branches, start, stop, &Held::new()).await
+    read(
+        &Arc::new(table.clone()),
+        branches,
+        start,
+        stop,
+        &Held::new(),
+    )
+    .await
 }
 
 #[async_trait]

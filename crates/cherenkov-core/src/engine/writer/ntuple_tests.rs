@@ -78,7 +78,7 @@ fn write_and_read(
     assert!(keys
         .iter()
         .any(|(p, k)| p == "Events" && k.class_name == ANCHOR_CLASS));
-    let ntuple = runtime().block_on(Ntuple::open(file, "Events")).unwrap();
+    let ntuple = Arc::new(runtime().block_on(Ntuple::open(file, "Events")).unwrap());
     assert_eq!(ntuple.entries(), n as u64);
     let bounds = runtime().block_on(ntuple.cluster_boundaries()).unwrap();
     let read_back = fields

@@ -235,17 +235,21 @@ impl TreeWriter {
     /// Counted leaves must hold as many items as their counter says, entry by entry; the
     /// largest count is kept for the counter's leaf.
     fn check_counted(&mut self, input: &str, columns: &[Entries]) -> Result<()> {
+        // Each counter's counts read once: NanoAOD counts hundreds of leaves with a few counters.
+        let mut counted: Vec<Option<Vec<i64>>> = vec![None; columns.len()];
         for (i, branch) in self.branches.iter().enumerate() {
             let (Some(c), Storage::Counted { dims, .. }) = (branch.counter, &branch.storage) else {
                 continue;
             };
             let item = (self.sizes[i] * dims.iter().product::<usize>()) as u64;
-            let counts = columns[c].counts(self.sizes[c]);
+            let counts =
+                counted[c].get_or_insert_with(|| columns[c].counts(self.sizes[c]).collect());
             let starts = columns[i].starts.as_deref().unwrap_or_default();
             let lengths = starts.windows(2).map(|w| (w[1] - w[0]) as u64);
             if let Some(entry) = counts
+                .iter()
                 .zip(lengths)
-                .position(|(n, len)| n as u64 * item != len)
+                .position(|(&n, len)| n as u64 * item != len)
             {
                 return Err(Error::InvalidArgument(format!(
                     "{input}: tree '{}': branch '{}' has another number of items than its counter '{}' in entry {} of the output",
@@ -258,7 +262,11 @@ impl TreeWriter {
         }
         for (i, branch) in self.branches.iter().enumerate() {
             if branch.is_counter {
-                let max = columns[i].counts(self.sizes[i]).max().unwrap_or(0);
+                let max = match &counted[i] {
+                    Some(counts) => counts.iter().copied().max(),
+                    None => columns[i].counts(self.sizes[i]).max(),
+                }
+                .unwrap_or(0);
                 let w = &mut self.written[i];
                 w.maximum = w.maximum.max(max);
             }
