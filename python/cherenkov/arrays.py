@@ -36,8 +36,8 @@ class Jagged:
 
 
 def _numbers(node: dict) -> np.ndarray:
-    raw = node["words"].view(np.uint8)[: node["nbytes"]]
-    return raw.view(np.dtype(node["dtype"])).reshape((-1,) + tuple(node["inner_shape"]))
+    data, inner_shape = node["data"], node["inner_shape"]
+    return data.reshape((-1, *inner_shape)) if inner_shape else data
 
 
 def _is_string(node: dict) -> bool:

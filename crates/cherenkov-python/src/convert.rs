@@ -2,8 +2,10 @@
 //! in awkward's layout vocabulary (counters and reports cross as the core's own typed classes).
 
 use cherenkov_core::engine::output::{BranchArray, FieldArray};
-use cherenkov_core::format::array::{AlignedBytes, Array, Layout, SharedBytes};
-use numpy::{IntoPyArray, PyArray1};
+use cherenkov_core::format::array::{AlignedBytes, Array, DType, Layout, SharedBytes};
+use numpy::npyffi::{npy_intp, NpyTypes, NPY_ARRAY_WRITEABLE, NPY_TYPES, PY_ARRAY_API};
+use numpy::{IntoPyArray, PyArray1, PyArrayDescrMethods};
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::collections::HashMap;
@@ -42,10 +44,10 @@ impl ItemToPy for BranchArray {
         shared: &mut Shared<'py>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        d.set_item("branch", &self.branch)?;
-        d.set_item("kind", self.interpretation.kind())?;
-        d.set_item("entries", self.entries)?;
-        d.set_item("array", array_to_py(py, self.array, shared)?)?;
+        d.set_item(intern!(py, "branch"), &self.branch)?;
+        d.set_item(intern!(py, "kind"), self.interpretation.kind())?;
+        d.set_item(intern!(py, "entries"), self.entries)?;
+        d.set_item(intern!(py, "array"), array_to_py(py, self.array, shared)?)?;
         Ok(d)
     }
 }
@@ -57,10 +59,10 @@ impl ItemToPy for FieldArray {
         shared: &mut Shared<'py>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        d.set_item("branch", &self.field)?;
-        d.set_item("kind", "field")?;
-        d.set_item("entries", self.entries)?;
-        d.set_item("array", array_to_py(py, self.array, shared)?)?;
+        d.set_item(intern!(py, "branch"), &self.field)?;
+        d.set_item(intern!(py, "kind"), intern!(py, "field"))?;
+        d.set_item(intern!(py, "entries"), self.entries)?;
+        d.set_item(intern!(py, "array"), array_to_py(py, self.array, shared)?)?;
         Ok(d)
     }
 }
@@ -114,24 +116,80 @@ impl Drop for OffsetsOwner {
     }
 }
 
-/// A numbers buffer as numpy 8-byte words: a view of a read's output kept for reuse (see
-/// `engine::recycle`; it goes back to the pool when the numpy array dies), else moved.
-fn words_to_py<'py>(py: Python<'py>, data: AlignedBytes) -> PyResult<Bound<'py, PyAny>> {
-    match data.into_sole_owner() {
+/// A numbers buffer as a flat numpy array of its dtype, a view of its memory (no copy): a
+/// read's output kept for reuse goes back to the pool when the array dies (`engine::recycle`).
+fn data_to_py<'py>(
+    py: Python<'py>,
+    dtype: DType,
+    data: AlignedBytes,
+) -> PyResult<Bound<'py, PyAny>> {
+    let elements = data.len / dtype.size();
+    let (ptr, base) = match data.into_sole_owner() {
         Ok(owner) => {
-            let view = numpy::ndarray::ArrayView1::from(owner.words().unwrap_or_default());
-            let base = Bound::new(py, BytesOwner(owner.clone()))?.into_any();
-            // SAFETY: `base`, the array's base, holds the words for as long as the array
-            // lives; no other array holds them (`into_sole_owner`), so writes show nowhere else.
-            Ok(unsafe { PyArray1::borrow_from_array(&view, base) }.into_any())
+            let ptr = owner.words().unwrap_or_default().as_ptr();
+            (ptr, Bound::new(py, BytesOwner(owner))?.into_any())
         }
-        Err(data) => Ok(data.into_words().into_pyarray(py).into_any()),
+        Err(data) => {
+            let words = data.into_words();
+            (
+                words.as_ptr(),
+                Bound::new(py, WordsOwner(words))?.into_any(),
+            )
+        }
+    };
+    let descr = match dtype {
+        DType::Bool => numpy::dtype::<bool>(py),
+        DType::I8 => numpy::dtype::<i8>(py),
+        DType::I16 => numpy::dtype::<i16>(py),
+        DType::I32 => numpy::dtype::<i32>(py),
+        DType::I64 => numpy::dtype::<i64>(py),
+        DType::U8 => numpy::dtype::<u8>(py),
+        DType::U16 => numpy::dtype::<u16>(py),
+        DType::U32 => numpy::dtype::<u32>(py),
+        DType::U64 => numpy::dtype::<u64>(py),
+        DType::F16 => {
+            // SAFETY: a type number numpy knows; it returns a new reference (or NULL, an error).
+            let descr = unsafe {
+                PY_ARRAY_API.PyArray_DescrFromType(py, NPY_TYPES::NPY_HALF as std::ffi::c_int)
+            };
+            // SAFETY: an owned reference to a descriptor, checked not NULL.
+            unsafe { Bound::from_owned_ptr_or_err(py, descr.cast())?.cast_into_unchecked() }
+        }
+        DType::F32 => numpy::dtype::<f32>(py),
+        DType::F64 => numpy::dtype::<f64>(py),
+    };
+    let mut dims = [elements as npy_intp];
+    // SAFETY: `ptr` points to `elements` values of `dtype` (8-byte aligned words holding the
+    // bytes) that `base` owns and keeps in place for as long as the array lives; no other array
+    // views them (`into_sole_owner`, or words of our own), so writes show nowhere else. numpy
+    // takes the descriptor's reference and, once set, the base's.
+    unsafe {
+        let array = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            PY_ARRAY_API.get_type_object(py, NpyTypes::PyArray_Type),
+            descr.into_dtype_ptr(),
+            1,
+            dims.as_mut_ptr(),
+            std::ptr::null_mut(),
+            ptr as *mut std::ffi::c_void,
+            NPY_ARRAY_WRITEABLE,
+            std::ptr::null_mut(),
+        );
+        let array = Bound::from_owned_ptr_or_err(py, array)?;
+        if PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast(), base.into_ptr()) < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        Ok(array)
     }
 }
 
 /// What keeps a read's output alive under the numpy array that views it.
 #[pyclass(frozen)]
 struct BytesOwner(#[allow(dead_code)] Arc<dyn SharedBytes>);
+
+/// Words of a buffer not kept for reuse, under the numpy array that views them.
+#[pyclass(frozen)]
+struct WordsOwner(#[allow(dead_code)] Vec<u64>);
 
 /// One layout node as a dict: `class` (awkward's class name), its buffers as numpy arrays (the
 /// data as 8-byte words, viewed by `cherenkov.arrays`), `parameters`, and its children.
@@ -145,7 +203,7 @@ pub fn array_to_py<'py>(
     for (k, v) in a.parameters {
         parameters.set_item(k, v)?;
     }
-    d.set_item("parameters", parameters)?;
+    d.set_item(intern!(py, "parameters"), parameters)?;
     let children =
         |contents: Vec<Array>, shared: &mut Shared<'py>| -> PyResult<Bound<'py, PyList>> {
             let list = PyList::empty(py);
@@ -155,71 +213,70 @@ pub fn array_to_py<'py>(
             Ok(list)
         };
     match a.layout {
-        Layout::Empty => d.set_item("class", "EmptyArray")?,
+        Layout::Empty => d.set_item(intern!(py, "class"), intern!(py, "EmptyArray"))?,
         Layout::Numpy {
             dtype,
             inner_shape,
             data,
         } => {
-            d.set_item("class", "NumpyArray")?;
-            d.set_item("dtype", dtype.name())?;
-            d.set_item("inner_shape", PyTuple::new(py, inner_shape)?)?;
-            d.set_item("nbytes", data.len)?;
-            d.set_item("words", words_to_py(py, data)?)?;
+            d.set_item(intern!(py, "class"), intern!(py, "NumpyArray"))?;
+            d.set_item(intern!(py, "dtype"), dtype.name())?;
+            d.set_item(intern!(py, "inner_shape"), PyTuple::new(py, inner_shape)?)?;
+            d.set_item(intern!(py, "data"), data_to_py(py, dtype, data)?)?;
         }
         Layout::ListOffset {
             offsets,
             content,
             index_type,
         } => {
-            d.set_item("class", "ListOffsetArray")?;
-            d.set_item("index_type", index_type.name())?;
-            d.set_item("offsets", offsets_to_py(py, offsets, shared)?)?;
-            d.set_item("content", array_to_py(py, *content, shared)?)?;
+            d.set_item(intern!(py, "class"), intern!(py, "ListOffsetArray"))?;
+            d.set_item(intern!(py, "index_type"), index_type.name())?;
+            d.set_item(intern!(py, "offsets"), offsets_to_py(py, offsets, shared)?)?;
+            d.set_item(intern!(py, "content"), array_to_py(py, *content, shared)?)?;
         }
         Layout::Regular {
             size,
             length,
             content,
         } => {
-            d.set_item("class", "RegularArray")?;
-            d.set_item("size", size)?;
-            d.set_item("length", length)?;
-            d.set_item("content", array_to_py(py, *content, shared)?)?;
+            d.set_item(intern!(py, "class"), intern!(py, "RegularArray"))?;
+            d.set_item(intern!(py, "size"), size)?;
+            d.set_item(intern!(py, "length"), length)?;
+            d.set_item(intern!(py, "content"), array_to_py(py, *content, shared)?)?;
         }
         Layout::Record {
             names,
             contents,
             length,
         } => {
-            d.set_item("class", "RecordArray")?;
-            d.set_item("fields", names)?;
-            d.set_item("length", length)?;
-            d.set_item("contents", children(contents, shared)?)?;
+            d.set_item(intern!(py, "class"), intern!(py, "RecordArray"))?;
+            d.set_item(intern!(py, "fields"), names)?;
+            d.set_item(intern!(py, "length"), length)?;
+            d.set_item(intern!(py, "contents"), children(contents, shared)?)?;
         }
         Layout::IndexedOption {
             index,
             content,
             index_type,
         } => {
-            d.set_item("class", "IndexedOptionArray")?;
-            d.set_item("index_type", index_type.name())?;
-            d.set_item("index", index.into_pyarray(py))?;
-            d.set_item("content", array_to_py(py, *content, shared)?)?;
+            d.set_item(intern!(py, "class"), intern!(py, "IndexedOptionArray"))?;
+            d.set_item(intern!(py, "index_type"), index_type.name())?;
+            d.set_item(intern!(py, "index"), index.into_pyarray(py))?;
+            d.set_item(intern!(py, "content"), array_to_py(py, *content, shared)?)?;
         }
         Layout::Unmasked { content } => {
-            d.set_item("class", "UnmaskedArray")?;
-            d.set_item("content", array_to_py(py, *content, shared)?)?;
+            d.set_item(intern!(py, "class"), intern!(py, "UnmaskedArray"))?;
+            d.set_item(intern!(py, "content"), array_to_py(py, *content, shared)?)?;
         }
         Layout::Union {
             tags,
             index,
             contents,
         } => {
-            d.set_item("class", "UnionArray")?;
-            d.set_item("tags", tags.into_pyarray(py))?;
-            d.set_item("index", index.into_pyarray(py))?;
-            d.set_item("contents", children(contents, shared)?)?;
+            d.set_item(intern!(py, "class"), intern!(py, "UnionArray"))?;
+            d.set_item(intern!(py, "tags"), tags.into_pyarray(py))?;
+            d.set_item(intern!(py, "index"), index.into_pyarray(py))?;
+            d.set_item(intern!(py, "contents"), children(contents, shared)?)?;
         }
     }
     Ok(d)

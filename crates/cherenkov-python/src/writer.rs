@@ -21,7 +21,7 @@ use cherenkov_core::format::writing::compression::Compression;
 use numpy::{PyArray1, PyArrayMethods, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PySlice, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::{Arc, Mutex};
 
 /// A file being written, and its tables (a table's id is its index; `None` once finished).
@@ -511,13 +511,12 @@ fn array_from_py(d: &Bound<'_, PyDict>) -> PyResult<Array> {
             let name: String = get("dtype")?.extract()?;
             let dtype = dtype(&name).map_err(PyValueError::new_err)?;
             let inner_shape: Vec<usize> = get("inner_shape")?.extract()?;
-            let data = match d.get_item("data")? {
-                Some(data) => data,
-                // A layout as a read hands it out (`convert.rs`): 8-byte words and a length,
-                // written back as read (the merger) without a copy.
-                None => get("words")?
-                    .call_method1("view", ("uint8",))?
-                    .get_item(PySlice::new(d.py(), 0, get("nbytes")?.extract()?, 1))?,
+            let data = get("data")?;
+            // A layout as a read hands it out (`convert.rs`) holds an array of its dtype: its
+            // bytes are written back as read (the merger) without a copy.
+            let data = match data.cast::<PyArray1<u8>>() {
+                Ok(_) => data,
+                Err(_) => data.call_method1("view", ("uint8",))?,
             };
             Array::numpy(dtype, inner_shape, borrowed(&data)?)
         }

@@ -197,34 +197,13 @@ impl Coding {
         self.decode_into(page, n, out);
     }
 
-    /// `decode` into memory not written yet (a read's output, left unzeroed): the encodings of
-    /// nearly every column (plain, split, zigzag, and index columns' delta) write each byte
-    /// once; the others zero `out` first. Every byte of `out` is written.
+    /// `decode` into memory not written yet (a read's output, left unzeroed): every encoding
+    /// writes each byte of `out` once, none reads it.
     pub fn decode_into(&self, page: &[u8], n: usize, out: &mut [MaybeUninit<u8>]) {
         let element = self.kind.element().expect("decodable column");
         debug_assert_eq!(page.len() as u64, self.packed_len(n as u64));
         debug_assert_eq!(out.len(), n * element.size());
         let disk = self.bits as usize / 8;
-        match (self.kind.encoding(), element) {
-            (Encoding::Plain, Element::Switch) => {}
-            (Encoding::Plain, Element::Index) => return widen_index(page, disk, out, false),
-            (Encoding::Plain, _) => return to_native(disk, copy_into(page, out)),
-            (Encoding::Split, _) => return to_native(disk, unsplit(page, disk, n, out)),
-            (Encoding::SplitZigzag, _) => {
-                let out = unsplit(page, disk, n, out);
-                to_native(disk, out);
-                return unzigzag(disk, out);
-            }
-            (Encoding::SplitDelta, Element::Index) => {
-                let mut raw = Vec::with_capacity(page.len());
-                let raw = unsplit(page, disk, n, &mut raw.spare_capacity_mut()[..page.len()]);
-                return widen_index(raw, disk, out, true);
-            }
-            _ => {}
-        }
-        out.fill(MaybeUninit::new(0));
-        // SAFETY: every byte was just written.
-        let out = unsafe { assume_written(out) };
         match (self.kind.encoding(), element) {
             (Encoding::Plain, Element::Switch) => {
                 for (src, dst) in page
@@ -233,24 +212,38 @@ impl Coding {
                 {
                     let index = u64::from_le_bytes(src[..8].try_into().unwrap());
                     let tag = u32::from_le_bytes(src[8..].try_into().unwrap());
-                    dst[..8].copy_from_slice(&index.to_ne_bytes());
-                    dst[8..12].copy_from_slice(&tag.to_ne_bytes());
-                    dst[12..].fill(0);
+                    let mut memory = [0u8; SWITCH_MEMORY_LEN];
+                    memory[..8].copy_from_slice(&index.to_ne_bytes());
+                    memory[8..12].copy_from_slice(&tag.to_ne_bytes());
+                    put(dst, memory);
                 }
             }
+            (Encoding::Plain, Element::Index) => widen_index(page, disk, out, false),
+            (Encoding::Plain, _) => to_native(disk, copy_into(page, out)),
+            // Streamed where large: the output is final. Zigzag and delta pages are read
+            // again at once, so they stay in the cache.
+            (Encoding::Split, _) => to_native(disk, unsplit(page, disk, n, out, true)),
+            (Encoding::SplitZigzag, _) => {
+                let out = unsplit(page, disk, n, out, false);
+                to_native(disk, out);
+                unzigzag(disk, out);
+            }
+            // Only index columns are delta-encoded (`ColumnType::encoding`).
             (Encoding::SplitDelta, _) => {
-                let mut raw = vec![MaybeUninit::new(0u8); page.len()];
-                widen_index(
-                    unsplit(page, disk, n, &mut raw),
-                    disk,
-                    as_unwritten(out),
-                    true,
-                );
+                let mut raw = Vec::with_capacity(page.len());
+                let raw = &mut raw.spare_capacity_mut()[..page.len()];
+                let raw = unsplit(page, disk, n, raw, false);
+                widen_index(raw, disk, out, true);
             }
             (Encoding::Bits, _) => {
-                for (o, &byte) in out.chunks_mut(8).zip(page) {
-                    for (bit, o) in o.iter_mut().enumerate() {
-                        *o = (byte >> bit) & 1;
+                // A byte's 8 elements at once; the last byte may hold fewer.
+                let (whole, last) = out.split_at_mut(n / 8 * 8);
+                for (dst, &byte) in whole.chunks_exact_mut(8).zip(page) {
+                    put(dst, BIT_BYTES[byte as usize]);
+                }
+                if let Some(&byte) = page.get(n / 8).filter(|_| !last.is_empty()) {
+                    for (dst, &bit) in last.iter_mut().zip(&BIT_BYTES[byte as usize]) {
+                        dst.write(bit);
                     }
                 }
             }
@@ -258,7 +251,7 @@ impl Coding {
                 let shift = 32 - self.bits as u32;
                 for (i, dst) in out.chunks_exact_mut(4).enumerate() {
                     let bits = read_bits(page, i, self.bits as usize) << shift;
-                    dst.copy_from_slice(&bits.to_ne_bytes());
+                    put(dst, bits.to_ne_bytes());
                 }
             }
             (Encoding::Quant, _) => {
@@ -268,13 +261,33 @@ impl Coding {
                 for (i, dst) in out.chunks_exact_mut(4).enumerate() {
                     let q = read_bits(page, i, self.bits as usize);
                     let value = (q as f64 * scale + min) as f32;
-                    dst.copy_from_slice(&value.to_ne_bytes());
+                    put(dst, value.to_ne_bytes());
                 }
             }
-            (Encoding::Plain | Encoding::Split | Encoding::SplitZigzag, _) => {
-                unreachable!("written above")
-            }
         }
+    }
+}
+
+/// Each byte's 8 bits as 8 bytes of 0 or 1, least significant bit first (Bit columns).
+const BIT_BYTES: [[u8; 8]; 256] = {
+    let mut table = [[0u8; 8]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        let mut bit = 0;
+        while bit < 8 {
+            table[byte][bit] = ((byte >> bit) & 1) as u8;
+            bit += 1;
+        }
+        byte += 1;
+    }
+    table
+};
+
+/// `bytes` written into `dst` (of their length).
+#[inline(always)]
+fn put<const N: usize>(dst: &mut [MaybeUninit<u8>], bytes: [u8; N]) {
+    for (d, b) in dst[..N].iter_mut().zip(bytes) {
+        d.write(b);
     }
 }
 
@@ -311,27 +324,29 @@ fn read_bits(page: &[u8], i: usize, nbits: usize) -> u32 {
 
 /// Undo the split encoding: byte `b` of element `i` is at `b * n + i`.
 /// The `n` elements of `width` bytes of a split page interleaved into `out` (of the page's
-/// length), every byte of it written.
+/// length), every byte of it written; with `stream`, large outputs bypass the cache (see
+/// `interleave::STREAM_FROM`): for outputs not read again soon.
 fn unsplit<'a>(
     page: &[u8],
     width: usize,
     n: usize,
     out: &'a mut [MaybeUninit<u8>],
+    stream: bool,
 ) -> &'a mut [u8] {
     match width {
-        2 => unsplit_fixed::<2>(page, n, out),
-        4 => unsplit_fixed::<4>(page, n, out),
-        8 => unsplit_fixed::<8>(page, n, out),
+        2 => unsplit_fixed::<2>(page, n, out, stream),
+        4 => unsplit_fixed::<4>(page, n, out, stream),
+        8 => unsplit_fixed::<8>(page, n, out, stream),
         _ => return copy_into(page, out),
     }
     // SAFETY: `unsplit_fixed` wrote `n * W` bytes, all of `out`.
     unsafe { assume_written(out) }
 }
 
-fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [MaybeUninit<u8>]) {
+fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [MaybeUninit<u8>], stream: bool) {
     assert_eq!(out.len(), n * W);
     let streams: [&[u8]; W] = std::array::from_fn(|b| &page[b * n..(b + 1) * n]);
-    let done = interleave::blocks::<W>(&streams, out);
+    let done = interleave::blocks::<W>(&streams, out, stream);
     for i in done..n {
         for b in 0..W {
             out[i * W + b].write(streams[b][i]);
@@ -346,15 +361,58 @@ mod interleave {
     use std::arch::x86_64::*;
     use std::mem::MaybeUninit;
 
+    /// Outputs from this size on are written with non-temporal stores, which bypass the cache:
+    /// a read's output is cold, and a store that goes through the cache first reads the line
+    /// it writes (3x slower on this lab's machine for the tens of MB of a fixed-set read).
+    const STREAM_FROM: usize = 32 << 10;
+
     /// Interleave the first whole blocks of 16 elements of `W` streams (each as long as the
     /// others, `out` holding `W` bytes for each of their elements); returns the elements done.
-    pub fn blocks<const W: usize>(streams: &[&[u8]; W], out: &mut [MaybeUninit<u8>]) -> usize {
+    /// With `stream`, outputs of `STREAM_FROM` bytes and more bypass the cache.
+    pub fn blocks<const W: usize>(
+        streams: &[&[u8]; W],
+        out: &mut [MaybeUninit<u8>],
+        stream: bool,
+    ) -> usize {
         let n = streams[0].len();
         assert!(streams.iter().all(|s| s.len() == n) && out.len() >= n * W);
-        let blocks = n / 16;
+        if !stream || n * W < STREAM_FROM || !(out.as_ptr() as usize).is_multiple_of(16) {
+            // SAFETY: the lengths are asserted above.
+            return unsafe { blocks_with::<W, false>(streams, out) };
+        }
+        // SAFETY: the lengths are asserted above, `out` is 16-byte aligned (checked).
+        let done = unsafe { blocks_with::<W, true>(streams, out) };
+        // SAFETY: SSE2. The streamed stores are ordered before whatever hands `out` on.
+        unsafe { _mm_sfence() };
+        done
+    }
+
+    /// A 16-byte store: streamed (`out` 16-byte aligned) or through the cache.
+    #[inline(always)]
+    unsafe fn store<const STREAM: bool>(dst: *mut __m128i, value: __m128i) {
+        // SAFETY: the caller's `dst` holds 16 bytes, aligned when streamed.
+        unsafe {
+            if STREAM {
+                _mm_stream_si128(dst, value)
+            } else {
+                _mm_storeu_si128(dst, value)
+            }
+        }
+    }
+
+    /// `blocks`, with `STREAM` stores.
+    ///
+    /// # Safety
+    /// Each stream holds `n` bytes and `out` at least `n * W`; streamed, `out` is 16-byte aligned.
+    #[inline(always)]
+    unsafe fn blocks_with<const W: usize, const STREAM: bool>(
+        streams: &[&[u8]; W],
+        out: &mut [MaybeUninit<u8>],
+    ) -> usize {
+        let blocks = streams[0].len() / 16;
         // SAFETY: SSE2 is part of x86-64; every load reads 16 bytes at `k * 16` of a stream of
         // at least `blocks * 16` bytes, every store writes 16 bytes inside the block's `16 * W`
-        // bytes of `out` (both asserted above).
+        // bytes of `out` (the caller's promise), at a multiple of 16 from its start.
         unsafe {
             for k in 0..blocks {
                 let load = |b: usize| _mm_loadu_si128(streams[b].as_ptr().add(k * 16).cast());
@@ -362,21 +420,21 @@ mod interleave {
                 match W {
                     2 => {
                         let (a, b) = (load(0), load(1));
-                        _mm_storeu_si128(dst, _mm_unpacklo_epi8(a, b));
-                        _mm_storeu_si128(dst.add(1), _mm_unpackhi_epi8(a, b));
+                        store::<STREAM>(dst, _mm_unpacklo_epi8(a, b));
+                        store::<STREAM>(dst.add(1), _mm_unpackhi_epi8(a, b));
                     }
                     4 => {
                         let quads = four(load(0), load(1), load(2), load(3));
                         for (i, q) in quads.into_iter().enumerate() {
-                            _mm_storeu_si128(dst.add(i), q);
+                            store::<STREAM>(dst.add(i), q);
                         }
                     }
                     8 => {
                         let low = four(load(0), load(1), load(2), load(3));
                         let high = four(load(4), load(5), load(6), load(7));
                         for i in 0..4 {
-                            _mm_storeu_si128(dst.add(2 * i), _mm_unpacklo_epi32(low[i], high[i]));
-                            _mm_storeu_si128(
+                            store::<STREAM>(dst.add(2 * i), _mm_unpacklo_epi32(low[i], high[i]));
+                            store::<STREAM>(
                                 dst.add(2 * i + 1),
                                 _mm_unpackhi_epi32(low[i], high[i]),
                             );
@@ -408,7 +466,11 @@ mod interleave {
 #[cfg(not(target_arch = "x86_64"))]
 mod interleave {
     /// Elsewhere every element goes the portable way.
-    pub fn blocks<const W: usize>(_: &[&[u8]; W], _: &mut [std::mem::MaybeUninit<u8>]) -> usize {
+    pub fn blocks<const W: usize>(
+        _: &[&[u8]; W],
+        _: &mut [std::mem::MaybeUninit<u8>],
+        _: bool,
+    ) -> usize {
         0
     }
 }
@@ -463,20 +525,8 @@ fn widen_index_with<const DELTA: bool>(page: &[u8], width: usize, out: &mut [May
         word[..width].copy_from_slice(src);
         let v = u64::from_le_bytes(word);
         sum = if DELTA { sum.wrapping_add(v) } else { v };
-        // SAFETY: `dst` holds exactly 8 bytes; `[u8; 8]` has alignment 1.
-        unsafe {
-            dst.as_mut_ptr()
-                .cast::<[u8; 8]>()
-                .write((sum as i64).to_ne_bytes())
-        };
+        put(dst, (sum as i64).to_ne_bytes());
     }
-}
-
-/// Written bytes as bytes to be written (only ever written with initialized values).
-fn as_unwritten(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
-    // SAFETY: `u8` and `MaybeUninit<u8>` have one layout; what is written through the result
-    // is initialized.
-    unsafe { &mut *(out as *mut [u8] as *mut [MaybeUninit<u8>]) }
 }
 
 #[cfg(test)]
@@ -545,7 +595,7 @@ mod tests {
             for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 100, 1000] {
                 let page: Vec<u8> = (0..n * width).map(|i| (i * 7 + i / 3) as u8).collect();
                 let mut out = vec![MaybeUninit::new(0u8); n * width];
-                let out = unsplit(&page, width, n, &mut out);
+                let out = unsplit(&page, width, n, &mut out, true);
                 for i in 0..n {
                     for b in 0..width {
                         assert_eq!(out[i * width + b], page[b * n + i], "width {width} n {n}");
@@ -556,9 +606,49 @@ mod tests {
     }
 
     #[test]
+    fn large_pages_unsplit_alike_at_any_alignment() {
+        // Large enough for streamed stores where `out` is 16-byte aligned, cached ones elsewhere.
+        for width in [2usize, 4, 8] {
+            let n = 9_001;
+            let page: Vec<u8> = (0..n * width).map(|i| (i * 13 + i / 5) as u8).collect();
+            let mut backing = vec![0u128; (n * width).div_ceil(16) + 1];
+            let bytes = backing.len() * 16;
+            // SAFETY: the u128s' memory as bytes, written as bytes only.
+            let all = unsafe {
+                std::slice::from_raw_parts_mut(
+                    backing.as_mut_ptr().cast::<MaybeUninit<u8>>(),
+                    bytes,
+                )
+            };
+            for (shift, stream) in [(0usize, true), (8, true), (0, false)] {
+                let out = unsplit(&page, width, n, &mut all[shift..shift + n * width], stream);
+                for i in 0..n {
+                    for b in 0..width {
+                        assert_eq!(
+                            out[i * width + b],
+                            page[b * n + i],
+                            "width {width} shift {shift}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn bits_are_least_significant_first() {
         let out = decode(&coding(ColumnType::Bit), &[0b0000_0101, 0b1], 9);
         assert_eq!(out, [1, 0, 1, 0, 0, 0, 0, 0, 1]);
+        // Every length, into memory holding other bytes: each element written, none beyond.
+        let page: Vec<u8> = (0..40u32).map(|i| (i * 37 + 11) as u8).collect();
+        for n in 0..=page.len() * 8 {
+            let mut out = vec![0xAAu8; n + 3];
+            coding(ColumnType::Bit).decode(&page[..n.div_ceil(8)], n, &mut out[..n]);
+            for (i, &o) in out[..n].iter().enumerate() {
+                assert_eq!(o, (page[i / 8] >> (i % 8)) & 1, "n {n} element {i}");
+            }
+            assert_eq!(out[n..], [0xAA; 3]);
+        }
     }
 
     #[test]
