@@ -398,12 +398,19 @@ async fn read_pipelined<T: Table + ?Sized>(
             let t = Instant::now();
             let got = file.source.read_ranges(&ranges).await?;
             let held: Held = ranges.iter().map(|r| r.offset).zip(got).collect();
-            let fetch_time = t.elapsed();
-            file.stats
-                .record_fetch(0, part_bytes, 0, fetch_time, Duration::ZERO, Duration::ZERO);
+            let decoding_from = Instant::now();
+            file.stats.record_fetch(
+                0,
+                part_bytes,
+                0,
+                decoding_from - t,
+                Duration::ZERO,
+                Duration::ZERO,
+            );
             let (arrays, part) =
                 fetch_and_assemble(&*table, &part_items, start, stop, &units, &held).await?;
-            Ok::<_, Error>((positions, arrays, part, part_bytes, fetch_time))
+            let decoded = (decoding_from, Instant::now());
+            Ok::<_, Error>((positions, arrays, part, part_bytes, decoded))
         };
         AbortOnDrop(tokio::spawn(super::cpu_turns::in_order_of(
             need.clone(),
@@ -414,8 +421,11 @@ async fn read_pipelined<T: Table + ?Sized>(
         .buffered(PIPELINED_PARTS_AT_ONCE);
     let mut arrays: Vec<Option<T::Item>> = items.iter().map(|_| None).collect();
     let mut stats = ReadStats::default();
+    let began = Instant::now();
+    // The parts' decoding, from the end of each one's fetch to its arrays (they overlap).
+    let mut decoding: Vec<(Instant, Instant)> = Vec::new();
     while let Some(done) = parts.next().await {
-        let (positions, part_arrays, part, part_bytes, fetch_time) =
+        let (positions, part_arrays, part, part_bytes, decoded) =
             done.map_err(|e| Error::io_caused(table.file().name(), "read task failed", e))??;
         for (position, array) in positions.into_iter().zip(part_arrays) {
             arrays[position] = Some(array);
@@ -423,10 +433,20 @@ async fn read_pipelined<T: Table + ?Sized>(
         stats.baskets += part.baskets;
         stats.compressed_bytes += part_bytes;
         stats.uncompressed_bytes += part.uncompressed_bytes;
-        stats.fetch_seconds += fetch_time.as_secs_f64();
-        stats.decode_seconds += part.decode_seconds;
         stats.decompress_cpu_seconds += part.decompress_cpu_seconds;
+        decoding.push(decoded);
     }
+    // Decoding: the wall time some part was decoding; fetching: the rest, when the read only
+    // waited for bytes.
+    decoding.sort_unstable();
+    let mut decoding_wall = Duration::ZERO;
+    let mut until = began;
+    for (from, to) in decoding {
+        decoding_wall += to.saturating_duration_since(from.max(until));
+        until = until.max(to);
+    }
+    stats.decode_seconds = decoding_wall.as_secs_f64();
+    stats.fetch_seconds = began.elapsed().saturating_sub(decoding_wall).as_secs_f64();
     let arrays = arrays.into_iter().flatten().collect::<Vec<_>>();
     if arrays.len() != items.len() {
         return Err(Error::Cancelled(
