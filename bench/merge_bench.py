@@ -210,14 +210,29 @@ def tools(
     return chosen
 
 
-def compression_floor(path: Path, level: int = 10) -> tuple[float, float, int]:
+def compression_floor(paths: list[Path], repeat: int, level: int = 10) -> tuple[float, float, int]:
     """Wall and CPU seconds zstd alone takes at `level` (ROOT's ZSTD level 5, as `-f505` and
     `--compression 505` ask, is zstd's 10: ROOT doubles it) to compress the uncompressed baskets
-    of `path`'s tree (ROOT's blocks of at most 16 MiB) on every core: the floor of a rewrite
-    that compresses them, and their bytes."""
+    of `paths`' trees (ROOT's blocks of at most 16 MiB) on every core: the floor of a rewrite
+    that compresses them (medians of `repeat`, as the tools' times), and their bytes."""
     import os
     from concurrent.futures import ThreadPoolExecutor
 
+    import zstandard
+
+    payloads = [p for path in paths for p in uncompressed_baskets(path)]
+    walls, cpus = [], []
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        with ThreadPoolExecutor(os.cpu_count()) as pool:
+            list(pool.map(lambda p: zstandard.ZstdCompressor(level=level).compress(p), payloads))
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus), sum(map(len, payloads))
+
+
+def uncompressed_baskets(path: Path) -> list[bytes]:
+    """The uncompressed baskets of `path`'s tree, in ROOT's blocks of at most 16 MiB."""
     import uproot
     import zstandard
 
@@ -234,10 +249,7 @@ def compression_floor(path: Path, level: int = 10) -> tuple[float, float, int]:
                     payload += zstandard.ZstdDecompressor().decompress(stored[9 : 9 + size], max_output_size=1 << 24)
                     stored = stored[9 + size :]
                 payloads.extend(bytes(payload or stored)[k : k + 0xFFFFFF] for k in range(0, objlen, 0xFFFFFF))
-    wall, cpu = time.perf_counter(), time.process_time()
-    with ThreadPoolExecutor(os.cpu_count()) as pool:
-        list(pool.map(lambda p: zstandard.ZstdCompressor(level=level).compress(p), payloads))
-    return time.perf_counter() - wall, time.process_time() - cpu, sum(map(len, payloads))
+    return payloads
 
 
 def predicted(paths: list[Path], rtt: float) -> tuple[int, float]:
@@ -343,12 +355,12 @@ def main(argv: list[str] | None = None) -> int:
                     f"{total / 1e6:.1f} MB {transfer:.2f} s)"
                 )
         if "cherenkov rewrite" in results:
-            floors = [compression_floor(p) for p in outputs_of("cherenkov rewrite", out, len(groups))]
-            wall, cpu, size = (sum(f[k] for f in floors) for k in range(3))
+            wall, cpu, size = compression_floor(outputs_of("cherenkov rewrite", out, len(groups)), args.repeat)
             rewrite = results["cherenkov rewrite"]
             results["compression floor"] = {"seconds": [wall], "cpu": [cpu], "bytes": size}
             print(
-                f"compression floor (zstd 10 alone on the rewrite's {size / 1e6:.1f} MB of baskets, every core): {wall:.2f} s"
+                f"compression floor (zstd 10 alone on the rewrite's {size / 1e6:.1f} MB of baskets, every core, "
+                f"median of {args.repeat}): {wall:.2f} s"
                 f" ({cpu:.2f} s CPU); cherenkov rewrite is {rewrite['median'] / wall:.2f}x it (CPU time {rewrite['cpu_median'] / cpu:.2f}x)"
             )
         if args.json:
