@@ -32,7 +32,9 @@ def files(tmp_path_factory):
     data = sample()
     tree = tmp_path_factory.mktemp("recycled") / "tree.root"
     with uproot.recreate(tree) as f:
-        f["t"] = {"x": data["x"], "y": data["y"], "v": data["v"]}
+        # (mktree: uproot 5.7's `f[name] = arrays` writes an RNTuple)
+        t = f.mktree("t", {"x": np.float32, "y": np.float64, "v": data["v"].type.content})
+        t.extend({"x": data["x"], "y": data["y"], "v": data["v"]})
     ntuple = tree.with_name("ntuple.root")
     with cherenkov.recreate(ntuple) as f:
         t = f.mktree("t", {"x": "float32", "y": "float64", "v": "var * float32"}, format="rntuple")
