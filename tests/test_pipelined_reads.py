@@ -2,7 +2,8 @@
 (`engine/table.rs`, `read_pipelined`): its values are those of each item read alone (too small
 to go in parts) and uproot's, the branches of one counter stay in one part and share their
 offsets, and its stats count every byte once, decoding and fetching within the read's
-time. TTree (written by uproot: baskets of its own sizes) and RNTuple (written by cherenkov)."""
+time; a damaged basket in a later part fails the read naming file, offset and branch. TTree
+(written by uproot: baskets of its own sizes) and RNTuple (written by cherenkov)."""
 
 import time
 
@@ -83,3 +84,28 @@ def test_a_read_in_parts_equals_uproot_in_awkward(files, kind):
     theirs = uproot.open(paths[kind])["t"].arrays(names, library="ak")
     for name in names:
         assert ak.array_equal(ours[name], theirs[name]), name
+
+
+def test_a_damaged_basket_in_a_later_part_fails_the_read_by_name_and_the_file_reads_on(files, tmp_path):
+    paths, data = files
+    damaged = tmp_path / "damaged.root"
+    damaged.write_bytes(paths["TTree"].read_bytes())
+    late = uproot.open(damaged)["t"]["x11"]  # in one of the read's later parts
+    seek = int(late.member("fBasketSeek")[0])
+    with open(damaged, "r+b") as f:
+        f.seek(seek)
+        head = f.read(256)
+        keylen = int.from_bytes(head[14:16], "big")  # the basket's compression blocks start there
+        assert head[keylen : keylen + 2] == b"ZS"
+        f.seek(seek + keylen)
+        f.write(b"XX")  # no compression algorithm ROOT knows
+    table = cherenkov.open(damaged)["t"]
+    names = [k for k in table.keys() if k.startswith(("x", "Jet_"))]
+    with pytest.raises(cherenkov.FormatError) as caught:
+        table.arrays(names, library="np")
+    message = str(caught.value)
+    assert str(damaged) in message and str(seek) in message and "x11" in message, message
+    # Nothing left running or held: the same file's other branches read, and equal.
+    again = table.arrays(names[:3], library="np")
+    for name in names[:3]:
+        assert np.array_equal(values(again[name]), data[name]), name
