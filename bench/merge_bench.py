@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -163,6 +164,16 @@ def measured(argv: list[str]) -> tuple[float, int, float]:
     return float(seconds), int(rss), float(cpu)
 
 
+def cpu_of(processes: list) -> float:
+    """CPU seconds (user and system) `processes` (Popen objects) have used so far."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for p in processes:
+        fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / ticks
+    return total
+
+
 def find_hadd() -> str | None:
     """hadd on the PATH, else the one of the ROOT wheel (`pip install root` puts it in ROOT/bin)."""
     import importlib.util
@@ -215,7 +226,6 @@ def compression_floor(paths: list[Path], repeat: int, level: int = 10) -> tuple[
     `--compression 505` ask, is zstd's 10: ROOT doubles it) to compress the uncompressed baskets
     of `paths`' trees (ROOT's blocks of at most 16 MiB) on every core: the floor of a rewrite
     that compresses them (medians of `repeat`, as the tools' times), and their bytes."""
-    import os
     from concurrent.futures import ThreadPoolExecutor
 
     import zstandard
@@ -309,13 +319,16 @@ def main(argv: list[str] | None = None) -> int:
                 if round_ >= (args.hadd_O_repeat if name == "hadd -O" else args.repeat):
                     continue
                 seconds, rss, cpu = 0.0, 0, 0.0
+                servers = [served.xrootd.proc, served.toxiproxy.proc] if name.endswith(REMOTE) else []
+                serving = cpu_of(servers)
                 for command in runs:  # hadd: one process per output
                     s, r, c = measured(command)
                     seconds, rss, cpu = seconds + s, max(rss, r), cpu + c
-                r = results.setdefault(name, {"seconds": [], "rss": [], "cpu": []})
+                r = results.setdefault(name, {"seconds": [], "rss": [], "cpu": [], "servers_cpu": []})
                 r["seconds"].append(seconds)
                 r["rss"].append(rss)
                 r["cpu"].append(cpu)
+                r["servers_cpu"].append(cpu_of(servers) - serving)
                 print(f"  {name}: {seconds:.2f} s (CPU {cpu:.2f} s), peak RSS {rss / 1e9:.2f} GB", flush=True)
         import cherenkov
 
@@ -353,6 +366,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"{name + REMOTE}: {remote:.2f} s, {ratio:.2f}x (the local merge {local:.2f} s + the link's transfer of "
                     f"{total / 1e6:.1f} MB {transfer:.2f} s)"
+                )
+                # Here the servers share the merge's cores: the local merge's CPU and theirs, on every core.
+                serving = statistics.median(results[name + REMOTE]["servers_cpu"])
+                shared = (results[name]["cpu_median"] + serving) / os.cpu_count()
+                floor = max(shared, local + transfer)
+                print(
+                    f"  xrootd and toxiproxy took {serving:.2f} s of CPU on this machine's {os.cpu_count()} cores: with the local "
+                    f"merge's {results[name]['cpu_median']:.2f} s, at least {shared:.2f} s; {remote / floor:.2f}x that"
                 )
         if "cherenkov rewrite" in results:
             wall, cpu, size = compression_floor(outputs_of("cherenkov rewrite", out, len(groups)), args.repeat)
