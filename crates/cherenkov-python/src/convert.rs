@@ -192,7 +192,7 @@ struct BytesOwner(#[allow(dead_code)] Arc<dyn SharedBytes>);
 struct WordsOwner(#[allow(dead_code)] Vec<u64>);
 
 /// One layout node as a dict: `class` (awkward's class name), its buffers as numpy arrays (the
-/// data as 8-byte words, viewed by `cherenkov.arrays`), `parameters`, and its children.
+/// numbers as one flat array of their dtype, `data`), `parameters`, and its children.
 pub fn array_to_py<'py>(
     py: Python<'py>,
     a: Array,
