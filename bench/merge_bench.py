@@ -166,12 +166,9 @@ def measured(argv: list[str]) -> tuple[float, int, float]:
 
 def cpu_of(processes: list) -> float:
     """CPU seconds (user and system) `processes` (Popen objects) have used so far."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for p in processes:
-        fields = Path(f"/proc/{p.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
+    import psutil
+
+    return sum(sum(psutil.Process(p.pid).cpu_times()[:2]) for p in processes)
 
 
 def find_hadd() -> str | None:

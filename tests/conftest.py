@@ -57,6 +57,11 @@ def plain(x):
     return x
 
 
+def flat(array) -> np.ndarray:
+    """The values of an array read with `library="np"`: a `cherenkov.Jagged`'s content."""
+    return array.content if isinstance(array, cherenkov.Jagged) else array
+
+
 def same_values(a, b) -> bool:
     """Whether two arrays read with `library="np"` hold the same values (NaN equal to NaN); split
     objects read whole come as dicts of their members' arrays."""

@@ -11,6 +11,7 @@ import awkward as ak
 import cherenkov
 import numpy as np
 import pytest
+from conftest import flat
 
 uproot = pytest.importorskip("uproot")
 
@@ -46,10 +47,6 @@ def files(tmp_path_factory):
     return {"TTree": tree, "RNTuple": ntuple}, data
 
 
-def values(array) -> np.ndarray:
-    return array.content if isinstance(array, cherenkov.Jagged) else array
-
-
 @pytest.mark.parametrize("kind", ["TTree", "RNTuple"])
 def test_a_read_in_parts_equals_its_items_read_alone_and_uproot(files, kind):
     paths, data = files
@@ -63,10 +60,10 @@ def test_a_read_in_parts_equals_its_items_read_alone_and_uproot(files, kind):
     together = cherenkov.tree._convert(pairs, "np")
     for name in names:
         alone = table.arrays([name], library="np")[name]
-        assert np.array_equal(values(together[name]), values(alone)), name
+        assert np.array_equal(flat(together[name]), flat(alone)), name
         expected = data[name]
-        flat = ak.to_numpy(ak.flatten(expected)) if name.startswith("Jet_") else expected
-        assert np.array_equal(values(together[name]), flat), name
+        written = ak.to_numpy(ak.flatten(expected)) if name.startswith("Jet_") else expected
+        assert np.array_equal(flat(together[name]), written), name
     if kind == "TTree":  # the branches of one counter (nJet) share one offsets buffer
         assert np.shares_memory(together["Jet_pt"].offsets, together["Jet_eta"].offsets)
     assert np.array_equal(together["Jet_pt"].offsets, np.concatenate([[0], np.cumsum(data["nJet"])]))
@@ -108,4 +105,4 @@ def test_a_damaged_basket_in_a_later_part_fails_the_read_by_name_and_the_file_re
     # Nothing left running or held: the same file's other branches read, and equal.
     again = table.arrays(names[:3], library="np")
     for name in names[:3]:
-        assert np.array_equal(values(again[name]), data[name]), name
+        assert np.array_equal(flat(again[name]), data[name]), name

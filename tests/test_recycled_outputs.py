@@ -10,6 +10,7 @@ import awkward as ak
 import cherenkov
 import numpy as np
 import pytest
+from conftest import flat
 
 uproot = pytest.importorskip("uproot")
 
@@ -40,10 +41,6 @@ def files(tmp_path_factory):
         t = f.mktree("t", {"x": "float32", "y": "float64", "v": "var * float32"}, format="rntuple")
         t.extend({"x": data["x"], "y": data["y"], "v": data["v"]})
     return {"TTree": tree, "RNTuple": ntuple}, data
-
-
-def flat(array) -> np.ndarray:
-    return array.content if isinstance(array, cherenkov.Jagged) else array
 
 
 @pytest.mark.parametrize("kind", ["TTree", "RNTuple"])

@@ -3,7 +3,7 @@
 
 use cherenkov_core::engine::output::{BranchArray, FieldArray};
 use cherenkov_core::format::array::{AlignedBytes, Array, DType, Layout, SharedBytes};
-use numpy::npyffi::{npy_intp, NpyTypes, NPY_ARRAY_WRITEABLE, NPY_TYPES, PY_ARRAY_API};
+use numpy::npyffi::{npy_intp, NpyTypes, NPY_ARRAY_WRITEABLE, PY_ARRAY_API};
 use numpy::{IntoPyArray, PyArray1, PyArrayDescrMethods};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -147,14 +147,7 @@ fn data_to_py<'py>(
         DType::U16 => numpy::dtype::<u16>(py),
         DType::U32 => numpy::dtype::<u32>(py),
         DType::U64 => numpy::dtype::<u64>(py),
-        DType::F16 => {
-            // SAFETY: a type number numpy knows; it returns a new reference (or NULL, an error).
-            let descr = unsafe {
-                PY_ARRAY_API.PyArray_DescrFromType(py, NPY_TYPES::NPY_HALF as std::ffi::c_int)
-            };
-            // SAFETY: an owned reference to a descriptor, checked not NULL.
-            unsafe { Bound::from_owned_ptr_or_err(py, descr.cast())?.cast_into_unchecked() }
-        }
+        DType::F16 => numpy::PyArrayDescr::new(py, dtype.name())?, // (no Rust type is numpy's half)
         DType::F32 => numpy::dtype::<f32>(py),
         DType::F64 => numpy::dtype::<f64>(py),
     };

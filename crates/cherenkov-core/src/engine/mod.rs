@@ -30,3 +30,23 @@ pub fn runtime() -> &'static tokio::runtime::Runtime {
             .expect("the I/O runtime starts")
     })
 }
+
+/// A spawned task aborted when its handle is dropped: work given up (a read's parts, a
+/// read-ahead's steps) stops instead of running on. Awaiting it awaits the task.
+pub(crate) struct AbortOnDrop<T>(pub tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl<T> std::future::Future for AbortOnDrop<T> {
+    type Output = std::result::Result<T, tokio::task::JoinError>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}

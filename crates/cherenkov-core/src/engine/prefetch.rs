@@ -15,13 +15,13 @@ use super::output::ReadStats;
 use super::table::{
     check_entry_range, fetch, fetch_and_assemble, fetch_and_decode, stored_bytes, Held, Table,
 };
+use super::AbortOnDrop;
 use crate::error::{Error, Result};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, OnceCell, OwnedSemaphorePermit, Semaphore};
-use tokio::task::JoinHandle;
 
 /// How far ahead of the step in use to read.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -116,17 +116,9 @@ pub struct StepReader<T: Table> {
     handed_out: usize,
     /// When the last step was handed out: the consumer's pace is the time until it asks again.
     handed_at: Option<Instant>,
-    _driver: AbortOnDrop,
+    _driver: AbortOnDrop<()>,
     /// Time `next` spent waiting for data the consumer needed now.
     pub blocked: Duration,
-}
-
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 impl<T: Table> StepReader<T> {
@@ -371,7 +363,7 @@ async fn drive<T: Table>(
     // A step larger than the whole budget still runs, alone.
     let permits_for = |cost: u64| -> u32 { cost.min(budget_permits as u64).max(1) as u32 };
     // A step holds one place (of `depth`) from its start until the consumer drops it.
-    let mut in_flight: VecDeque<AbortOnDrop> = VecDeque::new();
+    let mut in_flight: VecDeque<AbortOnDrop<()>> = VecDeque::new();
     let mut results: VecDeque<tokio::sync::oneshot::Receiver<Result<StepResult<T::Item>>>> =
         VecDeque::new();
     let mut next = 0;

@@ -277,25 +277,6 @@ pub async fn fetch_and_assemble<T: Table + ?Sized>(
     Ok((arrays, stats))
 }
 
-/// A spawned task aborted when its handle is dropped (a read given up stops its parts).
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-impl<T> std::future::Future for AbortOnDrop<T> {
-    type Output = std::result::Result<T, tokio::task::JoinError>;
-    fn poll(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Self::Output> {
-        std::pin::Pin::new(&mut self.0).poll(cx)
-    }
-}
-
 /// Read `items` over entries `[start, stop)`, taking the stored bytes found in `held` from there.
 pub async fn read<T: Table + ?Sized>(
     table: &Arc<T>,
@@ -412,7 +393,7 @@ async fn read_pipelined<T: Table + ?Sized>(
             let decoded = (decoding_from, Instant::now());
             Ok::<_, Error>((positions, arrays, part, part_bytes, decoded))
         };
-        AbortOnDrop(tokio::spawn(super::cpu_turns::in_order_of(
+        super::AbortOnDrop(tokio::spawn(super::cpu_turns::in_order_of(
             need.clone(),
             work,
         )))

@@ -198,6 +198,11 @@ impl std::fmt::Debug for AlignedBytes {
     }
 }
 
+/// Outputs of this many bytes and more are written with non-temporal stores, which bypass the
+/// cache: a read's output is cold (tens of MB), and a store through the cache reads each line
+/// before writing it (TTree numbers byte-swapped, RNTuple pages un-split).
+pub const STREAMED_OUTPUT_BYTES: usize = 16 << 10;
+
 /// A buffer whose every element a reader writes before it is read: allocated without zeroing,
 /// since zeroing is a pass over memory the reader overwrites anyway (and a serial one, before
 /// the parallel writers start).

@@ -675,7 +675,7 @@ pub fn convert_big_endian_into(dtype: DType, src: &[u8], dst: &mut [std::mem::Ma
     assert_eq!(src.len(), dst.len());
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
-        if src.len() >= STREAM_FROM && matches!(dtype.size(), 2 | 4 | 8) {
+        if src.len() >= super::array::STREAMED_OUTPUT_BYTES && matches!(dtype.size(), 2 | 4 | 8) {
             // SAFETY: the CPU has AVX2 (checked just above); the lengths are equal (asserted).
             return unsafe { swap_streamed_avx2(dtype, src, dst) };
         }
@@ -684,11 +684,6 @@ pub fn convert_big_endian_into(dtype: DType, src: &[u8], dst: &mut [std::mem::Ma
     }
     convert(dtype, src, dst)
 }
-
-/// Conversions of this many bytes and more write with non-temporal stores, which bypass the
-/// cache: a read's output is cold (tens of MB), and a store through the cache reads each line
-/// before writing it.
-const STREAM_FROM: usize = 16 << 10;
 
 /// `convert` of 2-, 4- or 8-byte numbers with AVX2, the 32-byte-aligned body of `dst` written
 /// with non-temporal stores (one byte shuffle per 32 bytes), its ends as `convert` writes them.

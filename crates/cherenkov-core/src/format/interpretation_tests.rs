@@ -144,7 +144,7 @@ fn absurd_dimensions_are_refused_not_overflowed() {
 fn large_conversions_swap_alike_at_every_alignment() {
     // Large enough for streamed stores; outputs starting at each multiple of the numbers' size
     // within 32 bytes, and lengths that leave a tail.
-    let src: Vec<u8> = (0..(STREAM_FROM + 77) as u32)
+    let src: Vec<u8> = (0..(crate::format::array::STREAMED_OUTPUT_BYTES + 77) as u32)
         .map(|i| (i * 29 + i / 251) as u8)
         .collect();
     for (dtype, width) in [(DType::I16, 2), (DType::F32, 4), (DType::F64, 8)] {

@@ -325,7 +325,7 @@ fn read_bits(page: &[u8], i: usize, nbits: usize) -> u32 {
 /// Undo the split encoding: byte `b` of element `i` is at `b * n + i`.
 /// The `n` elements of `width` bytes of a split page interleaved into `out` (of the page's
 /// length), every byte of it written; with `stream`, large outputs bypass the cache (see
-/// `interleave::STREAM_FROM`): for outputs not read again soon.
+/// `STREAMED_OUTPUT_BYTES`): for outputs not read again soon.
 fn unsplit<'a>(
     page: &[u8],
     width: usize,
@@ -358,17 +358,13 @@ fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [MaybeUninit<u
 /// transposition takes a few shuffles per 16 bytes instead of a load and a store per byte.
 #[cfg(target_arch = "x86_64")]
 mod interleave {
+    use crate::format::array::STREAMED_OUTPUT_BYTES;
     use std::arch::x86_64::*;
     use std::mem::MaybeUninit;
 
-    /// Outputs from this size on are written with non-temporal stores, which bypass the cache:
-    /// a read's output is cold, and a store that goes through the cache first reads the line
-    /// it writes (3x slower on this lab's machine for the tens of MB of a fixed-set read).
-    const STREAM_FROM: usize = 32 << 10;
-
     /// Interleave the first whole blocks of 16 elements of `W` streams (each as long as the
     /// others, `out` holding `W` bytes for each of their elements); returns the elements done.
-    /// With `stream`, outputs of `STREAM_FROM` bytes and more bypass the cache.
+    /// With `stream`, outputs of `STREAMED_OUTPUT_BYTES` and more bypass the cache.
     pub fn blocks<const W: usize>(
         streams: &[&[u8]; W],
         out: &mut [MaybeUninit<u8>],
@@ -376,7 +372,7 @@ mod interleave {
     ) -> usize {
         let n = streams[0].len();
         assert!(streams.iter().all(|s| s.len() == n) && out.len() >= n * W);
-        if !stream || n * W < STREAM_FROM || !(out.as_ptr() as usize).is_multiple_of(16) {
+        if !stream || n * W < STREAMED_OUTPUT_BYTES || !(out.as_ptr() as usize).is_multiple_of(16) {
             // SAFETY: the lengths are asserted above.
             return unsafe { blocks_with::<W, false>(streams, out) };
         }
