@@ -220,19 +220,18 @@ impl Coding {
             }
             (Encoding::Plain, Element::Index) => widen_index(page, disk, out, false),
             (Encoding::Plain, _) => to_native(disk, copy_into(page, out)),
-            // Streamed where large: the output is final. Zigzag and delta pages are read
-            // again at once, so they stay in the cache.
-            (Encoding::Split, _) => to_native(disk, unsplit(page, disk, n, out, true)),
+            // Streamed where large: the output is final. Delta pages are read again at once,
+            // so they stay in the cache.
+            (Encoding::Split, _) => to_native(disk, unsplit(page, disk, n, out, true, false)),
+            // Zigzag undone as the elements are interleaved: one pass over the output.
             (Encoding::SplitZigzag, _) => {
-                let out = unsplit(page, disk, n, out, false);
-                to_native(disk, out);
-                unzigzag(disk, out);
+                unsplit(page, disk, n, out, true, true);
             }
             // Only index columns are delta-encoded (`ColumnType::encoding`).
             (Encoding::SplitDelta, _) => {
                 let mut raw = Vec::with_capacity(page.len());
                 let raw = &mut raw.spare_capacity_mut()[..page.len()];
-                let raw = unsplit(page, disk, n, raw, false);
+                let raw = unsplit(page, disk, n, raw, false, false);
                 widen_index(raw, disk, out, true);
             }
             (Encoding::Bits, _) => {
@@ -325,32 +324,61 @@ fn read_bits(page: &[u8], i: usize, nbits: usize) -> u32 {
 /// Undo the split encoding: byte `b` of element `i` is at `b * n + i`.
 /// The `n` elements of `width` bytes of a split page interleaved into `out` (of the page's
 /// length), every byte of it written; with `stream`, large outputs bypass the cache (see
-/// `STREAMED_OUTPUT_BYTES`): for outputs not read again soon.
+/// `STREAMED_OUTPUT_BYTES`): for outputs not read again soon. With `zigzag`, the elements
+/// (of 2, 4 or 8 bytes) come out zigzag-decoded, in native order.
 fn unsplit<'a>(
     page: &[u8],
     width: usize,
     n: usize,
     out: &'a mut [MaybeUninit<u8>],
     stream: bool,
+    zigzag: bool,
 ) -> &'a mut [u8] {
-    match width {
-        2 => unsplit_fixed::<2>(page, n, out, stream),
-        4 => unsplit_fixed::<4>(page, n, out, stream),
-        8 => unsplit_fixed::<8>(page, n, out, stream),
+    match (width, zigzag) {
+        (2, false) => unsplit_fixed::<2, false>(page, n, out, stream),
+        (4, false) => unsplit_fixed::<4, false>(page, n, out, stream),
+        (8, false) => unsplit_fixed::<8, false>(page, n, out, stream),
+        (2, true) => unsplit_fixed::<2, true>(page, n, out, stream),
+        (4, true) => unsplit_fixed::<4, true>(page, n, out, stream),
+        (8, true) => unsplit_fixed::<8, true>(page, n, out, stream),
         _ => return copy_into(page, out),
     }
     // SAFETY: `unsplit_fixed` wrote `n * W` bytes, all of `out`.
     unsafe { assume_written(out) }
 }
 
-fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [MaybeUninit<u8>], stream: bool) {
+fn unsplit_fixed<const W: usize, const ZIGZAG: bool>(
+    page: &[u8],
+    n: usize,
+    out: &mut [MaybeUninit<u8>],
+    stream: bool,
+) {
     assert_eq!(out.len(), n * W);
     let streams: [&[u8]; W] = std::array::from_fn(|b| &page[b * n..(b + 1) * n]);
-    let done = interleave::blocks::<W>(&streams, out, stream);
+    let done = interleave::blocks::<W, ZIGZAG>(&streams, out, stream);
     for i in done..n {
-        for b in 0..W {
-            out[i * W + b].write(streams[b][i]);
+        let mut element: [u8; W] = std::array::from_fn(|b| streams[b][i]);
+        if ZIGZAG {
+            element = unzigzag(element);
         }
+        for (dst, byte) in out[i * W..(i + 1) * W].iter_mut().zip(element) {
+            dst.write(byte);
+        }
+    }
+}
+
+/// A zigzag-encoded little-endian integer of `W` (at most 8) bytes decoded, in native order:
+/// 2x -> x, 2x + 1 -> -(x + 1).
+fn unzigzag<const W: usize>(le: [u8; W]) -> [u8; W] {
+    let mut word = [0u8; 8];
+    word[..W].copy_from_slice(&le);
+    let v = u64::from_le_bytes(word);
+    // The low `W` bytes of the 64-bit result are the `W`-byte one's.
+    let x = (v >> 1) ^ (v & 1).wrapping_neg();
+    if cfg!(target_endian = "big") {
+        std::array::from_fn(|b| x.to_be_bytes()[8 - W + b])
+    } else {
+        std::array::from_fn(|b| x.to_le_bytes()[b])
     }
 }
 
@@ -365,7 +393,7 @@ mod interleave {
     /// Interleave the first whole blocks of 16 elements of `W` streams (each as long as the
     /// others, `out` holding `W` bytes for each of their elements); returns the elements done.
     /// With `stream`, outputs of `STREAMED_OUTPUT_BYTES` and more bypass the cache.
-    pub fn blocks<const W: usize>(
+    pub fn blocks<const W: usize, const ZIGZAG: bool>(
         streams: &[&[u8]; W],
         out: &mut [MaybeUninit<u8>],
         stream: bool,
@@ -374,20 +402,26 @@ mod interleave {
         assert!(streams.iter().all(|s| s.len() == n) && out.len() >= n * W);
         if !stream || n * W < STREAMED_OUTPUT_BYTES || !(out.as_ptr() as usize).is_multiple_of(16) {
             // SAFETY: the lengths are asserted above.
-            return unsafe { blocks_with::<W, false>(streams, out) };
+            return unsafe { blocks_with::<W, false, ZIGZAG>(streams, out) };
         }
         // SAFETY: the lengths are asserted above, `out` is 16-byte aligned (checked).
-        let done = unsafe { blocks_with::<W, true>(streams, out) };
+        let done = unsafe { blocks_with::<W, true, ZIGZAG>(streams, out) };
         // SAFETY: SSE2. The streamed stores are ordered before whatever hands `out` on.
         unsafe { _mm_sfence() };
         done
     }
 
-    /// A 16-byte store: streamed (`out` 16-byte aligned) or through the cache.
+    /// A 16-byte store of elements of `W` bytes, zigzag-decoded with `ZIGZAG`: streamed (`out`
+    /// 16-byte aligned) or through the cache.
     #[inline(always)]
-    unsafe fn store<const STREAM: bool>(dst: *mut __m128i, value: __m128i) {
-        // SAFETY: the caller's `dst` holds 16 bytes, aligned when streamed.
+    unsafe fn store<const W: usize, const STREAM: bool, const ZIGZAG: bool>(
+        dst: *mut __m128i,
+        value: __m128i,
+    ) {
+        // SAFETY: SSE2 register operations; the caller's `dst` holds 16 bytes, aligned when
+        // streamed.
         unsafe {
+            let value = if ZIGZAG { unzigzag::<W>(value) } else { value };
             if STREAM {
                 _mm_stream_si128(dst, value)
             } else {
@@ -396,12 +430,35 @@ mod interleave {
         }
     }
 
-    /// `blocks`, with `STREAM` stores.
+    /// Zigzag decoding of each element of `W` bytes: (v >> 1) ^ -(v & 1).
+    #[inline(always)]
+    unsafe fn unzigzag<const W: usize>(v: __m128i) -> __m128i {
+        // SAFETY: SSE2 register operations only.
+        unsafe {
+            let zero = _mm_setzero_si128();
+            match W {
+                2 => _mm_xor_si128(
+                    _mm_srli_epi16(v, 1),
+                    _mm_sub_epi16(zero, _mm_and_si128(v, _mm_set1_epi16(1))),
+                ),
+                4 => _mm_xor_si128(
+                    _mm_srli_epi32(v, 1),
+                    _mm_sub_epi32(zero, _mm_and_si128(v, _mm_set1_epi32(1))),
+                ),
+                _ => _mm_xor_si128(
+                    _mm_srli_epi64(v, 1),
+                    _mm_sub_epi64(zero, _mm_and_si128(v, _mm_set1_epi64x(1))),
+                ),
+            }
+        }
+    }
+
+    /// `blocks`, with `STREAM` stores, zigzag-decoded with `ZIGZAG`.
     ///
     /// # Safety
     /// Each stream holds `n` bytes and `out` at least `n * W`; streamed, `out` is 16-byte aligned.
     #[inline(always)]
-    unsafe fn blocks_with<const W: usize, const STREAM: bool>(
+    unsafe fn blocks_with<const W: usize, const STREAM: bool, const ZIGZAG: bool>(
         streams: &[&[u8]; W],
         out: &mut [MaybeUninit<u8>],
     ) -> usize {
@@ -416,21 +473,24 @@ mod interleave {
                 match W {
                     2 => {
                         let (a, b) = (load(0), load(1));
-                        store::<STREAM>(dst, _mm_unpacklo_epi8(a, b));
-                        store::<STREAM>(dst.add(1), _mm_unpackhi_epi8(a, b));
+                        store::<W, STREAM, ZIGZAG>(dst, _mm_unpacklo_epi8(a, b));
+                        store::<W, STREAM, ZIGZAG>(dst.add(1), _mm_unpackhi_epi8(a, b));
                     }
                     4 => {
                         let quads = four(load(0), load(1), load(2), load(3));
                         for (i, q) in quads.into_iter().enumerate() {
-                            store::<STREAM>(dst.add(i), q);
+                            store::<W, STREAM, ZIGZAG>(dst.add(i), q);
                         }
                     }
                     8 => {
                         let low = four(load(0), load(1), load(2), load(3));
                         let high = four(load(4), load(5), load(6), load(7));
                         for i in 0..4 {
-                            store::<STREAM>(dst.add(2 * i), _mm_unpacklo_epi32(low[i], high[i]));
-                            store::<STREAM>(
+                            store::<W, STREAM, ZIGZAG>(
+                                dst.add(2 * i),
+                                _mm_unpacklo_epi32(low[i], high[i]),
+                            );
+                            store::<W, STREAM, ZIGZAG>(
                                 dst.add(2 * i + 1),
                                 _mm_unpackhi_epi32(low[i], high[i]),
                             );
@@ -462,7 +522,7 @@ mod interleave {
 #[cfg(not(target_arch = "x86_64"))]
 mod interleave {
     /// Elsewhere every element goes the portable way.
-    pub fn blocks<const W: usize>(
+    pub fn blocks<const W: usize, const ZIGZAG: bool>(
         _: &[&[u8]; W],
         _: &mut [std::mem::MaybeUninit<u8>],
         _: bool,
@@ -477,25 +537,6 @@ fn to_native(width: usize, data: &mut [u8]) {
         for e in data.chunks_exact_mut(width) {
             e.reverse();
         }
-    }
-}
-
-/// Zigzag decoding of unsigned integers in native order: 2x -> x, 2x + 1 -> -(x + 1).
-fn unzigzag(width: usize, data: &mut [u8]) {
-    macro_rules! each {
-        ($u:ty, $s:ty) => {
-            for e in data.chunks_exact_mut(std::mem::size_of::<$u>()) {
-                let v = <$u>::from_ne_bytes(e.try_into().unwrap());
-                let x = ((v >> 1) as $s) ^ -((v & 1) as $s);
-                e.copy_from_slice(&x.to_ne_bytes());
-            }
-        };
-    }
-    match width {
-        2 => each!(u16, i16),
-        4 => each!(u32, i32),
-        8 => each!(u64, i64),
-        _ => {}
     }
 }
 
@@ -591,13 +632,42 @@ mod tests {
             for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 100, 1000] {
                 let page: Vec<u8> = (0..n * width).map(|i| (i * 7 + i / 3) as u8).collect();
                 let mut out = vec![MaybeUninit::new(0u8); n * width];
-                let out = unsplit(&page, width, n, &mut out, true);
+                let out = unsplit(&page, width, n, &mut out, true, false);
                 for i in 0..n {
                     for b in 0..width {
                         assert_eq!(out[i * width + b], page[b * n + i], "width {width} n {n}");
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn zigzag_pages_of_every_width_and_length() {
+        // Lengths around the 16-element blocks, and large enough to be streamed.
+        for n in [0usize, 1, 15, 16, 17, 33, 9_001] {
+            let values: Vec<i64> = (0..n as i64)
+                .map(|i| (i * 7919 - 4000) * if i % 3 == 0 { -1 } else { 1 })
+                .collect();
+            macro_rules! check {
+                ($t:ty, $u:ty, $kind:expr) => {
+                    let vals: Vec<$t> = values.iter().map(|&v| v as $t).collect();
+                    let bits = <$t>::BITS - 1;
+                    let zz: Vec<[u8; std::mem::size_of::<$t>()]> = vals
+                        .iter()
+                        .map(|&v| (((v << 1) ^ (v >> bits)) as $u).to_le_bytes())
+                        .collect();
+                    let out = decode(&coding($kind), &split(&zz), n);
+                    let back: Vec<$t> = out
+                        .chunks(std::mem::size_of::<$t>())
+                        .map(|c| <$t>::from_ne_bytes(c.try_into().unwrap()))
+                        .collect();
+                    assert_eq!(back, vals, "{} n {n}", stringify!($t));
+                };
+            }
+            check!(i16, u16, ColumnType::SplitInt16);
+            check!(i32, u32, ColumnType::SplitInt32);
+            check!(i64, u64, ColumnType::SplitInt64);
         }
     }
 
@@ -617,7 +687,14 @@ mod tests {
                 )
             };
             for (shift, stream) in [(0usize, true), (8, true), (0, false)] {
-                let out = unsplit(&page, width, n, &mut all[shift..shift + n * width], stream);
+                let out = unsplit(
+                    &page,
+                    width,
+                    n,
+                    &mut all[shift..shift + n * width],
+                    stream,
+                    false,
+                );
                 for i in 0..n {
                     for b in 0..width {
                         assert_eq!(
