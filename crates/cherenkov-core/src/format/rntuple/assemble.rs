@@ -6,7 +6,8 @@
 use super::column::{ColumnType, Element, SWITCH_MEMORY_LEN};
 use super::fields::{Node, Slot};
 use crate::error::{Error, Result};
-use crate::format::array::{AlignedBytes, Array, DType, IndexType, Layout, SharedBytes};
+use crate::format::array::{AlignedBytes, Array, DType, IndexType, Layout, SharedBytes, Unwritten};
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// A column's elements in one cluster, in memory (`kind.element()`, native-endian).
@@ -95,7 +96,7 @@ pub fn assemble(node: &Node, counts: &[u64], columns: &dyn Columns, origin: &str
             Ok(Array::numpy(
                 *dtype,
                 vec![],
-                int_bytes(*dtype, sizes.sizes()),
+                int_bytes(*dtype, &sizes.offsets),
             ))
         }
         Node::Strings {
@@ -418,17 +419,37 @@ fn index_type(wide: bool) -> IndexType {
     }
 }
 
-fn int_bytes(dtype: DType, values: impl ExactSizeIterator<Item = i64>) -> AlignedBytes {
-    // Written in place: collecting the bytes first and copying them cost more than the sizes.
+fn int_bytes(dtype: DType, offsets: &[i64]) -> AlignedBytes {
+    // Written in place, unzeroed: zeroing first was a pass of its own (a memset), and
+    // collecting the bytes first and copying them cost more than the sizes.
+    let n = offsets.len().saturating_sub(1);
     let width = if dtype == DType::I32 { 4 } else { 8 };
-    let mut out = AlignedBytes::zeroed(values.len() * width);
-    for (v, dst) in values.zip(out.as_bytes_mut().chunks_exact_mut(width)) {
-        match width {
-            4 => dst.copy_from_slice(&(v as i32).to_ne_bytes()),
-            _ => dst.copy_from_slice(&v.to_ne_bytes()),
-        }
+    let len = n * width;
+    let mut words = Unwritten::<u64>::new(len.div_ceil(8));
+    let slots = words.slots();
+    // The padding after the last size belongs to no size.
+    if let Some(last) = slots.last_mut() {
+        last.write(0);
     }
-    out
+    let sizes = offsets.windows(2).map(|w| w[1] - w[0]);
+    // SAFETY: the words' memory viewed as `n` elements of `width` bytes (`len` within it,
+    // aligned for both widths); each is written below.
+    unsafe {
+        if width == 4 {
+            let out =
+                std::slice::from_raw_parts_mut(slots.as_mut_ptr().cast::<MaybeUninit<i32>>(), n);
+            for (dst, size) in out.iter_mut().zip(sizes) {
+                dst.write(size as i32);
+            }
+        } else {
+            let out =
+                std::slice::from_raw_parts_mut(slots.as_mut_ptr().cast::<MaybeUninit<i64>>(), n);
+            for (dst, size) in out.iter_mut().zip(sizes) {
+                dst.write(size);
+            }
+        }
+        AlignedBytes::from_words(words.assume_written(), len)
+    }
 }
 
 #[cfg(test)]
