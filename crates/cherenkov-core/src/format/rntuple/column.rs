@@ -7,6 +7,8 @@ use std::mem::MaybeUninit;
 
 use crate::format::array::DType;
 
+mod interleave;
+
 /// The column types, each once, with its code from the specification's table ("Column
 /// Description"): the enum and `ColumnType::from_code`.
 macro_rules! column_types {
@@ -218,7 +220,7 @@ impl Coding {
                     put(dst, memory);
                 }
             }
-            (Encoding::Plain, Element::Index) => widen_index(page, disk, out, false),
+            (Encoding::Plain, Element::Index) => widen_index(page, disk, out),
             (Encoding::Plain, _) => to_native(disk, copy_into(page, out)),
             // Streamed where large: the output is final. Delta pages are read again at once,
             // so they stay in the cache.
@@ -228,11 +230,15 @@ impl Coding {
                 unsplit(page, disk, n, out, true, true);
             }
             // Only index columns are delta-encoded (`ColumnType::encoding`).
+            // Un-split into the end of `out`, then summed into place: no scratch buffer.
             (Encoding::SplitDelta, _) => {
-                let mut raw = Vec::with_capacity(page.len());
-                let raw = &mut raw.spare_capacity_mut()[..page.len()];
-                let raw = unsplit(page, disk, n, raw, false, false);
-                widen_index(raw, disk, out, true);
+                let raw_at = out.len() - page.len();
+                unsplit(page, disk, n, &mut out[raw_at..], false, false);
+                match disk {
+                    4 => sum_deltas_in_place(out, raw_at, 4),
+                    8 => sum_deltas_in_place(out, raw_at, 8),
+                    _ => sum_deltas_in_place(out, raw_at, disk),
+                }
             }
             (Encoding::Bits, _) => {
                 // A byte's 8 elements at once; the last byte may hold fewer.
@@ -382,155 +388,6 @@ fn unzigzag<const W: usize>(le: [u8; W]) -> [u8; W] {
     }
 }
 
-/// Interleaving byte streams 16 elements at a time with SSE2 (every x86-64 has it): the
-/// transposition takes a few shuffles per 16 bytes instead of a load and a store per byte.
-#[cfg(target_arch = "x86_64")]
-mod interleave {
-    use crate::format::array::STREAMED_OUTPUT_BYTES;
-    use std::arch::x86_64::*;
-    use std::mem::MaybeUninit;
-
-    /// Interleave the first whole blocks of 16 elements of `W` streams (each as long as the
-    /// others, `out` holding `W` bytes for each of their elements); returns the elements done.
-    /// With `stream`, outputs of `STREAMED_OUTPUT_BYTES` and more bypass the cache.
-    pub fn blocks<const W: usize, const ZIGZAG: bool>(
-        streams: &[&[u8]; W],
-        out: &mut [MaybeUninit<u8>],
-        stream: bool,
-    ) -> usize {
-        let n = streams[0].len();
-        assert!(streams.iter().all(|s| s.len() == n) && out.len() >= n * W);
-        if !stream || n * W < STREAMED_OUTPUT_BYTES || !(out.as_ptr() as usize).is_multiple_of(16) {
-            // SAFETY: the lengths are asserted above.
-            return unsafe { blocks_with::<W, false, ZIGZAG>(streams, out) };
-        }
-        // SAFETY: the lengths are asserted above, `out` is 16-byte aligned (checked).
-        let done = unsafe { blocks_with::<W, true, ZIGZAG>(streams, out) };
-        // SAFETY: SSE2. The streamed stores are ordered before whatever hands `out` on.
-        unsafe { _mm_sfence() };
-        done
-    }
-
-    /// A 16-byte store of elements of `W` bytes, zigzag-decoded with `ZIGZAG`: streamed (`out`
-    /// 16-byte aligned) or through the cache.
-    #[inline(always)]
-    unsafe fn store<const W: usize, const STREAM: bool, const ZIGZAG: bool>(
-        dst: *mut __m128i,
-        value: __m128i,
-    ) {
-        // SAFETY: SSE2 register operations; the caller's `dst` holds 16 bytes, aligned when
-        // streamed.
-        unsafe {
-            let value = if ZIGZAG { unzigzag::<W>(value) } else { value };
-            if STREAM {
-                _mm_stream_si128(dst, value)
-            } else {
-                _mm_storeu_si128(dst, value)
-            }
-        }
-    }
-
-    /// Zigzag decoding of each element of `W` bytes: (v >> 1) ^ -(v & 1).
-    #[inline(always)]
-    unsafe fn unzigzag<const W: usize>(v: __m128i) -> __m128i {
-        // SAFETY: SSE2 register operations only.
-        unsafe {
-            let zero = _mm_setzero_si128();
-            match W {
-                2 => _mm_xor_si128(
-                    _mm_srli_epi16(v, 1),
-                    _mm_sub_epi16(zero, _mm_and_si128(v, _mm_set1_epi16(1))),
-                ),
-                4 => _mm_xor_si128(
-                    _mm_srli_epi32(v, 1),
-                    _mm_sub_epi32(zero, _mm_and_si128(v, _mm_set1_epi32(1))),
-                ),
-                _ => _mm_xor_si128(
-                    _mm_srli_epi64(v, 1),
-                    _mm_sub_epi64(zero, _mm_and_si128(v, _mm_set1_epi64x(1))),
-                ),
-            }
-        }
-    }
-
-    /// `blocks`, with `STREAM` stores, zigzag-decoded with `ZIGZAG`.
-    ///
-    /// # Safety
-    /// Each stream holds `n` bytes and `out` at least `n * W`; streamed, `out` is 16-byte aligned.
-    #[inline(always)]
-    unsafe fn blocks_with<const W: usize, const STREAM: bool, const ZIGZAG: bool>(
-        streams: &[&[u8]; W],
-        out: &mut [MaybeUninit<u8>],
-    ) -> usize {
-        let blocks = streams[0].len() / 16;
-        // SAFETY: SSE2 is part of x86-64; every load reads 16 bytes at `k * 16` of a stream of
-        // at least `blocks * 16` bytes, every store writes 16 bytes inside the block's `16 * W`
-        // bytes of `out` (the caller's promise), at a multiple of 16 from its start.
-        unsafe {
-            for k in 0..blocks {
-                let load = |b: usize| _mm_loadu_si128(streams[b].as_ptr().add(k * 16).cast());
-                let dst = out.as_mut_ptr().add(k * 16 * W).cast::<__m128i>();
-                match W {
-                    2 => {
-                        let (a, b) = (load(0), load(1));
-                        store::<W, STREAM, ZIGZAG>(dst, _mm_unpacklo_epi8(a, b));
-                        store::<W, STREAM, ZIGZAG>(dst.add(1), _mm_unpackhi_epi8(a, b));
-                    }
-                    4 => {
-                        let quads = four(load(0), load(1), load(2), load(3));
-                        for (i, q) in quads.into_iter().enumerate() {
-                            store::<W, STREAM, ZIGZAG>(dst.add(i), q);
-                        }
-                    }
-                    8 => {
-                        let low = four(load(0), load(1), load(2), load(3));
-                        let high = four(load(4), load(5), load(6), load(7));
-                        for i in 0..4 {
-                            store::<W, STREAM, ZIGZAG>(
-                                dst.add(2 * i),
-                                _mm_unpacklo_epi32(low[i], high[i]),
-                            );
-                            store::<W, STREAM, ZIGZAG>(
-                                dst.add(2 * i + 1),
-                                _mm_unpackhi_epi32(low[i], high[i]),
-                            );
-                        }
-                    }
-                    _ => return 0,
-                }
-            }
-        }
-        blocks * 16
-    }
-
-    /// Four streams' 16 elements as four registers of 4 elements of 4 bytes, in order.
-    unsafe fn four(a: __m128i, b: __m128i, c: __m128i, d: __m128i) -> [__m128i; 4] {
-        // SAFETY: SSE2 register operations only.
-        unsafe {
-            let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
-            let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
-            [
-                _mm_unpacklo_epi16(ab_lo, cd_lo),
-                _mm_unpackhi_epi16(ab_lo, cd_lo),
-                _mm_unpacklo_epi16(ab_hi, cd_hi),
-                _mm_unpackhi_epi16(ab_hi, cd_hi),
-            ]
-        }
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-mod interleave {
-    /// Elsewhere every element goes the portable way.
-    pub fn blocks<const W: usize, const ZIGZAG: bool>(
-        _: &[&[u8]; W],
-        _: &mut [std::mem::MaybeUninit<u8>],
-        _: bool,
-    ) -> usize {
-        0
-    }
-}
-
 /// Little-endian elements of `width` bytes put in native order, in place.
 fn to_native(width: usize, data: &mut [u8]) {
     if cfg!(target_endian = "big") && width > 1 {
@@ -540,29 +397,47 @@ fn to_native(width: usize, data: &mut [u8]) {
     }
 }
 
-/// Index elements of `width` bytes (little-endian) into `i64`, with a running sum for delta pages.
-fn widen_index(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>], delta: bool) {
+/// Index elements of `width` bytes (little-endian) into `i64`.
+fn widen_index(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>]) {
     // Inlined with the common widths as constants: a copy of a width known only at run time
     // was a call per index.
-    match (width, delta) {
-        (4, false) => widen_index_with::<false>(page, 4, out),
-        (4, true) => widen_index_with::<true>(page, 4, out),
-        (8, false) => widen_index_with::<false>(page, 8, out),
-        (8, true) => widen_index_with::<true>(page, 8, out),
-        (_, false) => widen_index_with::<false>(page, width, out),
-        (_, true) => widen_index_with::<true>(page, width, out),
+    match width {
+        4 => widen_index_with(page, 4, out),
+        8 => widen_index_with(page, 8, out),
+        _ => widen_index_with(page, width, out),
     }
 }
 
 #[inline(always)]
-fn widen_index_with<const DELTA: bool>(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>]) {
-    let mut sum = 0u64;
+fn widen_index_with(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>]) {
     for (src, dst) in page.chunks_exact(width).zip(out.chunks_exact_mut(8)) {
         let mut word = [0u8; 8];
         word[..width].copy_from_slice(src);
-        let v = u64::from_le_bytes(word);
-        sum = if DELTA { sum.wrapping_add(v) } else { v };
-        put(dst, (sum as i64).to_ne_bytes());
+        put(dst, (u64::from_le_bytes(word) as i64).to_ne_bytes());
+    }
+}
+
+/// Delta-encoded index elements of `width` (at most 8) bytes, little-endian, written from
+/// `raw_at` to the end of `out`, replaced by their running sums as `i64`s filling `out`.
+#[inline(always)]
+fn sum_deltas_in_place(out: &mut [MaybeUninit<u8>], raw_at: usize, width: usize) {
+    let n = (out.len() - raw_at) / width;
+    assert!(width <= 8 && raw_at + n * width == out.len() && n * 8 == out.len());
+    let base = out.as_mut_ptr().cast::<u8>();
+    let mut sum = 0u64;
+    for i in 0..n {
+        let mut word = [0u8; 8];
+        // SAFETY: element `i` is at `raw_at + width * i`, inside `out` (asserted), written by the
+        // caller; the sums written so far cover `out[..8 * i]`, which ends at or before it
+        // (`raw_at = (8 - width) * n >= (8 - width) * i`), and sum `i` is written after it is read.
+        unsafe {
+            std::ptr::copy_nonoverlapping(base.add(raw_at + width * i), word.as_mut_ptr(), width);
+            sum = sum.wrapping_add(u64::from_le_bytes(word));
+            std::ptr::write_unaligned(
+                base.add(8 * i).cast::<[u8; 8]>(),
+                (sum as i64).to_ne_bytes(),
+            );
+        }
     }
 }
 
@@ -638,6 +513,43 @@ mod tests {
                         assert_eq!(out[i * width + b], page[b * n + i], "width {width} n {n}");
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn delta_pages_of_both_widths_and_every_length() {
+        for n in [0usize, 1, 2, 15, 16, 17, 9_001] {
+            let deltas: Vec<u64> = (0..n as u64).map(|i| (i * 7919) % 1000).collect();
+            let sums: Vec<i64> = deltas
+                .iter()
+                .scan(0i64, |s, &d| {
+                    *s += d as i64;
+                    Some(*s)
+                })
+                .collect();
+            let pages = [
+                (
+                    ColumnType::SplitIndex32,
+                    split(
+                        &deltas
+                            .iter()
+                            .map(|&d| (d as u32).to_le_bytes())
+                            .collect::<Vec<_>>(),
+                    ),
+                ),
+                (
+                    ColumnType::SplitIndex64,
+                    split(&deltas.iter().map(|&d| d.to_le_bytes()).collect::<Vec<_>>()),
+                ),
+            ];
+            for (kind, page) in pages {
+                let out = decode(&coding(kind), &page, n);
+                let back: Vec<i64> = out
+                    .chunks(8)
+                    .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+                    .collect();
+                assert_eq!(back, sums, "{kind:?} n {n}");
             }
         }
     }
