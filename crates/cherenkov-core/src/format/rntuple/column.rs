@@ -7,7 +7,7 @@ use std::mem::MaybeUninit;
 
 use crate::format::array::DType;
 
-mod interleave;
+mod sse2;
 
 /// The column types, each once, with its code from the specification's table ("Column
 /// Description"): the enum and `ColumnType::from_code`.
@@ -243,7 +243,9 @@ impl Coding {
             (Encoding::Bits, _) => {
                 // A byte's 8 elements at once; the last byte may hold fewer.
                 let (whole, last) = out.split_at_mut(n / 8 * 8);
-                for (dst, &byte) in whole.chunks_exact_mut(8).zip(page) {
+                let done = sse2::bits(&page[..n / 8], &BIT_BYTES, whole);
+                let whole = &mut whole[done * 8..];
+                for (dst, &byte) in whole.chunks_exact_mut(8).zip(&page[done..]) {
                     put(dst, BIT_BYTES[byte as usize]);
                 }
                 if let Some(&byte) = page.get(n / 8).filter(|_| !last.is_empty()) {
@@ -361,7 +363,7 @@ fn unsplit_fixed<const W: usize, const ZIGZAG: bool>(
 ) {
     assert_eq!(out.len(), n * W);
     let streams: [&[u8]; W] = std::array::from_fn(|b| &page[b * n..(b + 1) * n]);
-    let done = interleave::blocks::<W, ZIGZAG>(&streams, out, stream);
+    let done = sse2::blocks::<W, ZIGZAG>(&streams, out, stream);
     for i in done..n {
         let mut element: [u8; W] = std::array::from_fn(|b| streams[b][i]);
         if ZIGZAG {
@@ -633,6 +635,30 @@ mod tests {
                 assert_eq!(o, (page[i / 8] >> (i % 8)) & 1, "n {n} element {i}");
             }
             assert_eq!(out[n..], [0xAA; 3]);
+        }
+    }
+
+    #[test]
+    fn large_bit_pages_expand_alike_at_any_alignment() {
+        // Large enough to be streamed where `out` is 16-byte aligned, expanded portably elsewhere.
+        let n = 40_003usize;
+        let page: Vec<u8> = (0..n.div_ceil(8)).map(|i| (i * 37 + i / 7) as u8).collect();
+        let mut backing = vec![0u128; n / 16 + 3];
+        // SAFETY: the u128s' memory as bytes, written as bytes only.
+        let all = unsafe {
+            std::slice::from_raw_parts_mut(backing.as_mut_ptr().cast::<u8>(), backing.len() * 16)
+        };
+        for shift in [0usize, 1, 16] {
+            all.fill(0xAA);
+            coding(ColumnType::Bit).decode(&page, n, &mut all[shift..shift + n]);
+            for (i, &o) in all[shift..shift + n].iter().enumerate() {
+                assert_eq!(o, (page[i / 8] >> (i % 8)) & 1, "shift {shift} element {i}");
+            }
+            assert_eq!(
+                all[shift + n],
+                0xAA,
+                "shift {shift}: nothing written beyond"
+            );
         }
     }
 

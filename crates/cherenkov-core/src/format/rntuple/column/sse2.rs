@@ -1,14 +1,15 @@
-//! Interleaving byte streams 16 elements at a time with SSE2 (every x86-64 has it): the
-//! transposition takes a few shuffles per 16 bytes instead of a load and a store per byte.
-//! (Elsewhere every element goes the portable way.)
+//! Page decodings bound by their output, 16 bytes at a time with SSE2 (every x86-64 has it),
+//! streamed past the cache where large: split pages interleaved (a few shuffles per 16 bytes
+//! instead of a load and a store per byte, zigzag undone in the registers), bits expanded to
+//! bytes. Each returns what it did; elsewhere, and for the rest, the portable way does it all.
 
 #[cfg(not(target_arch = "x86_64"))]
-pub use portable::blocks;
+pub use portable::{bits, blocks};
 #[cfg(target_arch = "x86_64")]
-pub use sse2::blocks;
+pub use x86::{bits, blocks};
 
 #[cfg(target_arch = "x86_64")]
-mod sse2 {
+mod x86 {
     use crate::format::array::STREAMED_OUTPUT_BYTES;
     use std::arch::x86_64::*;
     use std::mem::MaybeUninit;
@@ -32,6 +33,31 @@ mod sse2 {
         // SAFETY: SSE2. The streamed stores are ordered before whatever hands `out` on.
         unsafe { _mm_sfence() };
         done
+    }
+
+    /// Whole pairs of `page`'s bytes expanded through `table` (a byte's 8 bytes) into `out`
+    /// (8 bytes per byte of `page`), streamed, when `out` is large and 16-byte aligned; returns
+    /// the bytes of `page` done.
+    pub fn bits(page: &[u8], table: &[[u8; 8]; 256], out: &mut [MaybeUninit<u8>]) -> usize {
+        if out.len() < STREAMED_OUTPUT_BYTES || !(out.as_ptr() as usize).is_multiple_of(16) {
+            return 0;
+        }
+        let pairs = (out.len() / 16).min(page.len() / 2);
+        for (k, pair) in page[..pairs * 2].chunks_exact(2).enumerate() {
+            let low = i64::from_ne_bytes(table[pair[0] as usize]);
+            let high = i64::from_ne_bytes(table[pair[1] as usize]);
+            // SAFETY: SSE2; the 16 bytes at `16 * k` are inside `out` (`k < out.len() / 16`),
+            // which is 16-byte aligned (checked).
+            unsafe {
+                _mm_stream_si128(
+                    out.as_mut_ptr().add(16 * k).cast(),
+                    _mm_set_epi64x(high, low),
+                )
+            };
+        }
+        // SAFETY: SSE2. The streamed stores are ordered before whatever hands `out` on.
+        unsafe { _mm_sfence() };
+        pairs * 2
     }
 
     /// A 16-byte store of elements of `W` bytes, zigzag-decoded with `ZIGZAG`: streamed (`out`
@@ -144,7 +170,10 @@ mod sse2 {
 
 #[cfg(not(target_arch = "x86_64"))]
 mod portable {
-    /// Elsewhere every element goes the portable way.
+    pub fn bits(_: &[u8], _: &[[u8; 8]; 256], _: &mut [std::mem::MaybeUninit<u8>]) -> usize {
+        0
+    }
+
     pub fn blocks<const W: usize, const ZIGZAG: bool>(
         _: &[&[u8]; W],
         _: &mut [std::mem::MaybeUninit<u8>],
