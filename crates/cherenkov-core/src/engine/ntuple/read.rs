@@ -398,6 +398,31 @@ struct UnitMap {
 
 type WithUsesLeft = (Arc<Decoded>, usize);
 
+impl Drop for UnitMap {
+    fn drop(&mut self) {
+        let units = self.units.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (_, (unit, _)) in units.drain() {
+            give_back_ends(unit);
+        }
+    }
+}
+
+/// An index column's ends that no array shares (a read of several clusters copies them into
+/// its offsets) back to the pool they came from, as other outputs go back when dropped.
+fn give_back_ends(unit: Arc<Decoded>) {
+    if let Ok(Decoded {
+        data,
+        ends: Some(ends),
+        ..
+    }) = Arc::try_unwrap(unit)
+    {
+        drop(data); // it views the ends
+        if let Ok(ends) = Arc::try_unwrap(ends) {
+            crate::engine::recycle::give_back_offsets(ends);
+        }
+    }
+}
+
 /// An index column's candidates and the clusters' entries: what one collection's offsets are built from.
 type OffsetsKey = (Vec<usize>, Vec<u64>);
 
@@ -456,6 +481,10 @@ impl Columns for UnitMap {
 
     fn offsets_buffer(&self, n: usize) -> Vec<i64> {
         crate::engine::recycle::offsets_buffer(n)
+    }
+
+    fn copied(&self, unit: Arc<Decoded>) {
+        give_back_ends(unit);
     }
 
     fn offsets(&self, slot: &Slot, counts: &[u64], origin: &str) -> Result<Arc<Offsets>> {

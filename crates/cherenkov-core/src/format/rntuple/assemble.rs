@@ -79,6 +79,9 @@ pub trait Columns: Sync {
     fn offsets_buffer(&self, n: usize) -> Vec<i64> {
         Vec::with_capacity(n)
     }
+
+    /// An index column's unit `offsets` copied from (a reader may keep its memory).
+    fn copied(&self, _: Arc<Decoded>) {}
 }
 
 /// Assemble `node` over clusters holding `counts[k]` items of it each. `origin` names the field.
@@ -311,6 +314,9 @@ pub fn offsets(
         base = base
             .checked_add(prev)
             .ok_or_else(|| Error::format(origin.to_string(), "offsets that fit 63 bits"))?;
+    }
+    for chunk in chunks {
+        columns.copied(chunk);
     }
     Ok(Offsets {
         offsets: Arc::new(offsets),
