@@ -20,7 +20,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 
 
 def threads(pid: int) -> dict[int, tuple[str, float]]:
-    """Each thread of `pid` (and of its children's threads, none here): its name and CPU seconds."""
+    """Each thread of `pid` and of its descendants: its name and CPU seconds."""
     found = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
@@ -30,11 +30,15 @@ def threads(pid: int) -> dict[int, tuple[str, float]]:
         try:
             with open(f"/proc/{pid}/task/{tid}/stat") as f:
                 stat = f.read()
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                children = [int(c) for c in f.read().split()]
         except (FileNotFoundError, ProcessLookupError):
             continue
         name = stat[stat.index("(") + 1 : stat.rindex(")")]
         fields = stat[stat.rindex(")") + 2 :].split()
         found[int(tid)] = (name, (int(fields[11]) + int(fields[12])) / TICK)
+        for child in children:
+            found.update(threads(child))
     return found
 
 
