@@ -533,3 +533,47 @@ async fn a_promised_answer_that_never_comes_times_out_and_the_retry_succeeds() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn next_files_reuse_the_connections_earlier_files_left() {
+    let (dir, first) = random_file("a.bin", 1_000_000, 21);
+    let second = Random::new(22).bytes(700_000);
+    dir.write("b.bin", &second);
+    let Some(mut server) = XrootdServer::start(dir.path(), "") else {
+        return;
+    };
+    bounded(async {
+        let options = || XrootdOptions {
+            adaptive: false,
+            ..test_options()
+        };
+        // xrootd logs each login ("XrootdXeq: user.pid:fd@host ... login").
+        let logins = || server.log().matches(" login").count();
+        let mut rng = Random::new(23);
+        let mut seen = Vec::new();
+        for (name, data) in [("a.bin", &first), ("b.bin", &second), ("a.bin", &first)] {
+            let source = XrootdSource::open(&server.url(name), options())
+                .await
+                .expect("open");
+            assert_eq!(source.size(), data.len() as u64, "{name}");
+            let ranges = random_ranges(&mut rng, data.len() as u64, 50, 20_000);
+            assert_same(data, &ranges, &source.read_ranges(&ranges).await.unwrap());
+            drop(source);
+            seen.push(logins());
+        }
+        // The first file logged its two connections in; the next files opened on them.
+        assert_eq!(seen, [2, 2, 2], "logins after each file");
+        // A server restarted since has closed the kept connections: the next open makes new ones.
+        server.restart();
+        let source = XrootdSource::open(&server.url("b.bin"), options())
+            .await
+            .expect("open after a restart");
+        let ranges = random_ranges(&mut rng, second.len() as u64, 50, 20_000);
+        assert_same(
+            &second,
+            &ranges,
+            &source.read_ranges(&ranges).await.unwrap(),
+        );
+    })
+    .await;
+}

@@ -287,6 +287,13 @@ impl Connection {
     /// If the caller gives up waiting, the stream id stays reserved until the server answers it:
     /// a late answer is then dropped, never taken for the answer to a later request.
     pub async fn send(&self, request: &Request, max_len: usize) -> Result<Reply, ConnError> {
+        let waiting = self.post(request, max_len)?;
+        self.wait(waiting).await
+    }
+
+    /// Send `request` without waiting: its answer comes with [`Connection::wait`]. Dropping the
+    /// `Waiting` instead is fine (see `send`).
+    pub fn post(&self, request: &Request, max_len: usize) -> Result<Waiting, ConnError> {
         let (reply, answer) = oneshot::channel();
         let stream_id = self.shared.register(reply, max_len)?;
         if self.outgoing.send(request.encode(stream_id)).is_err() {
@@ -295,7 +302,7 @@ impl Connection {
                 .finish(stream_id, Err(ConnError::Lost(reason.clone())));
             return Err(ConnError::Lost(reason));
         }
-        self.wait(Waiting { stream_id, answer }).await
+        Ok(Waiting { stream_id, answer })
     }
 
     /// The answer to a request already sent. The watch task (see `streams::watch_rate`) fails

@@ -3,6 +3,7 @@
 
 use super::dispatch::Dispatch;
 use super::options::XrootdOptions;
+use super::pool;
 use super::protocol::{self as proto, FileHandle};
 use super::reply::Failure;
 use super::reply::{Reply, SMALL_BODY_MAX};
@@ -270,6 +271,17 @@ impl XrootdSource {
                     .send(&proto::close_request(s.handle), SMALL_BODY_MAX)
                     .await;
                 s.conn.close("closed by the client");
+            }
+        }
+    }
+}
+
+impl Drop for Inner {
+    /// The file is done with: its connections may serve the process' next files (see `pool`).
+    fn drop(&mut self) {
+        for slot in &mut self.slots {
+            if let Some(session) = slot.session.get_mut().take().and_then(Arc::into_inner) {
+                pool::keep(session);
             }
         }
     }

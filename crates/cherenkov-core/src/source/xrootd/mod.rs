@@ -2,7 +2,8 @@
 //!
 //! Opening costs two round trips: TCP connect; then handshake, protocol, login, `kXR_open` (with
 //! `kXR_retstat`, so the size comes back with it) and a `kXR_query` for the server's vector-read
-//! limits, sent together. `roots://` adds TLS's own round trip and nothing more (see `tls`), a
+//! limits, sent together. A file opened on a connection an earlier file of the process left costs
+//! one (see `pool`). `roots://` adds TLS's own round trip and nothing more (see `tls`), a
 //! `ztn` token none (it goes with the login, see `auth`). Several connections are opened at once.
 //!
 //! A read of many ranges becomes `kXR_readv` requests that respect the server's limits
@@ -26,6 +27,7 @@ mod file;
 mod keytab;
 mod locate;
 mod options;
+mod pool;
 mod protocol;
 mod reply;
 mod session;

@@ -5,6 +5,7 @@
 use super::auth::{self, Security};
 use super::connection::{Connection, Waiting};
 use super::options::XrootdOptions;
+use super::pool;
 use super::protocol::{self as proto, FileHandle, Redirect};
 use super::reply::{ConnError, Failure, Reply, SMALL_BODY_MAX};
 use super::url::{split_host_port, Endpoint, DEFAULT_PORT};
@@ -62,10 +63,12 @@ pub(super) async fn open_session(
     let mut redirects = 0;
     let mut waited = Duration::ZERO;
     let mut located = Vec::new();
+    let mut reuse = true;
     'connect: loop {
         // The open and the query of the server's limits (needed before the first read anyway)
-        // travel with the login: connecting and opening take one round trip after TCP's own.
-        // So does the first server's kXR_locate: a redirector answers it with its data servers.
+        // travel with the login: connecting and opening take one round trip after TCP's own
+        // (none, on a connection an earlier file left: see `pool`). So does the first server's
+        // kXR_locate: a redirector answers it with its data servers.
         let mut requests = vec![
             proto::open_request(&endpoint.path),
             proto::query_config_request(&CONFIG_KEYS),
@@ -73,7 +76,32 @@ pub(super) async fn open_session(
         if options.discover && redirects == 0 {
             requests.push(proto::locate_request(&endpoint.path));
         }
-        let (conn, mut early) = connect(&mut endpoint, options, &requests).await?;
+        let kept = match endpoint.tls || !reuse {
+            true => None,
+            false => pool::take(&endpoint.address()),
+        };
+        let reused = kept.is_some();
+        let (conn, mut early) = match kept {
+            Some((conn, previous)) => {
+                // The previous file's close goes with the open; its answer is not waited for.
+                let posted = conn
+                    .post(&proto::close_request(previous), SMALL_BODY_MAX)
+                    .and_then(|_closing| {
+                        requests
+                            .iter()
+                            .map(|r| conn.post(r, SMALL_BODY_MAX))
+                            .collect::<Result<Vec<_>, _>>()
+                    });
+                match posted {
+                    Ok(waiting) => (conn, Some(waiting)),
+                    Err(_) => {
+                        reuse = false;
+                        continue 'connect;
+                    }
+                }
+            }
+            None => connect(&mut endpoint, options, &requests).await?,
+        };
         loop {
             let answers = match early.take() {
                 Some(waiting) => join_all(waiting.into_iter().map(|w| conn.wait(w))).await,
@@ -86,6 +114,11 @@ pub(super) async fn open_session(
                     .unwrap_or_else(|| Err(ConnError::Lost("no answer".into())))
             };
             let (open, config, locate) = (next(), next(), next());
+            if reused && matches!(open, Err(ConnError::Lost(_))) {
+                // The kept connection died while it waited: make a new one.
+                reuse = false;
+                continue 'connect;
+            }
             match open? {
                 Reply::Ok(body) => {
                     let (handle, size) = proto::parse_open(&body).ok_or_else(|| {
