@@ -193,41 +193,10 @@ impl TreeWriter {
             steps: steps(pieces, &bounds),
         })
     }
-}
-
-/// What decoding a step takes of the tree being written: a copy, as steps are decoded while
-/// the tree appends the step before.
-struct Decoder {
-    name: String,
-    branches: Vec<Branch>,
-    sizes: Vec<usize>,
-}
-
-/// A step's entries, branch by branch, and each counter's largest count in them.
-struct DecodedStep {
-    entries: Decoded,
-    maxima: Vec<(usize, i64)>,
-}
-
-impl Decoder {
-    fn of(tree: &TreeWriter) -> Self {
-        Self {
-            name: tree.name.clone(),
-            branches: tree.branches.clone(),
-            sizes: tree.sizes.clone(),
-        }
-    }
 
     /// Decode the baskets of `step` of file `input` (`read`, as read for `step.ranges`) on
-    /// every core, into the entries of each branch; the step starts at entry `first_entry` of
-    /// the output (named in errors).
-    fn decode(
-        &self,
-        input: &str,
-        step: &Step,
-        read: &[Bytes],
-        first_entry: u64,
-    ) -> Result<DecodedStep> {
+    /// every core, into the entries of each branch.
+    fn decode(&mut self, input: &str, step: &Step, read: &[Bytes]) -> Result<Decoded> {
         let raws = pieces_in(step, read).map_err(|why| {
             Error::InvalidArgument(format!("{input}: tree '{}': {why}", self.name))
         })?;
@@ -259,21 +228,13 @@ impl Decoder {
             }
         }
         let columns: Vec<Entries> = columns.into_iter().map(|c| c.unwrap_or_default()).collect();
-        let maxima = self.check_counted(input, &columns, first_entry)?;
-        Ok(DecodedStep {
-            entries: Decoded(columns),
-            maxima,
-        })
+        self.check_counted(input, &columns)?;
+        Ok(Decoded(columns))
     }
 
-    /// Counted leaves must hold as many items as their counter says, entry by entry. Returns
-    /// each counter's largest count.
-    fn check_counted(
-        &self,
-        input: &str,
-        columns: &[Entries],
-        first_entry: u64,
-    ) -> Result<Vec<(usize, i64)>> {
+    /// Counted leaves must hold as many items as their counter says, entry by entry; the
+    /// largest count is kept for the counter's leaf.
+    fn check_counted(&mut self, input: &str, columns: &[Entries]) -> Result<()> {
         // Each counter's counts read once: NanoAOD counts hundreds of leaves with a few counters.
         let mut counted: Vec<Option<Vec<i64>>> = vec![None; columns.len()];
         for (i, branch) in self.branches.iter().enumerate() {
@@ -295,23 +256,22 @@ impl Decoder {
                     self.name,
                     branch.name,
                     self.branches[c].name,
-                    first_entry + entry as u64
+                    self.entries + entry as u64
                 )));
             }
         }
-        Ok(self
-            .branches
-            .iter()
-            .enumerate()
-            .filter(|(_, branch)| branch.is_counter)
-            .map(|(i, _)| {
+        for (i, branch) in self.branches.iter().enumerate() {
+            if branch.is_counter {
                 let max = match &counted[i] {
                     Some(counts) => counts.iter().copied().max(),
                     None => columns[i].counts(self.sizes[i]).max(),
-                };
-                (i, max.unwrap_or(0))
-            })
-            .collect())
+                }
+                .unwrap_or(0);
+                let w = &mut self.written[i];
+                w.maximum = w.maximum.max(max);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -518,8 +478,7 @@ impl Serialize for Decoded {
 
 /// Append the entries of the input trees (each read from its source, as its plan says) to
 /// `writer` by moving their serialized entries, in order; the next steps are read while one is
-/// moved (`ReadAhead`), and the next decoded on the pool while the tree appends one (a step of a
-/// small input is mostly serial work: cutting entries into the baskets, checking counts).
+/// moved (`ReadAhead`).
 pub fn rewrite_trees(
     writer: &mut TreeWriter,
     file: &mut FileWriter,
@@ -535,37 +494,15 @@ pub fn rewrite_trees(
             .map(|&(source, step)| (source, &step.ranges[..]))
             .collect(),
     );
-    let decoder = Decoder::of(writer);
-    let decode = |reads: &mut ReadAhead, k: usize, first_entry: u64| -> Result<DecodedStep> {
-        let (source, step) = steps[k];
+    for &(source, step) in &steps {
         let raw = reads.next_step("reading baskets to rewrite")?;
-        decoder
-            .decode(source.name(), step, &raw, first_entry)
-            .map_err(|e| e.in_file(source.name()))
-    };
-    let mut next = match steps.is_empty() {
-        true => None,
-        false => Some(decode(&mut reads, 0, writer.entries)?),
-    };
-    for k in 0..steps.len() {
-        let step = next.take().expect("decoded ahead");
-        let entries = steps[k].1.entries;
-        let first_entry = writer.entries + entries;
-        let (following, appended) = rayon::join(
-            || (k + 1 < steps.len()).then(|| decode(&mut reads, k + 1, first_entry)),
-            || -> Result<()> {
-                for &(i, max) in &step.maxima {
-                    let w = &mut writer.written[i];
-                    w.maximum = w.maximum.max(max);
-                }
-                writer.append(file, entries as usize, &step.entries)
-            },
-        );
-        appended?;
-        next = following.transpose()?;
+        let decoded = writer
+            .decode(source.name(), step, &raw)
+            .map_err(|e| e.in_file(source.name()))?;
+        writer.append(file, step.entries as usize, &decoded)?;
         // Freed on the pool, off the thread that fills the baskets: a small input's step is a
         // vector per branch (947 for NanoAOD), and its frees were a quarter of that thread's time.
-        rayon::spawn(move || drop(step));
+        rayon::spawn(move || drop(decoded));
     }
     Ok(())
 }
