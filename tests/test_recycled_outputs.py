@@ -2,7 +2,8 @@
 (`engine/recycle.rs`): a read's arrays are right whatever an earlier read's arrays held or were
 changed to, arrays still held are never reused, and arrays stay writable, for a TTree (written
 by uproot) and an RNTuple (written by cherenkov) of one cluster, whose numbers arrays are the
-buffers their baskets and pages were decoded into."""
+buffers their baskets and pages were decoded into (and its offsets its index column's), and of
+several clusters."""
 
 import gc
 
@@ -40,13 +41,21 @@ def files(tmp_path_factory):
     with cherenkov.recreate(ntuple) as f:
         t = f.mktree("t", {"x": "float32", "y": "float64", "v": "var * float32"}, format="rntuple")
         t.extend({"x": data["x"], "y": data["y"], "v": data["v"]})
-    return {"TTree": tree, "RNTuple": ntuple}, data
+    # Several clusters: the collection's offsets are then copied from its index columns, whose
+    # buffers go back to the pool.
+    clusters = tree.with_name("clusters.root")
+    with cherenkov.recreate(clusters) as f:
+        t = f.mktree("t", {"x": "float32", "y": "float64", "v": "var * float32"}, format="rntuple", cluster_bytes=400_000)
+        t.extend({"x": data["x"], "y": data["y"], "v": data["v"]})
+    return {"TTree": tree, "RNTuple": ntuple, "RNTuple clusters": clusters}, data
 
 
-@pytest.mark.parametrize("kind", ["TTree", "RNTuple"])
+@pytest.mark.parametrize("kind", ["TTree", "RNTuple", "RNTuple clusters"])
 def test_reads_after_dropped_and_changed_arrays_read_the_same(files, kind):
     paths, data = files
     table = cherenkov.open(paths[kind])["t"]
+    if kind == "RNTuple clusters":
+        assert len(table.cluster_boundaries) > 3
     names = ["x", "y", "v"]
     expected = {"x": data["x"], "y": data["y"], "v": ak.to_numpy(ak.flatten(data["v"]))}
     offsets = np.concatenate([[0], np.cumsum(data["n"])])

@@ -118,3 +118,19 @@ def test_cli_on_remote_urls_and_wrong_inputs(lab, protocol, capsys):
     assert err.startswith("cherenkov: error:") and "127.0.0.1:1" in err and "Traceback" not in err
     assert cli(["read", url, "--tree", "nope"]) == 1
     assert "no object named 'nope'" in capsys.readouterr().err
+
+
+def test_a_file_that_opening_brought_whole_reads_with_no_request_more(lab, protocol):
+    """A file no larger than the opening's head and tail (here 218 kB) came whole with the
+    opening's read: its baskets are taken from there."""
+    name = "uproot-HZZ.root"
+    f = cherenkov.open(lab.url(protocol, name))
+    tree = f["events"]
+    names = [b.path for b in tree.branches if b.readable]
+    before = f.source_counters()
+    remote, stats = tree.arrays(names, library="np"), tree.read(names)[1]
+    assert f.source_counters().requests == before.requests
+    assert stats.baskets > 50 and stats.compressed_bytes > 100_000
+    local = cherenkov.open(next(p for p in FILES if p.name == name))["events"].arrays(names, library="np")
+    for n in names:
+        assert same_values(remote[n], local[n]), (protocol, n)

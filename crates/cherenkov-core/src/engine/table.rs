@@ -127,14 +127,26 @@ fn checked_ranges<T: Table + ?Sized>(table: &T, units: &[T::Unit]) -> Result<Vec
     Ok(ranges)
 }
 
-/// The stored bytes of `units` that `held` lacks, in one request, added to `held`.
+/// The stored bytes of `units` that `held` lacks, added to `held`: those the file's metadata
+/// reads hold, and the rest in one request.
 pub async fn fetch<T: Table + ?Sized>(table: &T, units: &[T::Unit], held: &mut Held) -> Result<()> {
-    let ranges = checked_ranges(table, units)?;
-    let missing: Vec<ByteRange> = ranges.into_iter().filter(|r| !is_held(held, r)).collect();
+    let file = table.file();
+    let ranges: Vec<ByteRange> = checked_ranges(table, units)?
+        .into_iter()
+        .filter(|r| !is_held(held, r))
+        .collect();
+    let mut missing = Vec::new();
+    for (r, bytes) in ranges.iter().zip(file.held_each(&ranges)) {
+        match bytes {
+            Some(bytes) => {
+                held.insert(r.offset, bytes);
+            }
+            None => missing.push(*r),
+        }
+    }
     if missing.is_empty() {
         return Ok(());
     }
-    let file = table.file();
     file.stats
         .record_request(missing.iter().map(|r| r.len).sum());
     let got = file.source.read_ranges(&missing).await?;
@@ -154,8 +166,8 @@ fn is_held(held: &Held, r: &ByteRange) -> bool {
     held.get(&r.offset).is_some_and(|b| b.len() as u64 == r.len)
 }
 
-/// The stored bytes of each of `units`: from `held`, the rest fetched in one request. Returns
-/// them with the bytes fetched and the time it took.
+/// The stored bytes of each of `units`: from `held`, from the file's metadata reads, the rest
+/// fetched in one request. Returns them with the bytes fetched and the time it took.
 pub async fn stored_of<T: Table + ?Sized>(
     table: &T,
     units: &[T::Unit],
@@ -163,24 +175,35 @@ pub async fn stored_of<T: Table + ?Sized>(
 ) -> Result<(Vec<Vec<Bytes>>, u64, Duration)> {
     let file = table.file();
     let ranges = checked_ranges(table, units)?;
+    let in_file = file.held_each(&ranges);
     let missing: Vec<ByteRange> = ranges
         .iter()
-        .copied()
-        .filter(|r| !is_held(held, r))
+        .zip(&in_file)
+        .filter(|(r, bytes)| !is_held(held, r) && bytes.is_none())
+        .map(|(r, _)| *r)
         .collect();
     let t0 = Instant::now();
-    let fetched_bytes = missing.iter().map(|r| r.len).sum();
+    let requested = missing.iter().map(|r| r.len).sum();
     let mut fetched = if missing.is_empty() {
         Vec::new()
     } else {
-        file.stats.record_request(fetched_bytes);
+        file.stats.record_request(requested);
         file.source.read_ranges(&missing).await?
     }
     .into_iter();
-    let mut bytes = ranges.iter().map(|r| match held.get(&r.offset) {
-        Some(b) if is_held(held, r) => b.clone(),
-        _ => fetched.next().unwrap_or_default(),
-    });
+    // What this read brought, from the source or from the opening's reads.
+    let fetched_bytes = ranges
+        .iter()
+        .filter(|r| !is_held(held, r))
+        .map(|r| r.len)
+        .sum();
+    let mut bytes = ranges
+        .iter()
+        .zip(in_file)
+        .map(|(r, in_file)| match held.get(&r.offset) {
+            Some(b) if is_held(held, r) => b.clone(),
+            _ => in_file.unwrap_or_else(|| fetched.next().unwrap_or_default()),
+        });
     let stored = units
         .iter()
         .map(|u| bytes.by_ref().take(table.ranges(u).len()).collect())

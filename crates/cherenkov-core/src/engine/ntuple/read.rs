@@ -19,6 +19,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use rayon::prelude::*;
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::sync::{Arc, Mutex};
 
 thread_local! {
@@ -314,46 +315,75 @@ impl Ntuple {
             };
             pages.push((*p, bytes));
         }
-        // Not zeroed: the pages' decoding writes every byte (their elements add up to the range's).
-        let mut data = OutputBytes::new(range.elements as usize * element);
-        let mut rest = data.bytes();
-        let mut jobs = Vec::with_capacity(pages.len());
-        for (p, bytes) in pages {
-            let n = match p {
-                PageSource::Stored(page) => page.elements as usize,
-                PageSource::Zeros(n) => n as usize,
+        let len = range.elements as usize * element;
+        if coding.kind.is_index() {
+            // After a 0: one cluster's offsets as they are (`Decoded::ends`), from the pool.
+            let mut ends = crate::engine::recycle::offsets_buffer(range.elements as usize + 1);
+            let spare = &mut ends.spare_capacity_mut()[..range.elements as usize + 1];
+            spare[0].write(0);
+            // SAFETY: the unwritten i64s viewed as unwritten bytes (`len` of them after the 0).
+            let out = unsafe {
+                std::slice::from_raw_parts_mut(
+                    spare[1..].as_mut_ptr().cast::<MaybeUninit<u8>>(),
+                    len,
+                )
             };
-            let (head, tail) = rest.split_at_mut(n * element);
-            jobs.push((p, bytes, n, head));
-            rest = tail;
+            decode_pages(&coding, element, pages, out, &origin)?;
+            // SAFETY: the 0 and every element were written.
+            unsafe { ends.set_len(range.elements as usize + 1) };
+            return Decoded::index(coding.kind, ends, &origin(""));
         }
-        assert!(rest.is_empty(), "a column range's pages hold its elements");
-        // Each page decompressed into its thread's buffer and decoded into its place.
-        jobs.into_par_iter()
-            .try_for_each(|(p, bytes, n, out)| match (p, bytes) {
-                (PageSource::Stored(page), Some(bytes)) => PAGE.with(|cell| {
-                    let mut buffer = cell.borrow_mut();
-                    let what = origin(&format!("page at file offset {}", page.locator.offset));
-                    let packed = match packed_page_into(&coding, &page, bytes, &mut buffer, &what)?
-                    {
-                        Packed::Stored(body) => body,
-                        Packed::Decompressed(n) => &buffer[..n],
-                    };
-                    coding.decode_into(packed, n, out);
-                    Ok(())
-                }),
-                _ => {
-                    coding.decode_into(&vec![0u8; coding.packed_len(n as u64) as usize], n, out);
-                    Ok(())
-                }
-            })?;
+        // Not zeroed: the pages' decoding writes every byte (their elements add up to the range's).
+        let mut data = OutputBytes::new(len);
+        decode_pages(&coding, element, pages, data.bytes(), &origin)?;
         Ok(Decoded {
             kind: coding.kind,
             elements: range.elements,
             // SAFETY: every page's decoding wrote its part, and the parts cover the data.
             data: unsafe { data.assume_written() },
+            ends: None,
         })
     }
+}
+
+/// Each of `pages` (stored, with its bytes, or zeros) decompressed into its thread's buffer and
+/// decoded into its place in `out`, in parallel; their elements of `element` bytes fill `out`.
+fn decode_pages(
+    coding: &Coding,
+    element: usize,
+    pages: Vec<(PageSource, Option<&Bytes>)>,
+    out: &mut [MaybeUninit<u8>],
+    origin: &(dyn Fn(&str) -> String + Sync),
+) -> Result<()> {
+    let mut rest = out;
+    let mut jobs = Vec::with_capacity(pages.len());
+    for (p, bytes) in pages {
+        let n = match p {
+            PageSource::Stored(page) => page.elements as usize,
+            PageSource::Zeros(n) => n as usize,
+        };
+        let (head, tail) = rest.split_at_mut(n * element);
+        jobs.push((p, bytes, n, head));
+        rest = tail;
+    }
+    assert!(rest.is_empty(), "a column range's pages hold its elements");
+    jobs.into_par_iter()
+        .try_for_each(|(p, bytes, n, out)| match (p, bytes) {
+            (PageSource::Stored(page), Some(bytes)) => PAGE.with(|cell| {
+                let mut buffer = cell.borrow_mut();
+                let what = origin(&format!("page at file offset {}", page.locator.offset));
+                let packed = match packed_page_into(coding, &page, bytes, &mut buffer, &what)? {
+                    Packed::Stored(body) => body,
+                    Packed::Decompressed(n) => &buffer[..n],
+                };
+                coding.decode_into(packed, n, out);
+                Ok(())
+            }),
+            _ => {
+                coding.decode_into(&vec![0u8; coding.packed_len(n as u64) as usize], n, out);
+                Ok(())
+            }
+        })
 }
 
 /// The decoded units of a read, handed to assembly: each one given away on its last use, so
@@ -367,6 +397,31 @@ struct UnitMap {
 }
 
 type WithUsesLeft = (Arc<Decoded>, usize);
+
+impl Drop for UnitMap {
+    fn drop(&mut self) {
+        let units = self.units.get_mut().unwrap_or_else(|e| e.into_inner());
+        for (_, (unit, _)) in units.drain() {
+            give_back_ends(unit);
+        }
+    }
+}
+
+/// An index column's ends that no array shares (a read of several clusters copies them into
+/// its offsets) back to the pool they came from, as other outputs go back when dropped.
+fn give_back_ends(unit: Arc<Decoded>) {
+    if let Ok(Decoded {
+        data,
+        ends: Some(ends),
+        ..
+    }) = Arc::try_unwrap(unit)
+    {
+        drop(data); // it views the ends
+        if let Ok(ends) = Arc::try_unwrap(ends) {
+            crate::engine::recycle::give_back_offsets(ends);
+        }
+    }
+}
 
 /// An index column's candidates and the clusters' entries: what one collection's offsets are built from.
 type OffsetsKey = (Vec<usize>, Vec<u64>);
@@ -426,6 +481,10 @@ impl Columns for UnitMap {
 
     fn offsets_buffer(&self, n: usize) -> Vec<i64> {
         crate::engine::recycle::offsets_buffer(n)
+    }
+
+    fn copied(&self, unit: Arc<Decoded>) {
+        give_back_ends(unit);
     }
 
     fn offsets(&self, slot: &Slot, counts: &[u64], origin: &str) -> Result<Arc<Offsets>> {

@@ -6,7 +6,8 @@
 use super::column::{ColumnType, Element, SWITCH_MEMORY_LEN};
 use super::fields::{Node, Slot};
 use crate::error::{Error, Result};
-use crate::format::array::{AlignedBytes, Array, DType, IndexType, Layout};
+use crate::format::array::{AlignedBytes, Array, DType, IndexType, Layout, SharedBytes, Unwritten};
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 /// A column's elements in one cluster, in memory (`kind.element()`, native-endian).
@@ -15,6 +16,53 @@ pub struct Decoded {
     pub kind: ColumnType,
     pub elements: u64,
     pub data: AlignedBytes,
+    /// An index column's elements after a 0 (`data` views them there), checked never to
+    /// decrease: the offsets of a read of this one cluster, shared as they are, not copied.
+    pub ends: Option<Arc<Vec<i64>>>,
+}
+
+impl Decoded {
+    /// An index column's decoded elements, `ends[1..]` after `ends[0] = 0`. `origin` names the
+    /// column and cluster.
+    pub fn index(kind: ColumnType, ends: Vec<i64>, origin: &str) -> Result<Self> {
+        debug_assert_eq!(ends.first(), Some(&0), "an index column's ends start at 0");
+        // Checked in one pass that vectorizes; the place is looked for only when one decreases.
+        let ordered = ends.windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]));
+        if !ordered {
+            let (after, end) = first_decrease(&ends);
+            return Err(Error::format(
+                origin.to_string(),
+                format!("offsets that never decrease, found {end} after {after}"),
+            ));
+        }
+        let ends = Arc::new(ends);
+        Ok(Decoded {
+            kind,
+            elements: ends.len() as u64 - 1,
+            data: AlignedBytes::shared(Arc::new(Ends(ends.clone()))),
+            ends: Some(ends),
+        })
+    }
+}
+
+/// The first two consecutive values of `values` where the second is the smaller.
+fn first_decrease(values: &[i64]) -> (i64, i64) {
+    values
+        .windows(2)
+        .map(|w| (w[0], w[1]))
+        .find(|(a, b)| b < a)
+        .unwrap_or_default()
+}
+
+/// The elements of `Decoded::ends` as bytes.
+struct Ends(Arc<Vec<i64>>);
+
+impl SharedBytes for Ends {
+    fn bytes(&self) -> &[u8] {
+        let elements = &self.0[1..];
+        // SAFETY: the i64s' memory viewed as bytes (alignment 1, same length in bytes).
+        unsafe { std::slice::from_raw_parts(elements.as_ptr().cast(), elements.len() * 8) }
+    }
 }
 
 /// Where assembly finds decoded columns: the active column of `slot` in the `k`-th cluster read.
@@ -31,6 +79,9 @@ pub trait Columns: Sync {
     fn offsets_buffer(&self, n: usize) -> Vec<i64> {
         Vec::with_capacity(n)
     }
+
+    /// An index column's unit `offsets` copied from (a reader may keep its memory).
+    fn copied(&self, _: Arc<Decoded>) {}
 }
 
 /// Assemble `node` over clusters holding `counts[k]` items of it each. `origin` names the field.
@@ -48,7 +99,7 @@ pub fn assemble(node: &Node, counts: &[u64], columns: &dyn Columns, origin: &str
             Ok(Array::numpy(
                 *dtype,
                 vec![],
-                int_bytes(*dtype, sizes.sizes()),
+                int_bytes(*dtype, &sizes.offsets),
             ))
         }
         Node::Strings {
@@ -210,11 +261,7 @@ pub fn offsets(
     columns: &(impl Columns + ?Sized),
     origin: &str,
 ) -> Result<Offsets> {
-    let total: u64 = counts.iter().sum();
-    let mut offsets = columns.offsets_buffer(total as usize + 1);
-    let mut child_counts = Vec::with_capacity(counts.len());
-    offsets.push(0i64);
-    let mut base = 0i64;
+    let mut chunks = Vec::with_capacity(counts.len());
     for (k, &n) in counts.iter().enumerate() {
         let chunk = columns.get(slot, k)?;
         check_elements(&chunk, n, k, origin)?;
@@ -224,6 +271,23 @@ pub fn offsets(
                 format!("an index column, found {}", chunk.kind.name()),
             ));
         }
+        chunks.push(chunk);
+    }
+    if let [only] = chunks.as_slice() {
+        if let Some(ends) = &only.ends {
+            // One cluster: its ends, after their 0, are the offsets (checked when decoded).
+            return Ok(Offsets {
+                offsets: ends.clone(),
+                child_counts: vec![*ends.last().unwrap_or(&0) as u64],
+            });
+        }
+    }
+    let total: u64 = counts.iter().sum();
+    let mut offsets = columns.offsets_buffer(total as usize + 1);
+    let mut child_counts = Vec::with_capacity(counts.len());
+    offsets.push(0i64);
+    let mut base = 0i64;
+    for (k, chunk) in chunks.iter().enumerate() {
         // Checked once after the loop, not entry by entry: it runs over every entry read.
         let (mut prev, mut ordered) = (0i64, true);
         offsets.extend(chunk.data.as_bytes().chunks_exact(8).map(|e| {
@@ -240,11 +304,7 @@ pub fn offsets(
             let w = std::iter::once(0)
                 .chain(ends.iter().copied())
                 .collect::<Vec<_>>();
-            let (after, end) = w
-                .windows(2)
-                .map(|w| (w[0], w[1]))
-                .find(|(a, b)| b < a)
-                .unwrap_or_default();
+            let (after, end) = first_decrease(&w);
             return Err(Error::format(
                 origin.to_string(),
                 format!("offsets that never decrease in cluster {k}, found {end} after {after}"),
@@ -254,6 +314,9 @@ pub fn offsets(
         base = base
             .checked_add(prev)
             .ok_or_else(|| Error::format(origin.to_string(), "offsets that fit 63 bits"))?;
+    }
+    for chunk in chunks {
+        columns.copied(chunk);
     }
     Ok(Offsets {
         offsets: Arc::new(offsets),
@@ -362,15 +425,88 @@ fn index_type(wide: bool) -> IndexType {
     }
 }
 
-fn int_bytes(dtype: DType, values: impl ExactSizeIterator<Item = i64>) -> AlignedBytes {
-    // Written in place: collecting the bytes first and copying them cost more than the sizes.
+fn int_bytes(dtype: DType, offsets: &[i64]) -> AlignedBytes {
+    // Written in place, unzeroed: zeroing first was a pass of its own (a memset), and
+    // collecting the bytes first and copying them cost more than the sizes.
+    let n = offsets.len().saturating_sub(1);
     let width = if dtype == DType::I32 { 4 } else { 8 };
-    let mut out = AlignedBytes::zeroed(values.len() * width);
-    for (v, dst) in values.zip(out.as_bytes_mut().chunks_exact_mut(width)) {
-        match width {
-            4 => dst.copy_from_slice(&(v as i32).to_ne_bytes()),
-            _ => dst.copy_from_slice(&v.to_ne_bytes()),
+    let len = n * width;
+    let mut words = Unwritten::<u64>::new(len.div_ceil(8));
+    let slots = words.slots();
+    // The padding after the last size belongs to no size.
+    if let Some(last) = slots.last_mut() {
+        last.write(0);
+    }
+    let sizes = offsets.windows(2).map(|w| w[1] - w[0]);
+    // SAFETY: the words' memory viewed as `n` elements of `width` bytes (`len` within it,
+    // aligned for both widths); each is written below.
+    unsafe {
+        if width == 4 {
+            let out =
+                std::slice::from_raw_parts_mut(slots.as_mut_ptr().cast::<MaybeUninit<i32>>(), n);
+            for (dst, size) in out.iter_mut().zip(sizes) {
+                dst.write(size as i32);
+            }
+        } else {
+            let out =
+                std::slice::from_raw_parts_mut(slots.as_mut_ptr().cast::<MaybeUninit<i64>>(), n);
+            for (dst, size) in out.iter_mut().zip(sizes) {
+                dst.write(size);
+            }
+        }
+        AlignedBytes::from_words(words.assume_written(), len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One index column's decoded ends in each cluster.
+    struct Clusters(Vec<Arc<Decoded>>);
+
+    impl Columns for Clusters {
+        fn get(&self, _: &Slot, k: usize) -> Result<Arc<Decoded>> {
+            Ok(self.0[k].clone())
         }
     }
-    out
+
+    fn index(ends: &[i64]) -> Arc<Decoded> {
+        let ends = std::iter::once(0).chain(ends.iter().copied()).collect();
+        Arc::new(Decoded::index(ColumnType::SplitIndex64, ends, "column 0 cluster 0").unwrap())
+    }
+
+    #[test]
+    fn one_clusters_offsets_are_its_decoded_ends_and_clusters_add_up() {
+        let slot = Slot {
+            candidates: vec![0],
+        };
+        let one = Clusters(vec![index(&[2, 5, 5])]);
+        assert_eq!(one.0[0].data.as_bytes().len(), 24);
+        let o = offsets(&slot, &[3], &one, "field").unwrap();
+        assert_eq!(*o.offsets, [0, 2, 5, 5]);
+        assert_eq!(o.child_counts, [5]);
+        // Shared, not copied.
+        assert!(Arc::ptr_eq(&o.offsets, one.0[0].ends.as_ref().unwrap()));
+
+        let two = Clusters(vec![index(&[2, 5, 5]), index(&[1, 4])]);
+        let o = offsets(&slot, &[3, 2], &two, "field").unwrap();
+        assert_eq!(*o.offsets, [0, 2, 5, 5, 6, 9]);
+        assert_eq!(o.child_counts, [5, 4]);
+    }
+
+    #[test]
+    fn decreasing_ends_are_an_error_naming_where() {
+        for ends in [vec![0, 3, 2], vec![0, -1]] {
+            let e = Decoded::index(ColumnType::SplitIndex32, ends, "column 7 cluster 2")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("column 7 cluster 2") && e.contains("offsets that never decrease"),
+                "{e}"
+            );
+        }
+        let e = Decoded::index(ColumnType::SplitIndex32, vec![0, 3, 2], "c").unwrap_err();
+        assert!(e.to_string().contains("found 2 after 3"), "{e}");
+    }
 }

@@ -7,6 +7,8 @@ use std::mem::MaybeUninit;
 
 use crate::format::array::DType;
 
+mod sse2;
+
 /// The column types, each once, with its code from the specification's table ("Column
 /// Description"): the enum and `ColumnType::from_code`.
 macro_rules! column_types {
@@ -218,27 +220,32 @@ impl Coding {
                     put(dst, memory);
                 }
             }
-            (Encoding::Plain, Element::Index) => widen_index(page, disk, out, false),
+            (Encoding::Plain, Element::Index) => widen_index(page, disk, out),
             (Encoding::Plain, _) => to_native(disk, copy_into(page, out)),
-            // Streamed where large: the output is final. Zigzag and delta pages are read
-            // again at once, so they stay in the cache.
-            (Encoding::Split, _) => to_native(disk, unsplit(page, disk, n, out, true)),
+            // Streamed where large: the output is final. Delta pages are read again at once,
+            // so they stay in the cache.
+            (Encoding::Split, _) => to_native(disk, unsplit(page, disk, n, out, true, false)),
+            // Zigzag undone as the elements are interleaved: one pass over the output.
             (Encoding::SplitZigzag, _) => {
-                let out = unsplit(page, disk, n, out, false);
-                to_native(disk, out);
-                unzigzag(disk, out);
+                unsplit(page, disk, n, out, true, true);
             }
             // Only index columns are delta-encoded (`ColumnType::encoding`).
+            // Un-split into the end of `out`, then summed into place: no scratch buffer.
             (Encoding::SplitDelta, _) => {
-                let mut raw = Vec::with_capacity(page.len());
-                let raw = &mut raw.spare_capacity_mut()[..page.len()];
-                let raw = unsplit(page, disk, n, raw, false);
-                widen_index(raw, disk, out, true);
+                let raw_at = out.len() - page.len();
+                unsplit(page, disk, n, &mut out[raw_at..], false, false);
+                match disk {
+                    4 => sum_deltas_in_place(out, raw_at, 4),
+                    8 => sum_deltas_in_place(out, raw_at, 8),
+                    _ => sum_deltas_in_place(out, raw_at, disk),
+                }
             }
             (Encoding::Bits, _) => {
                 // A byte's 8 elements at once; the last byte may hold fewer.
                 let (whole, last) = out.split_at_mut(n / 8 * 8);
-                for (dst, &byte) in whole.chunks_exact_mut(8).zip(page) {
+                let done = sse2::bits(&page[..n / 8], &BIT_BYTES, whole);
+                let whole = &mut whole[done * 8..];
+                for (dst, &byte) in whole.chunks_exact_mut(8).zip(&page[done..]) {
                     put(dst, BIT_BYTES[byte as usize]);
                 }
                 if let Some(&byte) = page.get(n / 8).filter(|_| !last.is_empty()) {
@@ -325,149 +332,61 @@ fn read_bits(page: &[u8], i: usize, nbits: usize) -> u32 {
 /// Undo the split encoding: byte `b` of element `i` is at `b * n + i`.
 /// The `n` elements of `width` bytes of a split page interleaved into `out` (of the page's
 /// length), every byte of it written; with `stream`, large outputs bypass the cache (see
-/// `STREAMED_OUTPUT_BYTES`): for outputs not read again soon.
+/// `STREAMED_OUTPUT_BYTES`): for outputs not read again soon. With `zigzag`, the elements
+/// (of 2, 4 or 8 bytes) come out zigzag-decoded, in native order.
 fn unsplit<'a>(
     page: &[u8],
     width: usize,
     n: usize,
     out: &'a mut [MaybeUninit<u8>],
     stream: bool,
+    zigzag: bool,
 ) -> &'a mut [u8] {
-    match width {
-        2 => unsplit_fixed::<2>(page, n, out, stream),
-        4 => unsplit_fixed::<4>(page, n, out, stream),
-        8 => unsplit_fixed::<8>(page, n, out, stream),
+    match (width, zigzag) {
+        (2, false) => unsplit_fixed::<2, false>(page, n, out, stream),
+        (4, false) => unsplit_fixed::<4, false>(page, n, out, stream),
+        (8, false) => unsplit_fixed::<8, false>(page, n, out, stream),
+        (2, true) => unsplit_fixed::<2, true>(page, n, out, stream),
+        (4, true) => unsplit_fixed::<4, true>(page, n, out, stream),
+        (8, true) => unsplit_fixed::<8, true>(page, n, out, stream),
         _ => return copy_into(page, out),
     }
     // SAFETY: `unsplit_fixed` wrote `n * W` bytes, all of `out`.
     unsafe { assume_written(out) }
 }
 
-fn unsplit_fixed<const W: usize>(page: &[u8], n: usize, out: &mut [MaybeUninit<u8>], stream: bool) {
+fn unsplit_fixed<const W: usize, const ZIGZAG: bool>(
+    page: &[u8],
+    n: usize,
+    out: &mut [MaybeUninit<u8>],
+    stream: bool,
+) {
     assert_eq!(out.len(), n * W);
     let streams: [&[u8]; W] = std::array::from_fn(|b| &page[b * n..(b + 1) * n]);
-    let done = interleave::blocks::<W>(&streams, out, stream);
+    let done = sse2::blocks::<W, ZIGZAG>(&streams, out, stream);
     for i in done..n {
-        for b in 0..W {
-            out[i * W + b].write(streams[b][i]);
+        let mut element: [u8; W] = std::array::from_fn(|b| streams[b][i]);
+        if ZIGZAG {
+            element = unzigzag(element);
+        }
+        for (dst, byte) in out[i * W..(i + 1) * W].iter_mut().zip(element) {
+            dst.write(byte);
         }
     }
 }
 
-/// Interleaving byte streams 16 elements at a time with SSE2 (every x86-64 has it): the
-/// transposition takes a few shuffles per 16 bytes instead of a load and a store per byte.
-#[cfg(target_arch = "x86_64")]
-mod interleave {
-    use crate::format::array::STREAMED_OUTPUT_BYTES;
-    use std::arch::x86_64::*;
-    use std::mem::MaybeUninit;
-
-    /// Interleave the first whole blocks of 16 elements of `W` streams (each as long as the
-    /// others, `out` holding `W` bytes for each of their elements); returns the elements done.
-    /// With `stream`, outputs of `STREAMED_OUTPUT_BYTES` and more bypass the cache.
-    pub fn blocks<const W: usize>(
-        streams: &[&[u8]; W],
-        out: &mut [MaybeUninit<u8>],
-        stream: bool,
-    ) -> usize {
-        let n = streams[0].len();
-        assert!(streams.iter().all(|s| s.len() == n) && out.len() >= n * W);
-        if !stream || n * W < STREAMED_OUTPUT_BYTES || !(out.as_ptr() as usize).is_multiple_of(16) {
-            // SAFETY: the lengths are asserted above.
-            return unsafe { blocks_with::<W, false>(streams, out) };
-        }
-        // SAFETY: the lengths are asserted above, `out` is 16-byte aligned (checked).
-        let done = unsafe { blocks_with::<W, true>(streams, out) };
-        // SAFETY: SSE2. The streamed stores are ordered before whatever hands `out` on.
-        unsafe { _mm_sfence() };
-        done
-    }
-
-    /// A 16-byte store: streamed (`out` 16-byte aligned) or through the cache.
-    #[inline(always)]
-    unsafe fn store<const STREAM: bool>(dst: *mut __m128i, value: __m128i) {
-        // SAFETY: the caller's `dst` holds 16 bytes, aligned when streamed.
-        unsafe {
-            if STREAM {
-                _mm_stream_si128(dst, value)
-            } else {
-                _mm_storeu_si128(dst, value)
-            }
-        }
-    }
-
-    /// `blocks`, with `STREAM` stores.
-    ///
-    /// # Safety
-    /// Each stream holds `n` bytes and `out` at least `n * W`; streamed, `out` is 16-byte aligned.
-    #[inline(always)]
-    unsafe fn blocks_with<const W: usize, const STREAM: bool>(
-        streams: &[&[u8]; W],
-        out: &mut [MaybeUninit<u8>],
-    ) -> usize {
-        let blocks = streams[0].len() / 16;
-        // SAFETY: SSE2 is part of x86-64; every load reads 16 bytes at `k * 16` of a stream of
-        // at least `blocks * 16` bytes, every store writes 16 bytes inside the block's `16 * W`
-        // bytes of `out` (the caller's promise), at a multiple of 16 from its start.
-        unsafe {
-            for k in 0..blocks {
-                let load = |b: usize| _mm_loadu_si128(streams[b].as_ptr().add(k * 16).cast());
-                let dst = out.as_mut_ptr().add(k * 16 * W).cast::<__m128i>();
-                match W {
-                    2 => {
-                        let (a, b) = (load(0), load(1));
-                        store::<STREAM>(dst, _mm_unpacklo_epi8(a, b));
-                        store::<STREAM>(dst.add(1), _mm_unpackhi_epi8(a, b));
-                    }
-                    4 => {
-                        let quads = four(load(0), load(1), load(2), load(3));
-                        for (i, q) in quads.into_iter().enumerate() {
-                            store::<STREAM>(dst.add(i), q);
-                        }
-                    }
-                    8 => {
-                        let low = four(load(0), load(1), load(2), load(3));
-                        let high = four(load(4), load(5), load(6), load(7));
-                        for i in 0..4 {
-                            store::<STREAM>(dst.add(2 * i), _mm_unpacklo_epi32(low[i], high[i]));
-                            store::<STREAM>(
-                                dst.add(2 * i + 1),
-                                _mm_unpackhi_epi32(low[i], high[i]),
-                            );
-                        }
-                    }
-                    _ => return 0,
-                }
-            }
-        }
-        blocks * 16
-    }
-
-    /// Four streams' 16 elements as four registers of 4 elements of 4 bytes, in order.
-    unsafe fn four(a: __m128i, b: __m128i, c: __m128i, d: __m128i) -> [__m128i; 4] {
-        // SAFETY: SSE2 register operations only.
-        unsafe {
-            let (ab_lo, ab_hi) = (_mm_unpacklo_epi8(a, b), _mm_unpackhi_epi8(a, b));
-            let (cd_lo, cd_hi) = (_mm_unpacklo_epi8(c, d), _mm_unpackhi_epi8(c, d));
-            [
-                _mm_unpacklo_epi16(ab_lo, cd_lo),
-                _mm_unpackhi_epi16(ab_lo, cd_lo),
-                _mm_unpacklo_epi16(ab_hi, cd_hi),
-                _mm_unpackhi_epi16(ab_hi, cd_hi),
-            ]
-        }
-    }
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-mod interleave {
-    /// Elsewhere every element goes the portable way.
-    pub fn blocks<const W: usize>(
-        _: &[&[u8]; W],
-        _: &mut [std::mem::MaybeUninit<u8>],
-        _: bool,
-    ) -> usize {
-        0
+/// A zigzag-encoded little-endian integer of `W` (at most 8) bytes decoded, in native order:
+/// 2x -> x, 2x + 1 -> -(x + 1).
+fn unzigzag<const W: usize>(le: [u8; W]) -> [u8; W] {
+    let mut word = [0u8; 8];
+    word[..W].copy_from_slice(&le);
+    let v = u64::from_le_bytes(word);
+    // The low `W` bytes of the 64-bit result are the `W`-byte one's.
+    let x = (v >> 1) ^ (v & 1).wrapping_neg();
+    if cfg!(target_endian = "big") {
+        std::array::from_fn(|b| x.to_be_bytes()[8 - W + b])
+    } else {
+        std::array::from_fn(|b| x.to_le_bytes()[b])
     }
 }
 
@@ -480,48 +399,47 @@ fn to_native(width: usize, data: &mut [u8]) {
     }
 }
 
-/// Zigzag decoding of unsigned integers in native order: 2x -> x, 2x + 1 -> -(x + 1).
-fn unzigzag(width: usize, data: &mut [u8]) {
-    macro_rules! each {
-        ($u:ty, $s:ty) => {
-            for e in data.chunks_exact_mut(std::mem::size_of::<$u>()) {
-                let v = <$u>::from_ne_bytes(e.try_into().unwrap());
-                let x = ((v >> 1) as $s) ^ -((v & 1) as $s);
-                e.copy_from_slice(&x.to_ne_bytes());
-            }
-        };
-    }
-    match width {
-        2 => each!(u16, i16),
-        4 => each!(u32, i32),
-        8 => each!(u64, i64),
-        _ => {}
-    }
-}
-
-/// Index elements of `width` bytes (little-endian) into `i64`, with a running sum for delta pages.
-fn widen_index(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>], delta: bool) {
+/// Index elements of `width` bytes (little-endian) into `i64`.
+fn widen_index(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>]) {
     // Inlined with the common widths as constants: a copy of a width known only at run time
     // was a call per index.
-    match (width, delta) {
-        (4, false) => widen_index_with::<false>(page, 4, out),
-        (4, true) => widen_index_with::<true>(page, 4, out),
-        (8, false) => widen_index_with::<false>(page, 8, out),
-        (8, true) => widen_index_with::<true>(page, 8, out),
-        (_, false) => widen_index_with::<false>(page, width, out),
-        (_, true) => widen_index_with::<true>(page, width, out),
+    match width {
+        4 => widen_index_with(page, 4, out),
+        8 => widen_index_with(page, 8, out),
+        _ => widen_index_with(page, width, out),
     }
 }
 
 #[inline(always)]
-fn widen_index_with<const DELTA: bool>(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>]) {
-    let mut sum = 0u64;
+fn widen_index_with(page: &[u8], width: usize, out: &mut [MaybeUninit<u8>]) {
     for (src, dst) in page.chunks_exact(width).zip(out.chunks_exact_mut(8)) {
         let mut word = [0u8; 8];
         word[..width].copy_from_slice(src);
-        let v = u64::from_le_bytes(word);
-        sum = if DELTA { sum.wrapping_add(v) } else { v };
-        put(dst, (sum as i64).to_ne_bytes());
+        put(dst, (u64::from_le_bytes(word) as i64).to_ne_bytes());
+    }
+}
+
+/// Delta-encoded index elements of `width` (at most 8) bytes, little-endian, written from
+/// `raw_at` to the end of `out`, replaced by their running sums as `i64`s filling `out`.
+#[inline(always)]
+fn sum_deltas_in_place(out: &mut [MaybeUninit<u8>], raw_at: usize, width: usize) {
+    let n = (out.len() - raw_at) / width;
+    assert!(width <= 8 && raw_at + n * width == out.len() && n * 8 == out.len());
+    let base = out.as_mut_ptr().cast::<u8>();
+    let mut sum = 0u64;
+    for i in 0..n {
+        let mut word = [0u8; 8];
+        // SAFETY: element `i` is at `raw_at + width * i`, inside `out` (asserted), written by the
+        // caller; the sums written so far cover `out[..8 * i]`, which ends at or before it
+        // (`raw_at = (8 - width) * n >= (8 - width) * i`), and sum `i` is written after it is read.
+        unsafe {
+            std::ptr::copy_nonoverlapping(base.add(raw_at + width * i), word.as_mut_ptr(), width);
+            sum = sum.wrapping_add(u64::from_le_bytes(word));
+            std::ptr::write_unaligned(
+                base.add(8 * i).cast::<[u8; 8]>(),
+                (sum as i64).to_ne_bytes(),
+            );
+        }
     }
 }
 
@@ -591,13 +509,79 @@ mod tests {
             for n in [0usize, 1, 15, 16, 17, 31, 32, 33, 100, 1000] {
                 let page: Vec<u8> = (0..n * width).map(|i| (i * 7 + i / 3) as u8).collect();
                 let mut out = vec![MaybeUninit::new(0u8); n * width];
-                let out = unsplit(&page, width, n, &mut out, true);
+                let out = unsplit(&page, width, n, &mut out, true, false);
                 for i in 0..n {
                     for b in 0..width {
                         assert_eq!(out[i * width + b], page[b * n + i], "width {width} n {n}");
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn delta_pages_of_both_widths_and_every_length() {
+        for n in [0usize, 1, 2, 15, 16, 17, 9_001] {
+            let deltas: Vec<u64> = (0..n as u64).map(|i| (i * 7919) % 1000).collect();
+            let sums: Vec<i64> = deltas
+                .iter()
+                .scan(0i64, |s, &d| {
+                    *s += d as i64;
+                    Some(*s)
+                })
+                .collect();
+            let pages = [
+                (
+                    ColumnType::SplitIndex32,
+                    split(
+                        &deltas
+                            .iter()
+                            .map(|&d| (d as u32).to_le_bytes())
+                            .collect::<Vec<_>>(),
+                    ),
+                ),
+                (
+                    ColumnType::SplitIndex64,
+                    split(&deltas.iter().map(|&d| d.to_le_bytes()).collect::<Vec<_>>()),
+                ),
+            ];
+            for (kind, page) in pages {
+                let out = decode(&coding(kind), &page, n);
+                let back: Vec<i64> = out
+                    .chunks(8)
+                    .map(|c| i64::from_ne_bytes(c.try_into().unwrap()))
+                    .collect();
+                assert_eq!(back, sums, "{kind:?} n {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn zigzag_pages_of_every_width_and_length() {
+        // Lengths around the 16-element blocks, and large enough to be streamed.
+        for n in [0usize, 1, 15, 16, 17, 33, 9_001] {
+            let values: Vec<i64> = (0..n as i64)
+                .map(|i| (i * 7919 - 4000) * if i % 3 == 0 { -1 } else { 1 })
+                .collect();
+            macro_rules! check {
+                ($t:ty, $u:ty, $kind:expr) => {
+                    let vals: Vec<$t> = values.iter().map(|&v| v as $t).collect();
+                    let bits = <$t>::BITS - 1;
+                    let zz: Vec<[u8; std::mem::size_of::<$t>()]> = vals
+                        .iter()
+                        .map(|&v| (((v << 1) ^ (v >> bits)) as $u).to_le_bytes())
+                        .collect();
+                    let out = decode(&coding($kind), &split(&zz), n);
+                    let back: Vec<$t> = out
+                        .chunks(std::mem::size_of::<$t>())
+                        .map(|c| <$t>::from_ne_bytes(c.try_into().unwrap()))
+                        .collect();
+                    assert_eq!(back, vals, "{} n {n}", stringify!($t));
+                };
+            }
+            check!(i16, u16, ColumnType::SplitInt16);
+            check!(i32, u32, ColumnType::SplitInt32);
+            check!(i64, u64, ColumnType::SplitInt64);
         }
     }
 
@@ -617,7 +601,14 @@ mod tests {
                 )
             };
             for (shift, stream) in [(0usize, true), (8, true), (0, false)] {
-                let out = unsplit(&page, width, n, &mut all[shift..shift + n * width], stream);
+                let out = unsplit(
+                    &page,
+                    width,
+                    n,
+                    &mut all[shift..shift + n * width],
+                    stream,
+                    false,
+                );
                 for i in 0..n {
                     for b in 0..width {
                         assert_eq!(
@@ -644,6 +635,30 @@ mod tests {
                 assert_eq!(o, (page[i / 8] >> (i % 8)) & 1, "n {n} element {i}");
             }
             assert_eq!(out[n..], [0xAA; 3]);
+        }
+    }
+
+    #[test]
+    fn large_bit_pages_expand_alike_at_any_alignment() {
+        // Large enough to be streamed where `out` is 16-byte aligned, expanded portably elsewhere.
+        let n = 40_003usize;
+        let page: Vec<u8> = (0..n.div_ceil(8)).map(|i| (i * 37 + i / 7) as u8).collect();
+        let mut backing = vec![0u128; n / 16 + 3];
+        // SAFETY: the u128s' memory as bytes, written as bytes only.
+        let all = unsafe {
+            std::slice::from_raw_parts_mut(backing.as_mut_ptr().cast::<u8>(), backing.len() * 16)
+        };
+        for shift in [0usize, 1, 16] {
+            all.fill(0xAA);
+            coding(ColumnType::Bit).decode(&page, n, &mut all[shift..shift + n]);
+            for (i, &o) in all[shift..shift + n].iter().enumerate() {
+                assert_eq!(o, (page[i / 8] >> (i % 8)) & 1, "shift {shift} element {i}");
+            }
+            assert_eq!(
+                all[shift + n],
+                0xAA,
+                "shift {shift}: nothing written beyond"
+            );
         }
     }
 

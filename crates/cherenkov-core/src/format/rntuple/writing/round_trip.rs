@@ -139,6 +139,7 @@ impl Columns for Written {
             kind: record.kind,
             elements,
             data,
+            ends: None,
         }))
     }
 }
