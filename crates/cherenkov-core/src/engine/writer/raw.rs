@@ -500,6 +500,9 @@ pub fn rewrite_trees(
             .decode(source.name(), step, &raw)
             .map_err(|e| e.in_file(source.name()))?;
         writer.append(file, step.entries as usize, &decoded)?;
+        // Freed on the pool, off the thread that fills the baskets: a small input's step is a
+        // vector per branch (947 for NanoAOD), and its frees were a quarter of that thread's time.
+        rayon::spawn(move || drop(decoded));
     }
     Ok(())
 }
