@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from cherenkov.arrays import to_layout
@@ -168,47 +167,40 @@ def merge(
     totals = _counts(tables)
     settings = {"mode": mode, "schema": schema, "format": format, "compression": setting, "tables": tables, "groups": len(groups)}
     journal = Journal(os.fspath(output), settings)
-    # An output is closed (its last cluster compressed, its metadata written) and recorded in
-    # the journal in the background while the next one's inputs are opened and moved: the cores
-    # would idle otherwise, the next output's first cluster filling before anything compresses.
-    closing: list = []  # the output closing: (its closing, path, counts)
-
-    def close(out, path: str, group: list[InputInfo], counts: dict) -> None:
-        out.close()
-        journal.record(path, group, counts)
-
-    def closed() -> None:
-        while closing:
-            done, path, counts = closing.pop()
-            done.result()
+    for n, group in enumerate(groups):
+        path = output_name(os.fspath(output), n, len(groups))
+        report.inputs.append([i.spec.replicas[0] for i in group])
+        report.outputs.append(path)
+        done = journal.complete(path, group) if resume else None
+        if done is not None:
+            report.kept.append(path)
             report.bytes_written += os.path.getsize(path)
-            _add(totals, counts)
+            _add(totals, done)
+            continue
+        journal.forget(path)
+        remove_abandoned(path)
+        counts = _counts(tables)  # this output's, kept in the journal with it
+        with recreate(path, compression=setting) as out:
+            copy_objects(out, [i.spec for i in group], objects, report)
+            for table, plan in plans.items():
+                tree = out.mktree(table, plan["types"], format=plan["format"])
 
-    with ThreadPoolExecutor(1) as closer:
-        try:
-            for n, group in enumerate(groups):
-                path = output_name(os.fspath(output), n, len(groups))
-                report.inputs.append([i.spec.replicas[0] for i in group])
-                report.outputs.append(path)
-                done = journal.complete(path, group) if resume else None
-                if done is not None:
-                    report.kept.append(path)
-                    report.bytes_written += os.path.getsize(path)
-                    _add(totals, done)
-                    continue
-                journal.forget(path)
-                remove_abandoned(path)
-                counts = _counts(tables)  # this output's, kept in the journal with it
-                out = recreate(path, compression=setting)
-                try:
-                    _write_output(out, group, infos, objects, plans, chosen, counts, report, progress, open_options)
-                except BaseException:
-                    out.abandon()
-                    raise
-                closed()  # the previous output: one closes at a time
-                closing.append((closer.submit(close, out, path, group, counts), path, counts))
-        finally:
-            closed()
+                def rewrite(run, table=table, plan=plan, tree=tree):
+                    _write_table(tree, table, plan, run, progress, open_options)
+
+                first_having = next(i for i in infos if table in i.tables)
+                if chosen[table][0] == "copy":
+                    counts["rewritten"][table].update(copy_table(tree, table, group, first_having, rewrite, open_options))
+                elif plan["format"] == "ttree":
+                    count, why = rewrite_raw(tree, table, group, first_having, rewrite, open_options, progress)
+                    counts["moved"][table] += count
+                    counts["decoded"][table].update(why)
+                else:
+                    rewrite(group)
+                counts["entries"][table] += tree.num_entries
+        report.bytes_written += os.path.getsize(path)
+        journal.record(path, group, counts)
+        _add(totals, counts)
     journal.finish()
     for table, plan in plans.items():
         report.trees[table] = TableReport(
@@ -224,28 +216,6 @@ def merge(
         )
     report.seconds = time.perf_counter() - started
     return report
-
-
-def _write_output(out, group, infos, objects, plans, chosen, counts, report, progress, open_options) -> None:
-    """Write the objects and trees of the group's inputs to `out` (`merge`'s settings: each
-    table's plan and chosen mode), counting what was done in `counts`."""
-    copy_objects(out, [i.spec for i in group], objects, report)
-    for table, plan in plans.items():
-        tree = out.mktree(table, plan["types"], format=plan["format"])
-
-        def rewrite(run, table=table, plan=plan, tree=tree):
-            _write_table(tree, table, plan, run, progress, open_options)
-
-        first_having = next(i for i in infos if table in i.tables)
-        if chosen[table][0] == "copy":
-            counts["rewritten"][table].update(copy_table(tree, table, group, first_having, rewrite, open_options))
-        elif plan["format"] == "ttree":
-            count, why = rewrite_raw(tree, table, group, first_having, rewrite, open_options, progress)
-            counts["moved"][table] += count
-            counts["decoded"][table].update(why)
-        else:
-            rewrite(group)
-        counts["entries"][table] += tree.num_entries
 
 
 def _counts(tables: list[str]) -> dict:

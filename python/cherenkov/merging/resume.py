@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 from pathlib import Path
 
 JOURNAL_SUFFIX = ".resume.json"
@@ -28,8 +27,7 @@ def fingerprint(info) -> list:
 
 
 class Journal:
-    """The outputs of a merge to `output` written so far, and what each was made from (recorded
-    from the thread that closes an output, while the next is written)."""
+    """The outputs of a merge to `output` written so far, and what each was made from."""
 
     def __init__(self, output: str, settings: dict):
         self.path = Path(output + JOURNAL_SUFFIX)
@@ -39,7 +37,6 @@ class Journal:
         except (OSError, ValueError):
             kept = {}
         self.done: dict = kept.get("outputs", {}) if kept.get("settings") == settings else {}
-        self.lock = threading.Lock()
 
     def complete(self, path: str, group) -> dict | None:
         """The record of output `path` if it is complete and made from `group` as they are now
@@ -56,16 +53,14 @@ class Journal:
 
     def forget(self, path: str) -> None:
         """Output `path` is being written again: its record no longer holds."""
-        with self.lock:
-            if self.done.pop(path, None) is not None:
-                self._save()
+        if self.done.pop(path, None) is not None:
+            self._save()
 
     def record(self, path: str, group, extra: dict) -> None:
         """Output `path` is complete, made from `group`."""
         st = os.stat(path)
-        with self.lock:
-            self.done[path] = {"inputs": [fingerprint(i) for i in group], "written": [st.st_size, st.st_mtime_ns], **extra}
-            self._save()
+        self.done[path] = {"inputs": [fingerprint(i) for i in group], "written": [st.st_size, st.st_mtime_ns], **extra}
+        self._save()
 
     def finish(self) -> None:
         """The merge is done: a rerun writes every output again."""
