@@ -127,22 +127,17 @@ fn checked_ranges<T: Table + ?Sized>(table: &T, units: &[T::Unit]) -> Result<Vec
     Ok(ranges)
 }
 
-/// The stored bytes of `units` that `held` lacks, added to `held`: those the file's metadata
-/// reads hold, and the rest in one request.
+/// The stored bytes of `units` that `held` lacks, added to `held`: from the whole file when
+/// opening read it, else in one request.
 pub async fn fetch<T: Table + ?Sized>(table: &T, units: &[T::Unit], held: &mut Held) -> Result<()> {
     let file = table.file();
-    let ranges: Vec<ByteRange> = checked_ranges(table, units)?
+    let missing: Vec<ByteRange> = checked_ranges(table, units)?
         .into_iter()
         .filter(|r| !is_held(held, r))
         .collect();
-    let mut missing = Vec::new();
-    for (r, bytes) in ranges.iter().zip(file.held_each(&ranges)) {
-        match bytes {
-            Some(bytes) => {
-                held.insert(r.offset, bytes);
-            }
-            None => missing.push(*r),
-        }
+    if let Some(whole) = file.whole() {
+        held.extend(missing.iter().map(|r| (r.offset, slice_of(whole, r))));
+        return Ok(());
     }
     if missing.is_empty() {
         return Ok(());
@@ -166,44 +161,41 @@ fn is_held(held: &Held, r: &ByteRange) -> bool {
     held.get(&r.offset).is_some_and(|b| b.len() as u64 == r.len)
 }
 
-/// The stored bytes of each of `units`: from `held`, from the file's metadata reads, the rest
-/// fetched in one request. Returns them with the bytes fetched and the time it took.
+/// `r`'s bytes in the whole file (`r` checked inside it).
+fn slice_of(whole: &Bytes, r: &ByteRange) -> Bytes {
+    whole.slice(r.offset as usize..r.end() as usize)
+}
+
+/// The stored bytes of each of `units`: from `held`, from the whole file when opening read it,
+/// else the rest fetched in one request. Returns them with the bytes this read brought (from the
+/// source or the whole file) and the time it took.
 pub async fn stored_of<T: Table + ?Sized>(
     table: &T,
     units: &[T::Unit],
     held: &Held,
 ) -> Result<(Vec<Vec<Bytes>>, u64, Duration)> {
     let file = table.file();
+    let whole = file.whole();
     let ranges = checked_ranges(table, units)?;
-    let in_file = file.held_each(&ranges);
     let missing: Vec<ByteRange> = ranges
         .iter()
-        .zip(&in_file)
-        .filter(|(r, bytes)| !is_held(held, r) && bytes.is_none())
-        .map(|(r, _)| *r)
+        .copied()
+        .filter(|r| !is_held(held, r))
         .collect();
     let t0 = Instant::now();
-    let requested = missing.iter().map(|r| r.len).sum();
-    let mut fetched = if missing.is_empty() {
+    let fetched_bytes = missing.iter().map(|r| r.len).sum();
+    let mut fetched = if missing.is_empty() || whole.is_some() {
         Vec::new()
     } else {
-        file.stats.record_request(requested);
+        file.stats.record_request(fetched_bytes);
         file.source.read_ranges(&missing).await?
     }
     .into_iter();
-    // What this read brought, from the source or from the opening's reads.
-    let fetched_bytes = ranges
-        .iter()
-        .filter(|r| !is_held(held, r))
-        .map(|r| r.len)
-        .sum();
-    let mut bytes = ranges
-        .iter()
-        .zip(in_file)
-        .map(|(r, in_file)| match held.get(&r.offset) {
-            Some(b) if is_held(held, r) => b.clone(),
-            _ => in_file.unwrap_or_else(|| fetched.next().unwrap_or_default()),
-        });
+    let mut bytes = ranges.iter().map(|r| match (held.get(&r.offset), whole) {
+        (Some(b), _) if is_held(held, r) => b.clone(),
+        (_, Some(whole)) => slice_of(whole, r),
+        _ => fetched.next().unwrap_or_default(),
+    });
     let stored = units
         .iter()
         .map(|u| bytes.by_ref().take(table.ranges(u).len()).collect())

@@ -30,52 +30,37 @@ impl RootFile {
             })
     }
 
-    /// Per range, its bytes when the file came whole with its metadata reads (a file no larger
-    /// than the opening's head and tail: its baskets then cost no request); all None otherwise.
-    /// The ranges lie inside the file (`check_inside`).
-    pub(crate) fn held_each(&self, ranges: &[ByteRange]) -> Vec<Option<Bytes>> {
-        let whole = ByteRange::new(0, self.size);
-        let mut regions = self.metadata.lock().unwrap();
-        let held_whole = |regions: &[(ByteRange, Bytes)]| {
-            regions
-                .iter()
-                .find(|(have, bytes)| *have == whole && bytes.len() as u64 == whole.len)
-                .map(|(_, bytes)| bytes.clone())
-        };
-        let file = match held_whole(&regions) {
-            Some(file) => file,
-            None => {
-                // Pieces covering the file (the opening's head and tail) are joined once.
-                let mut pieces: Vec<&(ByteRange, Bytes)> = regions
-                    .iter()
-                    .filter(|(have, bytes)| bytes.len() as u64 == have.len)
-                    .collect();
-                pieces.sort_unstable_by_key(|(have, _)| have.offset);
-                let covered = pieces
-                    .iter()
-                    .fold(0, |at, (have, _)| match have.offset <= at {
-                        true => at.max(have.end()),
-                        false => at,
-                    });
-                if covered < self.size {
-                    return vec![None; ranges.len()];
-                }
-                let mut joined = Vec::with_capacity(self.size as usize);
-                for (have, bytes) in pieces {
-                    let at = joined.len() as u64;
-                    if have.end() > at {
-                        joined.extend_from_slice(&bytes[(at - have.offset) as usize..]);
-                    }
-                }
-                let file = Bytes::from(joined);
-                regions.push((whole, file.clone()));
-                file
-            }
-        };
-        ranges
+    /// The whole file, when the metadata reads made while opening covered it.
+    pub(crate) fn whole(&self) -> Option<&Bytes> {
+        self.whole.as_ref()
+    }
+
+    /// The metadata regions joined into the whole file, when they cover it (the opening's head
+    /// and tail of a small file).
+    pub(super) fn joined_regions(&self) -> Option<Bytes> {
+        let regions = self.metadata.lock().unwrap();
+        let mut pieces: Vec<&(ByteRange, Bytes)> = regions
             .iter()
-            .map(|r| Some(file.slice(r.offset as usize..r.end() as usize)))
-            .collect()
+            .filter(|(have, bytes)| bytes.len() as u64 == have.len)
+            .collect();
+        pieces.sort_unstable_by_key(|(have, _)| have.offset);
+        let covered = pieces
+            .iter()
+            .fold(0, |at, (have, _)| match have.offset <= at {
+                true => at.max(have.end()),
+                false => at,
+            });
+        if covered < self.size {
+            return None;
+        }
+        let mut joined = Vec::with_capacity(self.size as usize);
+        for (have, bytes) in pieces {
+            let at = joined.len() as u64;
+            if have.end() > at {
+                joined.extend_from_slice(&bytes[(at - have.offset) as usize..]);
+            }
+        }
+        Some(Bytes::from(joined))
     }
 
     /// `r` cut into the parts earlier metadata reads hold, with their bytes, and the parts they

@@ -67,6 +67,9 @@ pub struct RootFile {
     metadata: Mutex<Vec<(ByteRange, Bytes)>>,
     /// The metadata ranges parsed (inside those regions): what a snapshot keeps.
     used: Mutex<Vec<ByteRange>>,
+    /// The whole file, when opening's reads covered it (a file no larger than the head and tail
+    /// they read): its baskets then cost no request.
+    whole: Option<Bytes>,
     /// The version of the file its source opened (see `Opened::version`).
     pub version: Option<String>,
     /// Its place in the order read-ahead steps decode (a dataset begins its files in order).
@@ -180,10 +183,12 @@ impl RootFile {
             member_dims: options.member_dims,
             metadata: Mutex::new(opening),
             used: Mutex::default(),
+            whole: None,
             version,
             order: Default::default(),
         };
         file.fetch_regions(&speculative).await?;
+        file.whole = file.joined_regions();
         let got = file
             .read_metadata(&[ByteRange::new(0, size.min(FILE_HEADER_LEN as u64))])
             .await?;

@@ -438,23 +438,25 @@ fn int_bytes(dtype: DType, offsets: &[i64]) -> AlignedBytes {
         last.write(0);
     }
     let sizes = offsets.windows(2).map(|w| w[1] - w[0]);
-    // SAFETY: the words' memory viewed as `n` elements of `width` bytes (`len` within it,
-    // aligned for both widths); each is written below.
+    // SAFETY: `len` bytes within the words, aligned for both widths; `n` sizes written each.
     unsafe {
         if width == 4 {
-            let out =
-                std::slice::from_raw_parts_mut(slots.as_mut_ptr().cast::<MaybeUninit<i32>>(), n);
-            for (dst, size) in out.iter_mut().zip(sizes) {
-                dst.write(size as i32);
-            }
+            write_each(slots, n, sizes.map(|size| size as i32));
         } else {
-            let out =
-                std::slice::from_raw_parts_mut(slots.as_mut_ptr().cast::<MaybeUninit<i64>>(), n);
-            for (dst, size) in out.iter_mut().zip(sizes) {
-                dst.write(size);
-            }
+            write_each(slots, n, sizes);
         }
         AlignedBytes::from_words(words.assume_written(), len)
+    }
+}
+
+/// Write `values` as the first `n` elements of type `T` over `slots`' memory.
+///
+/// # Safety
+/// `n` elements of `T` must fit in `slots` and `T`'s alignment must divide 8.
+unsafe fn write_each<T>(slots: &mut [MaybeUninit<u64>], n: usize, values: impl Iterator<Item = T>) {
+    let out = std::slice::from_raw_parts_mut(slots.as_mut_ptr().cast::<MaybeUninit<T>>(), n);
+    for (dst, value) in out.iter_mut().zip(values) {
+        dst.write(value);
     }
 }
 

@@ -76,9 +76,10 @@ pub(super) async fn open_session(
         if options.discover && redirects == 0 {
             requests.push(proto::locate_request(&endpoint.path));
         }
-        let kept = match endpoint.tls || !reuse {
-            true => None,
-            false => pool::take(&endpoint.address()),
+        let kept = if reuse && !endpoint.tls {
+            pool::take(&endpoint.address())
+        } else {
+            None
         };
         let reused = kept.is_some();
         let (conn, mut early) = match kept {
