@@ -59,9 +59,10 @@ class InputInfo:
 def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> list[InputInfo]:
     """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap).
     `trees` False describes the first input only: when its tables are all TTrees, the others'
-    sizes and versions come from opening their byte sources alone (`_probe`: one round trip
-    where ROOT's opening takes two, and no bytes), and they are taken to hold the first's TTrees,
-    checked as each is written (see `raw.in_batches`); else their TTrees' columns stay None.
+    sizes and versions come from opening their byte sources alone (`_probe`: over XRootD one
+    round trip where ROOT's opening takes two, and no bytes), and they are taken to hold the
+    first's TTrees, checked as each is written (see `raw.in_batches`); else their TTrees'
+    columns stay None.
     Inputs with the same columns share one dict of them: memory stays small with 10 000 inputs
     of 947 branches, and `combine` passes over an input whose columns are the first's."""
     first = _describe(specs[0], open_options, True, True)
