@@ -265,11 +265,13 @@ pub fn parse_tree(
     infos: &[StreamerInfo],
 ) -> Result<TreeMeta> {
     let mut cur = Cursor::new(data, origin, 0);
-    // Room for the objects of a tree like NanoAOD's (a branch and its leaf take about 550 bytes).
-    let mut ptrs = Ptrs::with_capacity(key_len, data.len() / OBJECT_BYTES);
+    // Room for the objects of a tree like NanoAOD's (a branch and its leaf take about 550
+    // bytes): growing the branches' table copies it and touches fresh pages at every doubling.
+    let objects = data.len() / OBJECT_BYTES;
+    let mut ptrs = Ptrs::with_capacity(key_len, objects);
     let mut p = TreeParser {
-        branches: Vec::new(),
-        leaves: Vec::new(),
+        branches: Vec::with_capacity(objects / 2),
+        leaves: Vec::with_capacity(objects / 2),
         embedded: Vec::new(),
     };
 
@@ -348,8 +350,8 @@ pub fn parse_tree(
         zip_bytes,
         auto_flush,
         cluster_ranges,
-        branches: p.branches,
-        leaves: p.leaves,
+        branches: shrunk(p.branches),
+        leaves: shrunk(p.leaves),
         top_branches,
     })
 }
@@ -623,6 +625,13 @@ impl TreeParser {
         };
         Ok(Item::Leaf(index))
     }
+}
+
+/// `v` without the room reserved beyond its items (a tree's metadata holding embedded baskets
+/// is larger than its branches need).
+fn shrunk<T>(mut v: Vec<T>) -> Vec<T> {
+    v.shrink_to_fit();
+    v
 }
 
 /// TIOFeatures' bit for baskets written without entry offsets (TBasket's kGenerateOffsetMap).
