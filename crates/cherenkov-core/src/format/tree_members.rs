@@ -375,6 +375,11 @@ pub(super) fn read_pointer_numbers<'a>(
     what: &str,
 ) -> Result<Numbers<'a>> {
     let n = if cur.u8(what)? == 0 { 0 } else { n };
+    numbers(cur, n, width, what)
+}
+
+/// `n` numbers of `width` bytes, read in place.
+fn numbers<'a>(cur: &mut Cursor<'a>, n: usize, width: usize, what: &str) -> Result<Numbers<'a>> {
     let len = n.checked_mul(width).ok_or_else(|| cur.error(what))?;
     Ok(Numbers {
         raw: cur.bytes(len, what)?,
@@ -390,11 +395,7 @@ pub(super) fn read_old_seeks<'a>(cur: &mut Cursor<'a>, n: usize) -> Result<Numbe
         2 => (n, 8),
         _ => (n, 4),
     };
-    let len = n.checked_mul(width).ok_or_else(|| cur.error(what))?;
-    Ok(Numbers {
-        raw: cur.bytes(len, what)?,
-        width,
-    })
+    numbers(cur, n, width, what)
 }
 
 /// The TBranchElement members after its TBranch base, as class versions 1, 5, 7 and 8 to 10 lay
