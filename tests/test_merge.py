@@ -322,6 +322,27 @@ def test_an_input_without_the_tree_is_refused_unless_union(inputs, tmp_path):
     assert report.trees["Events"].entries == 7 and report.trees["Events"].lacking == [str(other)]
 
 
+def test_inputs_after_the_first_are_checked_as_they_are_written(inputs, tmp_path):
+    """With the strict schema only the first input's trees are read before writing; the others
+    are opened for their size and version alone, and a tree of another kind is refused, naming
+    the file, when its turn comes."""
+    from cherenkov.dataset import file_specs
+    from cherenkov.merging.schema import describe
+
+    paths, _ = inputs
+    probed = describe(file_specs(paths), {}, trees=False)
+    full = describe(file_specs(paths), {})
+    assert [i.probed for i in probed] == [False] + [True] * (len(paths) - 1)
+    assert [(i.size, i.version) for i in probed] == [(i.size, i.version) for i in full]
+    assert all(i.tables["Events"].columns is None for i in probed[1:])
+    ntuple = tmp_path / "ntuple.root"
+    with cherenkov.recreate(ntuple) as f:
+        f.mktree("Events", {"x": "float64"}, format="rntuple").extend({"x": np.arange(3.0)})
+    with pytest.raises(ValueError, match=r"ntuple\.root: 'Events' is a RNTuple, a TTree in"):
+        cherenkov.merge([paths[0], ntuple], tmp_path / "out.root", progress=False)
+    assert not (tmp_path / "out.root").exists()
+
+
 def test_ttrees_merged_into_an_rntuple(inputs, tmp_path):
     paths, _ = inputs
     out = tmp_path / "merged.root"

@@ -53,6 +53,7 @@ pub fn buffers_to_py(py: Python<'_>, buffers: Vec<Bytes>) -> PyResult<Bound<'_, 
 pub struct RawSource {
     inner: RawFile,
     size: u64,
+    version: Option<String>,
 }
 
 #[pymethods]
@@ -69,10 +70,11 @@ impl RawSource {
         let opened = py
             .detach(|| runtime().block_on(open_replicas(&urls, &options.source)))
             .map_err(to_py)?;
-        let size = opened.source.size();
+        let (size, version) = (opened.source.size(), opened.version.clone());
         Ok(Self {
             inner: RawFile::new(opened, options),
             size,
+            version,
         })
     }
 
@@ -83,6 +85,11 @@ impl RawSource {
     #[getter]
     fn size(&self) -> u64 {
         self.size
+    }
+    /// The file's version as its source saw it when opening (as `RootFile.version`).
+    #[getter]
+    fn version(&self) -> Option<String> {
+        self.version.clone()
     }
 
     /// Read byte ranges `[(start, stop), ...]` as one vectored request; arrays as `RootFile`'s.

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from cherenkov.file import open as open_file
 from cherenkov.merging.raw import in_batches
-from cherenkov.merging.schema import InputInfo
+from cherenkov.merging.schema import InputInfo, other_kind
 
 COPY_MIN_CLUSTER_BYTES = 10_000_000
 # Trees handed to one copy call: their basket reads follow each other without a pause.
@@ -64,7 +64,7 @@ def copy_table(tree, table: str, group: list[InputInfo], first: InputInfo, rewri
     kind = first.tables[table].kind
     for info in having:
         if info.tables[table].kind != kind:
-            raise ValueError(f"{info.spec.replicas[0]}: {table!r} is a {info.tables[table].kind}, a {kind} in {first.spec.replicas[0]}")
+            raise other_kind(info, table, info.tables[table].kind, first)
     if kind == "RNTuple":  # described in full by `describe`: copied as they come
         return _copy_ntuples(tree, table, having, first, rewrite, open_options)
     # No bar: the inputs' entries are known only as they are copied.

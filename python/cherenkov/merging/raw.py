@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
 from cherenkov.file import open as open_file
-from cherenkov.merging.schema import InputInfo, TableSchema, combine, opened_at_once, tree_schema
+from cherenkov.merging.schema import InputInfo, TableSchema, check_probed, combine, opened_at_once, tree_schema
 from cherenkov.progress import Progress
 
 # Trees handed to one call: their basket reads follow each other without a pause.
@@ -67,6 +67,8 @@ def in_batches(
         if f is None:
             return info, None, None, False
         try:  # its metadata parsed here, off the writing thread, once
+            if info.probed:
+                check_probed(info, f, table, first)
             t = f._core.tree(table) if kind == "TTree" else f._core.ntuple(table)
             guessed = kind == "TTree" and describe_parsed(info, t, table, first, reference, open_options)
         except BaseException:

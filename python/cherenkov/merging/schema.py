@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cherenkov import _core
 from cherenkov.arrays import to_layout
 from cherenkov.dataset import TABLE_CLASSES
 from cherenkov.file import RNTUPLE_CLASS
@@ -46,24 +47,35 @@ class TableSchema:
 class InputInfo:
     spec: FileSpec
     size: int
-    compression: int
+    compression: int  # its file's setting (a probed input's taken as the first's: only the first's is used)
     tables: dict[str, TableSchema]
     objects: dict[str, str] = field(default_factory=dict)  # path -> class, tables and dirs left out
     version: str | None = None  # as its source saw it (a modification time, an ETag), if known
     # The first input's core TTrees as `describe` parsed them: the others are compared with them.
     parsed: dict = field(default_factory=dict, repr=False)
+    probed: bool = False  # described by `_probe`: its tables are checked as they are written
 
 
 def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> list[InputInfo]:
-    """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap);
-    `trees` False reads the TTrees of the first input only (the others' columns stay None).
+    """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap).
+    `trees` False describes the first input only: when its tables are all TTrees, the others'
+    sizes and versions come from opening their byte sources alone (`_probe`: over XRootD one
+    round trip where ROOT's opening takes two, and no bytes), and they are taken to hold the
+    first's TTrees, checked as each is written (see `raw.in_batches`); else their TTrees'
+    columns stay None.
     Inputs with the same columns share one dict of them: memory stays small with 10 000 inputs
     of 947 branches, and `combine` passes over an input whose columns are the first's."""
+    first = _describe(specs[0], open_options, True, True)
+    probe = not trees and all(t.kind == "TTree" for t in first.tables.values())
+
+    def one(spec: FileSpec) -> InputInfo:
+        return _probe(spec, first, open_options) if probe else _describe(spec, open_options, trees, False)
+
     shared: dict[tuple, dict[str, str]] = {}
     infos = []
     remote = opened_at_once(specs)[0] == OPENED_AT_ONCE_REMOTE
     with ThreadPoolExecutor(DESCRIBED_AT_ONCE_REMOTE if remote else OPENED_AT_ONCE) as pool:
-        for info in pool.map(lambda ks: _describe(ks[1], open_options, trees or ks[0] == 0, ks[0] == 0), enumerate(specs)):
+        for info in [first, *pool.map(one, specs[1:])]:
             for t in info.tables.values():
                 if t.columns is not None:
                     t.columns = shared.setdefault(tuple(t.columns.items()), t.columns)
@@ -97,6 +109,14 @@ def _describe(spec: FileSpec, open_options: dict, trees: bool, keep: bool) -> In
         return InputInfo(spec, f.size, f._core.compression, tables, objects, f._core.version, parsed)
 
 
+def _probe(spec: FileSpec, first: InputInfo, open_options: dict) -> InputInfo:
+    """`spec`'s size and version, from opening its byte source without ROOT's opening; its tables
+    taken as `first`'s TTrees, their columns not read (None)."""
+    source = _core.RawSource.open(list(spec.replicas), **open_options)
+    tables = {name: TableSchema("TTree", 0, None) for name in first.tables}
+    return InputInfo(spec, source.size, first.compression, tables, version=source.version, probed=True)
+
+
 def _table_schema(f, path: str, cls: str, parsed: dict) -> TableSchema:
     """The `TableSchema` of table `path` of class `cls` in `f`; a TTree's core tree kept in `parsed`."""
     if cls == RNTUPLE_CLASS:
@@ -117,6 +137,23 @@ def tree_schema(tree) -> TableSchema:
     return TableSchema("TTree", entries, dict(columns), compressed, clusters)
 
 
+def missing_table(info: InputInfo, table: str) -> ValueError:
+    return ValueError(f"{info.spec.replicas[0]} has no tree {table!r}; schema='union' merges the inputs that have it")
+
+
+def other_kind(info: InputInfo, table: str, kind: str, first: InputInfo) -> ValueError:
+    return ValueError(f"{info.spec.replicas[0]}: {table!r} is a {kind}, a {first.tables[table].kind} in {first.spec.replicas[0]}")
+
+
+def check_probed(info: InputInfo, f, table: str, first: InputInfo) -> None:
+    """Raise unless `f` (the open file of `info`, a probed input: see `_probe`) holds `table` as a TTree."""
+    classes = {key.split(";")[0]: cls for key, cls in f.classnames().items()}
+    if table not in classes:
+        raise missing_table(info, table)
+    if classes[table] != "TTree":
+        raise other_kind(info, table, "RNTuple" if classes[table] == RNTUPLE_CLASS else classes[table], first)
+
+
 def combine(table: str, inputs: list[InputInfo], schema: str) -> tuple[list[str], dict[str, list[str]]]:
     """The output's columns of `table` (in the first input's order, then new ones as met) and,
     for ``union``, the inputs each column is missing from (filled with defaults). ``strict``
@@ -126,7 +163,7 @@ def combine(table: str, inputs: list[InputInfo], schema: str) -> tuple[list[str]
     having = [i for i in inputs if table in i.tables]
     if schema != "union" and len(having) < len(inputs):
         lacking = next(i for i in inputs if table not in i.tables)
-        raise ValueError(f"{lacking.spec.replicas[0]} has no tree {table!r}; schema='union' merges the inputs that have it")
+        raise missing_table(lacking, table)
     first = having[0].tables[table].columns
     names = list(first)
     types = dict(first)

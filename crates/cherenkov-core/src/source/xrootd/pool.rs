@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 
 /// How long a connection waits for a next file (servers keep idle connections far longer).
 const IDLE_FOR: Duration = Duration::from_secs(60);
-/// Connections kept per server: a dataset read with its files opened ahead uses a few per file.
-const PER_SERVER: usize = 64;
+/// Connections kept per server: as many as a merge opens files at once (`merging/schema.py`'s
+/// 256), so that its next wave finds them all. Each waits with a socket and one open file.
+const PER_SERVER: usize = 256;
 
 struct Idle {
     conn: Connection,
