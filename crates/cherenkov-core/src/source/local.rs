@@ -2,7 +2,10 @@
 //! page cache with `direct_io` (see `direct`).
 
 use super::direct;
-use super::{ByteRange, ByteSource, Opened, SourceLimits, SourceReport, Tally};
+use super::{
+    coalesce_ranges, slice_from_fetched, ByteRange, ByteSource, Opened, SourceLimits, SourceReport,
+    Tally, DEFAULT_COALESCE_GAP,
+};
 use crate::error::{Error, Result};
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -33,6 +36,12 @@ const POOLED_BUFFER_BYTES: usize = 4 << 20;
 const POOLED_BUFFERS: usize = 4;
 
 static POOL: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+/// Ranges less than this apart are read in one call, the bytes between them copied and left
+/// unused: a read out of the page cache costs a system call and a page lookup, about what
+/// copying a few kB costs, and the baskets or pages of the branches or columns read are often
+/// stored end to end or nearly (asked for branch by branch, they are read in the file's order).
+const JOIN_GAP: u64 = DEFAULT_COALESCE_GAP;
 
 /// An empty buffer of at least `len` bytes of capacity: one from the pool, or a new one.
 fn pooled_buffer(len: usize) -> Vec<u8> {
@@ -129,8 +138,7 @@ impl LocalSource {
     }
 
     /// Ranges of `total` bytes read one after the other into one buffer from `POOL`, each a
-    /// slice of it; the buffer goes back to the pool when the last slice is dropped. Ranges
-    /// that continue the one before them in the file are read with it, in one call.
+    /// slice of it; the buffer goes back to the pool when the last slice is dropped.
     fn read_pooled(
         file: &File,
         path: &str,
@@ -139,8 +147,8 @@ impl LocalSource {
         total: usize,
     ) -> Result<Vec<Bytes>> {
         let mut buf = pooled_buffer(total);
-        for run in contiguous_runs(group) {
-            Self::read_into(file, path, size, run, &mut buf)?;
+        for r in group {
+            Self::read_into(file, path, size, *r, &mut buf)?;
         }
         let bytes = Bytes::from_owner(Pooled(buf));
         let mut at = 0;
@@ -188,24 +196,20 @@ impl ByteSource for LocalSource {
         self.size
     }
 
-    /// Read in the file's order (see `read_sorted`), handed back in the order asked.
+    /// Read as spans in the file's order, ranges less than `JOIN_GAP` apart joined in one
+    /// (see `read_spans`), each range a slice of its span.
     async fn read_ranges(&self, ranges: &[ByteRange]) -> Result<Vec<Bytes>> {
         let total: u64 = ranges.iter().map(|r| r.len).sum();
         self.tally.record(ranges.len() as u64, total);
-        if ranges.is_sorted_by_key(|r| r.offset) {
-            return self.read_sorted(ranges, total).await;
-        }
-        let mut order: Vec<usize> = (0..ranges.len()).collect();
-        order.sort_by_key(|&i| ranges[i].offset);
-        let sorted: Vec<ByteRange> = order.iter().map(|&i| ranges[i]).collect();
-        let mut out = vec![Bytes::new(); ranges.len()];
-        for (i, bytes) in order
-            .into_iter()
-            .zip(self.read_sorted(&sorted, total).await?)
-        {
-            out[i] = bytes;
-        }
-        Ok(out)
+        let spans = coalesce_ranges(ranges, JOIN_GAP);
+        let buffers = self.read_spans(&spans).await?;
+        slice_from_fetched(ranges, &spans, &buffers).ok_or_else(|| {
+            let what = super::describe_ranges(ranges);
+            Error::io(
+                &self.path,
+                format!("internal error: spans not covering {what}"),
+            )
+        })
     }
 
     fn limits(&self) -> SourceLimits {
@@ -223,15 +227,15 @@ impl ByteSource for LocalSource {
 }
 
 impl LocalSource {
-    /// `ranges` (of `total` bytes), sorted by offset: the parallel groups are then each one
-    /// region of the file, and ranges that lie end to end (baskets or pages of branches or
-    /// columns stored one after the other, asked for branch by branch) are read in one call.
-    async fn read_sorted(&self, ranges: &[ByteRange], total: u64) -> Result<Vec<Bytes>> {
-        if total < PARALLEL_READ_MIN_BYTES || ranges.len() == 1 {
-            return Self::read_group(&self.file, &self.path, self.size, self.direct, ranges);
+    /// `spans`, sorted by offset and apart: the parallel groups are then each one region of
+    /// the file.
+    async fn read_spans(&self, spans: &[ByteRange]) -> Result<Vec<Bytes>> {
+        let total: u64 = spans.iter().map(|r| r.len).sum();
+        if total < PARALLEL_READ_MIN_BYTES || spans.len() == 1 {
+            return Self::read_group(&self.file, &self.path, self.size, self.direct, spans);
         }
-        let per_group = ranges.len().div_ceil(PARALLEL_READ_GROUPS);
-        let tasks: Vec<_> = ranges
+        let per_group = spans.len().div_ceil(PARALLEL_READ_GROUPS);
+        let tasks: Vec<_> = spans
             .chunks(per_group)
             .map(|group| {
                 let (file, path, size, direct, group) = (
@@ -246,7 +250,7 @@ impl LocalSource {
                 })
             })
             .collect();
-        let mut out = Vec::with_capacity(ranges.len());
+        let mut out = Vec::with_capacity(spans.len());
         for t in tasks {
             out.extend(
                 t.await
@@ -255,20 +259,6 @@ impl LocalSource {
         }
         Ok(out)
     }
-}
-
-/// `ranges` joined where one starts where the one before it ends: each a run of them, read
-/// in one call (a page-cache read costs a system call and a page lookup per call, and the
-/// pages of consecutive columns or baskets often lie end to end).
-fn contiguous_runs(ranges: &[ByteRange]) -> impl Iterator<Item = ByteRange> + '_ {
-    let mut rest = ranges.iter().peekable();
-    std::iter::from_fn(move || {
-        let mut run = *rest.next()?;
-        while let Some(next) = rest.next_if(|r| r.offset == run.end()) {
-            run.len += next.len;
-        }
-        Some(run)
-    })
 }
 
 /// `len` bytes of `file` at `offset` appended to `buf`, read into memory not zeroed first
@@ -352,22 +342,22 @@ mod tests {
         for (r, b) in first.iter().zip(&kept) {
             assert_eq!(&b[..], expect(r), "range {r:?} held across later reads");
         }
-        // Ranges end to end (read in one call) and apart, in any order, as asked.
-        let runs = [
+        // Ranges end to end, overlapping, a few bytes apart (read in one span), empty, and
+        // far apart, in no order, come back as asked.
+        let mixed = [
             ByteRange::new(500, 100),
             ByteRange::new(600, 50),
             ByteRange::new(650, 1),
             ByteRange::new(10, 20),
-            ByteRange::new(30, 5),
+            ByteRange::new(3_000, 5),
             ByteRange::new(600, 7),
+            ByteRange::new(77, 0),
+            ByteRange::new(900_000, 30),
         ];
-        let got = source.read_ranges(&runs).await.unwrap();
-        for (r, b) in runs.iter().zip(&got) {
+        let got = source.read_ranges(&mixed).await.unwrap();
+        for (r, b) in mixed.iter().zip(&got) {
             assert_eq!(&b[..], expect(r), "range {r:?}");
         }
-        let joined: Vec<ByteRange> = contiguous_runs(&runs).collect();
-        let expected = [(500, 151), (10, 25), (600, 7)].map(|(o, l)| ByteRange::new(o, l));
-        assert_eq!(joined, expected);
         // A range past the end is an error, not a short read.
         let past = [ByteRange::new(0, 10), ByteRange::new(999_990, 11)];
         assert!(source.read_ranges(&past).await.is_err());
