@@ -5,7 +5,7 @@
     .venv/bin/python bench/merge_bench.py [--files 1000] [--entries 100] [--outputs 2] [--repeat 3]
                                           [--hadd-O-repeat 1] [--tools copy,rewrite,hadd-ff,hadd-O]
                                           [--tiny] [--rtt 137] [--remote [--rate MB/s]]
-                                          [--json bench/results/merge.json]
+                                          [--baseline OTHER_VENV/bin/python] [--json bench/results/merge.json]
 
 Inputs are N files of M entries cut by ROOT from bench/make_nanolike.py's 40 000-entry file (947
 branches, ZSTD 5, each file written by ROOT as a grid job writes it; past the 40 000th entry the cuts
@@ -23,6 +23,10 @@ are read back and their entries counted against the inputs'.
 `Lab`; `--rate` makes it one link of that many MB/s for every connection, else the loopback's), in
 each cherenkov mode asked for, in the same rounds: the remote merge against the local one plus the
 link's transfer time of the inputs' bytes (their bytes at --rate; none without it).
+
+`--baseline PYTHON` also runs cherenkov's local modes with another Python (whose cherenkov is another
+build, e.g. main's `.venv/bin/python`), interleaved with this one's: the A/B of a change, as wall and
+CPU time ratios.
 """
 
 from __future__ import annotations
@@ -183,8 +187,10 @@ def find_hadd() -> str | None:
 TOOLS = {"copy": "cherenkov copy", "rewrite": "cherenkov rewrite", "hadd-ff": "hadd -ff", "hadd-O": "hadd -O"}
 STEMS = {"cherenkov copy": "copy", "cherenkov rewrite": "rewrite", "hadd -ff": "hadd-ff", "hadd -O": "hadd-O"}
 REMOTE = " (root://)"  # a cherenkov tool's name, merging the served inputs
+BASELINE = " (baseline)"  # a cherenkov tool's name, run by --baseline's Python (its cherenkov)
 for _name in ("cherenkov copy", "cherenkov rewrite"):
     STEMS[_name + REMOTE] = STEMS[_name] + "-remote"
+    STEMS[_name + BASELINE] = STEMS[_name] + "-baseline"
 
 
 def outputs_of(name: str, out: Path, count: int) -> list[Path]:
@@ -196,10 +202,18 @@ def outputs_of(name: str, out: Path, count: int) -> list[Path]:
 
 
 def tools(
-    hadd: str | None, inputs: list[Path], out: Path, groups: list[range], max_size: int, wanted: list[str], urls: list[str] | None = None
+    hadd: str | None,
+    inputs: list[Path],
+    out: Path,
+    groups: list[range],
+    max_size: int,
+    wanted: list[str],
+    urls: list[str] | None = None,
+    baseline: str | None = None,
 ) -> dict[str, list[list[str]]]:
     """Each tool's commands (one per process, run in turn): cherenkov one, hadd one per output;
-    with `urls` (the inputs served), cherenkov's tools again on them."""
+    with `urls` (the inputs served), cherenkov's tools again on them; with `baseline` (a Python
+    whose cherenkov is another build, e.g. main's), cherenkov's local tools again run by it."""
     names = [str(p) for p in inputs]
     cli = [sys.executable, "-m", "cherenkov.cli", "merge"]
     split = ["--max-size", str(max_size)] if len(groups) > 1 else []
@@ -210,6 +224,11 @@ def tools(
             targets = outputs_of(name, out, len(groups))
             found[name] = [[hadd, *flags, str(t), *(names[k] for k in g)] for t, g in zip(targets, groups)]
     chosen = {TOOLS[w]: found[TOOLS[w]] for w in wanted if TOOLS[w] in found}
+    if baseline is not None:
+        for name, flags in modes.items():
+            if name in chosen:
+                cmd = [baseline, *cli[1:], str(out / f"{STEMS[name + BASELINE]}.root"), *names, "--quiet", *flags, *split]
+                chosen[name + BASELINE] = [cmd]
     if urls is not None:
         for name, flags in modes.items():
             if name in chosen:
@@ -284,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rtt", type=float, default=137.0, help="round trip (ms) of the predicted remote read and of --remote's link")
     parser.add_argument("--remote", action="store_true", help="also merge the inputs served by xrootd at --rtt (cherenkov's modes)")
     parser.add_argument("--rate", type=float, help="with --remote: one link of this many MB/s for all connections")
+    parser.add_argument("--baseline", help="a Python whose cherenkov is the build to compare with (e.g. main's .venv/bin/python)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
 
@@ -310,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             urls = [served.url("root", p.name) for p in inputs]
             link = f"one {args.rate:g} MB/s link" if args.rate else "the loopback's bandwidth"
             print(f"served by xrootd at {args.rtt:g} ms ({link})")
-        commands = tools(hadd, inputs, out, groups, max_size, args.tools.split(","), urls)
+        commands = tools(hadd, inputs, out, groups, max_size, args.tools.split(","), urls, args.baseline)
         for round_ in range(max(args.repeat, args.hadd_O_repeat)):
             for name, runs in commands.items():
                 if round_ >= (args.hadd_O_repeat if name == "hadd -O" else args.repeat):
@@ -355,6 +375,13 @@ def main(argv: list[str] | None = None) -> int:
                 wall = results[peer]["median"] / results[ours]["median"]
                 cpu = results[peer]["cpu_median"] / results[ours]["cpu_median"]
                 print(f"{ours}: {wall:.2f}x the speed of {peer} (CPU time: {cpu:.2f}x less)")
+        for name in TOOLS.values():
+            if name in results and name + BASELINE in results:
+                ours, theirs = results[name], results[name + BASELINE]
+                print(
+                    f"{name}: {ours['median'] / theirs['median']:.3f}x the baseline's wall time, "
+                    f"{ours['cpu_median'] / theirs['cpu_median']:.3f}x its CPU time (medians, runs interleaved)"
+                )
         transfer = total / (args.rate * 1e6) if args.rate else 0.0
         for name in TOOLS.values():
             if name in results and name + REMOTE in results:

@@ -179,12 +179,12 @@ pub fn decode_basket(raw: &[u8], origin: &str) -> Result<Basket> {
     };
     let offsets = match layout.offset_table(&data, origin)? {
         Some(table) => {
-            let raw_offsets: Vec<i32> = table
+            // Read in place: a merge decodes a basket per branch of every small input.
+            let raw_offsets = table
                 .chunks_exact(4)
-                .map(|c| i32::from_be_bytes(c.try_into().unwrap()))
-                .collect();
+                .map(|c| i32::from_be_bytes(c.try_into().unwrap()));
             Some(
-                relative_offsets(&raw_offsets, layout.keylen, layout.border)
+                relative_offsets(raw_offsets, layout.keylen, layout.border)
                     .ok_or_else(|| layout.bad_offsets(origin))?,
             )
         }
@@ -251,12 +251,14 @@ pub fn parse_embedded_basket(cur: &mut Cursor) -> Result<Option<EmbeddedBasket>>
     let content = buffer.get(keylen..).unwrap_or_default().to_vec();
     let offsets = match offsets {
         Some(raw) if raw.len() >= nev => Some(
-            relative_offsets(&raw[..nev], keylen, content.len()).ok_or_else(|| {
-                cur.error_at(
-                    start,
-                    "embedded TBasket entry offsets inside its buffer, in order",
-                )
-            })?,
+            relative_offsets(raw[..nev].iter().copied(), keylen, content.len()).ok_or_else(
+                || {
+                    cur.error_at(
+                        start,
+                        "embedded TBasket entry offsets inside its buffer, in order",
+                    )
+                },
+            )?,
         ),
         Some(_) => {
             return Err(cur.error_at(
@@ -275,10 +277,14 @@ pub fn parse_embedded_basket(cur: &mut Cursor) -> Result<Option<EmbeddedBasket>>
 
 /// Entry offsets as stored (relative to the key start) turned into `n + 1` offsets relative to the
 /// content, the last being the content length; `None` unless they are ordered and inside.
-pub fn relative_offsets(raw: &[i32], keylen: usize, content_len: usize) -> Option<Vec<u32>> {
+pub fn relative_offsets(
+    raw: impl ExactSizeIterator<Item = i32>,
+    keylen: usize,
+    content_len: usize,
+) -> Option<Vec<u32>> {
     let mut out = Vec::with_capacity(raw.len() + 1);
     let mut prev = 0i64;
-    for &o in raw {
+    for o in raw {
         let rel = o as i64 - keylen as i64;
         if rel < prev || rel > content_len as i64 {
             return None;

@@ -4,6 +4,7 @@
 use super::cursor::Cursor;
 use crate::error::Result;
 use rustc_hash::FxHashMap;
+use std::rc::Rc;
 
 pub(crate) const BYTE_COUNT_MASK: u32 = 0x4000_0000;
 const BYTE_COUNT_VERSION_MASK: u16 = 0x4000;
@@ -121,7 +122,9 @@ pub type ReadBody<'a, T> =
 pub struct PointerReader<T: Clone> {
     key_len: u64,
     // Keyed by offsets: a fast hash (SipHash took a tenth of parsing a NanoAOD tree's metadata).
-    classes: FxHashMap<u64, String>,
+    /// Shared: every object of a class names it (a NanoAOD tree streams 1 900 branches and
+    /// leaves of a few classes), so a reference costs no copy of the name.
+    classes: FxHashMap<u64, Rc<str>>,
     objects: FxHashMap<u64, T>,
     /// Objects being read inside one another.
     depth: usize,
@@ -129,10 +132,15 @@ pub struct PointerReader<T: Clone> {
 
 impl<T: Clone> PointerReader<T> {
     pub fn new(key_len: usize) -> Self {
+        Self::with_capacity(key_len, 0)
+    }
+
+    /// A reader with room for `objects` objects (growing the map rehashes every object).
+    pub fn with_capacity(key_len: usize, objects: usize) -> Self {
         Self {
             key_len: key_len as u64,
             classes: FxHashMap::default(),
-            objects: FxHashMap::default(),
+            objects: FxHashMap::with_capacity_and_hasher(objects, Default::default()),
             depth: 0,
         }
     }
@@ -172,6 +180,7 @@ impl<T: Clone> PointerReader<T> {
             if name.is_empty() || name.len() > 1024 {
                 return Err(cur.error("a class name of 1 to 1024 characters"));
             }
+            let name: Rc<str> = name.into();
             if let Some(pos) = class_pos {
                 self.classes
                     .insert(self.key_len + pos as u64 + MAP_OFFSET, name.clone());
@@ -213,11 +222,12 @@ pub fn read_obj_array<T: Clone>(
         read_tobject(cur)?;
     }
     if v.version > 1 {
-        cur.string("TObjArray fName")?;
+        cur.skip_string("TObjArray fName")?;
     }
     let n = cur.count("TObjArray size", 4)?;
     let _lower_bound = cur.i32("TObjArray fLowerBound")?;
-    let mut out = Vec::with_capacity(n);
+    // Not `n`: a branch's fBaskets holds fMaxBaskets slots, nearly all null.
+    let mut out = Vec::new();
     for _ in 0..n {
         if let Pointer::Object(obj) = pointers.read(cur, read_body)? {
             out.push(obj);
@@ -238,10 +248,11 @@ pub fn read_list<T: Clone>(
     let v = read_version(cur, "TList")?;
     if v.version > 3 {
         read_tobject(cur)?;
-        cur.string("TList fName")?;
+        cur.skip_string("TList fName")?;
     }
     let n = cur.count("TList size", 5)?;
-    let mut out = Vec::with_capacity(n);
+    // Not `n`: a branch's fBaskets holds fMaxBaskets slots, nearly all null.
+    let mut out = Vec::new();
     for _ in 0..n {
         if let Pointer::Object(obj) = pointers.read(cur, read_body)? {
             out.push(obj);

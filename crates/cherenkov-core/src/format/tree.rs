@@ -11,8 +11,8 @@ use super::objects::{
 use super::streamers::StreamerInfo;
 pub use super::tree_members::ElementMeta;
 use super::tree_members::{
-    builtin_layout, layout_from_info, read_element_members, read_old_seeks, read_pointer_array_i32,
-    read_pointer_array_i64, read_tree_members, TreeCounts, MAX_F64_COUNT,
+    builtin_layout, layout_from_info, read_element_members, read_old_seeks, read_pointer_numbers,
+    read_tree_members, TreeCounts, MAX_F64_COUNT,
 };
 use crate::error::Result;
 
@@ -236,6 +236,9 @@ struct TreeParser {
 
 type Ptrs = PointerReader<Item>;
 
+/// Streamed bytes per branch or leaf, about, for the room the object map starts with.
+const OBJECT_BYTES: usize = 256;
+
 /// The class version of a streamed TTree (or TNtuple, `class`).
 pub fn tree_version(data: &[u8], class: &str, origin: &str) -> Result<i16> {
     let mut cur = Cursor::new(data, origin, 0);
@@ -262,10 +265,13 @@ pub fn parse_tree(
     infos: &[StreamerInfo],
 ) -> Result<TreeMeta> {
     let mut cur = Cursor::new(data, origin, 0);
-    let mut ptrs = Ptrs::new(key_len);
+    // Room for the objects of a tree like NanoAOD's (a branch and its leaf take about 550
+    // bytes): growing the branches' table copies it and touches fresh pages at every doubling.
+    let objects = data.len() / OBJECT_BYTES;
+    let mut ptrs = Ptrs::with_capacity(key_len, objects);
     let mut p = TreeParser {
-        branches: Vec::new(),
-        leaves: Vec::new(),
+        branches: Vec::with_capacity(objects / 2),
+        leaves: Vec::with_capacity(objects / 2),
         embedded: Vec::new(),
     };
 
@@ -344,8 +350,8 @@ pub fn parse_tree(
         zip_bytes,
         auto_flush,
         cluster_ranges,
-        branches: p.branches,
-        leaves: p.leaves,
+        branches: shrunk(p.branches),
+        leaves: shrunk(p.leaves),
         top_branches,
     })
 }
@@ -487,16 +493,15 @@ impl TreeParser {
             "TBranch fMaxBaskets",
             slot_bytes,
         )?;
-        let basket_bytes = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketBytes")?;
+        let basket_bytes = read_pointer_numbers(cur, max_baskets, 4, "TBranch fBasketBytes")?;
         let (basket_entry, basket_seek) = if old {
             // 32-bit entries; seeks 64-bit when the presence byte says 2 (large files).
-            let entry = read_pointer_array_i32(cur, max_baskets, "TBranch fBasketEntry")?;
-            let seek = read_old_seeks(cur, max_baskets)?;
-            (entry.into_iter().map(i64::from).collect::<Vec<_>>(), seek)
+            let entry = read_pointer_numbers(cur, max_baskets, 4, "TBranch fBasketEntry")?;
+            (entry, read_old_seeks(cur, max_baskets)?)
         } else {
             (
-                read_pointer_array_i64(cur, max_baskets, "TBranch fBasketEntry")?,
-                read_pointer_array_i64(cur, max_baskets, "TBranch fBasketSeek")?,
+                read_pointer_numbers(cur, max_baskets, 8, "TBranch fBasketEntry")?,
+                read_pointer_numbers(cur, max_baskets, 8, "TBranch fBasketSeek")?,
             )
         };
         if entries < 0 {
@@ -506,23 +511,23 @@ impl TreeParser {
         }
 
         // Normal baskets: leading non-zero seeks before fWriteBasket.
-        let mut locations = Vec::new();
-        let n_normal = basket_seek
-            .iter()
+        let n_normal = (0..basket_seek.len())
             .take(write_basket.max(0) as usize)
-            .take_while(|&&s| s != 0)
+            .take_while(|&i| basket_seek.get(i) != 0)
             .count()
             .min(basket_bytes.len())
             .min(basket_entry.len());
+        let mut locations = Vec::with_capacity(n_normal);
         for i in 0..n_normal {
-            let start = basket_entry[i];
-            let stop =
-                if i + 1 < basket_entry.len() && (i + 1 < n_normal || basket_entry[i + 1] > 0) {
-                    basket_entry[i + 1]
-                } else {
-                    entries
-                };
-            let (seek, bytes) = (basket_seek[i], basket_bytes[i]);
+            let start = basket_entry.get(i);
+            let stop = if i + 1 < basket_entry.len()
+                && (i + 1 < n_normal || basket_entry.get(i + 1) > 0)
+            {
+                basket_entry.get(i + 1)
+            } else {
+                entries
+            };
+            let (seek, bytes) = (basket_seek.get(i), basket_bytes.get(i));
             if start < 0 || stop < start || stop > entries || seek < 0 || bytes <= 0 {
                 return Err(cur.error(format!(
                     "basket {i} of branch '{name}' with sane entries and location (entries {start}..{stop} of {entries}, seek {seek}, {bytes} bytes)"
@@ -620,6 +625,13 @@ impl TreeParser {
         };
         Ok(Item::Leaf(index))
     }
+}
+
+/// `v` without the room reserved beyond its items (a tree's metadata holding embedded baskets
+/// is larger than its branches need).
+fn shrunk<T>(mut v: Vec<T>) -> Vec<T> {
+    v.shrink_to_fit();
+    v
 }
 
 /// TIOFeatures' bit for baskets written without entry offsets (TBasket's kGenerateOffsetMap).

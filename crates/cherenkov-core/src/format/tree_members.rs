@@ -343,24 +343,58 @@ pub(super) fn read_pointer_array_i64(cur: &mut Cursor, n: usize, what: &str) -> 
     cur.i64_array(n, what)
 }
 
-pub(super) fn read_pointer_array_i32(cur: &mut Cursor, n: usize, what: &str) -> Result<Vec<i32>> {
-    if cur.u8(what)? == 0 {
-        return Ok(Vec::new());
+/// Streamed big-endian integers of 4 or 8 bytes, read in place: a branch's basket tables (three
+/// per branch, parsed for every input of a merge) then cost no allocation.
+#[derive(Clone, Copy)]
+pub(super) struct Numbers<'a> {
+    raw: &'a [u8],
+    width: usize,
+}
+
+impl Numbers<'_> {
+    pub(super) fn len(&self) -> usize {
+        self.raw.len() / self.width
     }
-    cur.i32_array(n, what)
+
+    /// Number `i` (< `len`).
+    pub(super) fn get(&self, i: usize) -> i64 {
+        let at = &self.raw[i * self.width..(i + 1) * self.width];
+        match self.width {
+            4 => i64::from(i32::from_be_bytes(at.try_into().expect("4 bytes"))),
+            _ => i64::from_be_bytes(at.try_into().expect("8 bytes")),
+        }
+    }
+}
+
+/// A `[count]` pointer array of `n` numbers of `width` bytes: a presence byte (0 for a null
+/// pointer, then none), then the numbers.
+pub(super) fn read_pointer_numbers<'a>(
+    cur: &mut Cursor<'a>,
+    n: usize,
+    width: usize,
+    what: &str,
+) -> Result<Numbers<'a>> {
+    let n = if cur.u8(what)? == 0 { 0 } else { n };
+    let len = n.checked_mul(width).ok_or_else(|| cur.error(what))?;
+    Ok(Numbers {
+        raw: cur.bytes(len, what)?,
+        width,
+    })
 }
 
 /// fBasketSeek of TBranch versions before 10: a presence byte, 2 announcing 64-bit seeks.
-pub(super) fn read_old_seeks(cur: &mut Cursor, n: usize) -> Result<Vec<i64>> {
-    match cur.u8("TBranch fBasketSeek")? {
-        0 => Ok(Vec::new()),
-        2 => cur.i64_array(n, "TBranch fBasketSeek"),
-        _ => Ok(cur
-            .i32_array(n, "TBranch fBasketSeek")?
-            .into_iter()
-            .map(i64::from)
-            .collect()),
-    }
+pub(super) fn read_old_seeks<'a>(cur: &mut Cursor<'a>, n: usize) -> Result<Numbers<'a>> {
+    let what = "TBranch fBasketSeek";
+    let (n, width) = match cur.u8(what)? {
+        0 => (0, 4),
+        2 => (n, 8),
+        _ => (n, 4),
+    };
+    let len = n.checked_mul(width).ok_or_else(|| cur.error(what))?;
+    Ok(Numbers {
+        raw: cur.bytes(len, what)?,
+        width,
+    })
 }
 
 /// The TBranchElement members after its TBranch base, as class versions 1, 5, 7 and 8 to 10 lay

@@ -29,19 +29,26 @@ use rayon::prelude::*;
 /// The ROOT version the files are written as (6.40/00): the structures and class versions are
 /// those of ROOT 6.40.
 pub const ROOT_VERSION: i32 = 64000;
-/// Objects past this size are compressed in blocks of this size on every core (a merged TTree's
-/// metadata lists every basket: megabytes, compressed at close, when nothing else runs).
+/// Objects past this size are compressed in blocks of this size on every core, at their
+/// algorithm's first level (a merged TTree's metadata lists every basket: megabytes, compressed
+/// at close, when nothing else runs; its basket tables of 12.5 MB took 0.23 s at 505 and 0.03 s
+/// at 501, for 1.61 MB against 1.94 MB).
 const PARALLEL_BLOCK: usize = 1 << 20;
 
 /// `data` compressed as `compression.compress` does, in blocks of `PARALLEL_BLOCK` compressed at
-/// once when there are several (ROOT's readers take any number of blocks per key).
+/// once and at level 1 when there are several (ROOT's readers take any number of blocks per key,
+/// and any level).
 fn compress_on_every_core(compression: Compression, data: &[u8]) -> Option<Vec<u8>> {
     if data.len() <= PARALLEL_BLOCK {
         return compression.compress(data);
     }
+    let fastest = Compression {
+        level: compression.level.min(1),
+        ..compression
+    };
     let blocks: Option<Vec<Vec<u8>>> = data
         .par_chunks(PARALLEL_BLOCK)
-        .map(|block| compression.compress(block))
+        .map(|block| fastest.compress(block))
         .collect();
     Some(blocks?.concat())
 }
