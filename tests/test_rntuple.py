@@ -127,3 +127,26 @@ def test_tree_surface_names_and_patterns(generated):
     assert ntuple["jagged"].compressed_bytes > 0
     with pytest.raises(cherenkov.NotFoundError):
         ntuple.arrays(["no_such_field"])
+
+
+def test_a_damaged_page_is_named_by_its_file_offset(generated, tmp_path):
+    """A page whose compression header (checked before decoding) or compressed bytes (found
+    in decompressing) are damaged fails the read with an error naming the RNTuple, the
+    column's field, the page's file offset and the block in it."""
+    ntuple = cherenkov.open(generated["zstd"])["ntuple"]
+    items = [info.index for _, info in ntuple.resolve(["record.a"])]
+    offset, length = sorted(ntuple._core.stored_ranges(items, 0, ntuple.num_entries))[0]
+    original = generated["zstd"].read_bytes()
+    assert original[offset : offset + 2] == b"ZS"
+    for at, damage, expected in [
+        (offset, b"QQ", "a compression header starting with ZL, XZ, L4, ZS or CS"),
+        (offset + length // 2, b"\xff\xff", "a valid zstd block"),
+    ]:
+        data = bytearray(original)
+        data[at : at + 2] = bytes(b ^ d for b, d in zip(data[at : at + 2], damage))
+        damaged = tmp_path / "damaged.root"
+        damaged.write_bytes(bytes(data))
+        with pytest.raises(cherenkov.FormatError) as err:
+            cherenkov.open(damaged)["ntuple"].arrays(["record.a"])
+        message = str(err.value)
+        assert f"(field 'a') cluster 0 page at file offset {offset} compressed byte 0: expected {expected}" in message

@@ -113,7 +113,8 @@ pub fn describe_ranges(ranges: &[ByteRange]) -> String {
     }
 }
 
-/// Serve `wanted` ranges out of `fetched` ranges (each wanted range lies inside one fetched range).
+/// Serve `wanted` ranges out of `fetched` ranges (each wanted range lies inside one fetched range;
+/// an empty one needs none: `coalesce_ranges` leaves them out).
 pub fn slice_from_fetched(
     wanted: &[ByteRange],
     fetched: &[ByteRange],
@@ -122,6 +123,9 @@ pub fn slice_from_fetched(
     wanted
         .iter()
         .map(|w| {
+            if w.len == 0 {
+                return Some(Bytes::new());
+            }
             let i = fetched.partition_point(|f| f.end() < w.end());
             let i = (i..fetched.len()).find(|&i| fetched[i].contains(w))?;
             let start = (w.offset - fetched[i].offset) as usize;

@@ -23,15 +23,19 @@ pub struct Decoded {
 
 impl Decoded {
     /// An index column's decoded elements, `ends[1..]` after `ends[0] = 0`. `origin` names the
-    /// column and cluster.
-    pub fn index(kind: ColumnType, ends: Vec<i64>, origin: &str) -> Result<Self> {
+    /// column and cluster (called only for an error).
+    pub fn index(
+        kind: ColumnType,
+        ends: Vec<i64>,
+        origin: impl FnOnce() -> String,
+    ) -> Result<Self> {
         debug_assert_eq!(ends.first(), Some(&0), "an index column's ends start at 0");
         // Checked in one pass that vectorizes; the place is looked for only when one decreases.
         let ordered = ends.windows(2).fold(true, |ok, w| ok & (w[0] <= w[1]));
         if !ordered {
             let (after, end) = first_decrease(&ends);
             return Err(Error::format(
-                origin.to_string(),
+                origin(),
                 format!("offsets that never decrease, found {end} after {after}"),
             ));
         }
@@ -475,7 +479,12 @@ mod tests {
 
     fn index(ends: &[i64]) -> Arc<Decoded> {
         let ends = std::iter::once(0).chain(ends.iter().copied()).collect();
-        Arc::new(Decoded::index(ColumnType::SplitIndex64, ends, "column 0 cluster 0").unwrap())
+        Arc::new(
+            Decoded::index(ColumnType::SplitIndex64, ends, || {
+                "column 0 cluster 0".into()
+            })
+            .unwrap(),
+        )
     }
 
     #[test]
@@ -500,15 +509,17 @@ mod tests {
     #[test]
     fn decreasing_ends_are_an_error_naming_where() {
         for ends in [vec![0, 3, 2], vec![0, -1]] {
-            let e = Decoded::index(ColumnType::SplitIndex32, ends, "column 7 cluster 2")
-                .unwrap_err()
-                .to_string();
+            let e = Decoded::index(ColumnType::SplitIndex32, ends, || {
+                "column 7 cluster 2".into()
+            })
+            .unwrap_err()
+            .to_string();
             assert!(
                 e.contains("column 7 cluster 2") && e.contains("offsets that never decrease"),
                 "{e}"
             );
         }
-        let e = Decoded::index(ColumnType::SplitIndex32, vec![0, 3, 2], "c").unwrap_err();
+        let e = Decoded::index(ColumnType::SplitIndex32, vec![0, 3, 2], || "c".into()).unwrap_err();
         assert!(e.to_string().contains("found 2 after 3"), "{e}");
     }
 }
