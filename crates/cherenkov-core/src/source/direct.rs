@@ -9,7 +9,7 @@
 //! refuses `O_DIRECT` (tmpfs, some network and overlay filesystems) is read through the page cache,
 //! with one warning naming it.
 
-use super::{coalesce_ranges, ByteRange};
+use super::{coalesce_ranges, slice_from_fetched, ByteRange};
 use bytes::Bytes;
 use std::alloc::Layout;
 use std::fs::File;
@@ -110,22 +110,14 @@ impl Drop for Aligned {
 /// [`MERGE_GAP`] of each other in one aligned read, each returned as a slice of it.
 pub fn read_ranges(file: &File, size: u64, ranges: &[ByteRange]) -> std::io::Result<Vec<Bytes>> {
     let spans = coalesce_ranges(ranges, MERGE_GAP);
-    let read: Vec<(ByteRange, Bytes)> = spans
+    let buffers = spans
         .iter()
-        .map(|span| Ok((*span, read_span(file, size, *span)?)))
-        .collect::<std::io::Result<_>>()?;
-    Ok(ranges
-        .iter()
-        .map(|r| {
-            let i = read.partition_point(|(s, _)| s.end() < r.end());
-            let (span, bytes) = read[i..]
-                .iter()
-                .find(|(s, _)| s.contains(r))
-                .expect("every range is inside a span");
-            let at = (r.offset - span.offset) as usize;
-            bytes.slice(at..at + r.len as usize)
-        })
-        .collect())
+        .map(|span| read_span(file, size, *span))
+        .collect::<std::io::Result<Vec<_>>>()?;
+    slice_from_fetched(ranges, &spans, &buffers).ok_or_else(|| {
+        let what = super::describe_ranges(ranges);
+        std::io::Error::other(format!("internal error: spans not covering {what}"))
+    })
 }
 
 /// One span read whole with aligned reads: its bytes.
@@ -196,6 +188,7 @@ mod tests {
             ByteRange::new(200_000, 1),
             ByteRange::new(299_990, 11), // up to the last byte, not on a block boundary
             ByteRange::new(4095, 2),
+            ByteRange::new(150_000, 0), // empty, in no span: served empty
         ];
         // Direct or not (a filesystem that refuses it is read as usual), the bytes are the file's.
         let got = read_ranges(&opened.file, data.len() as u64, &ranges).unwrap();
