@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from cherenkov.file import open as open_file
 from cherenkov.merging.raw import in_batches
-from cherenkov.merging.schema import InputInfo, other_kind
+from cherenkov.merging.schema import COPIED_OPENED_AT_ONCE_REMOTE, InputInfo, other_kind
 
 COPY_MIN_CLUSTER_BYTES = 10_000_000
 # Trees handed to one copy call: their basket reads follow each other without a pause.
@@ -68,7 +68,8 @@ def copy_table(tree, table: str, group: list[InputInfo], first: InputInfo, rewri
     if kind == "RNTuple":  # described in full by `describe`: copied as they come
         return _copy_ntuples(tree, table, having, first, rewrite, open_options)
     # No bar: the inputs' entries are known only as they are copied.
-    _, rewritten = in_batches(tree.file._core.copy_trees, tree, table, having, first, rewrite, open_options, False, COPIED_AT_ONCE)
+    copy, wide = tree.file._core.copy_trees, COPIED_OPENED_AT_ONCE_REMOTE
+    _, rewritten = in_batches(copy, tree, table, having, first, rewrite, open_options, False, COPIED_AT_ONCE, opened_remote=wide)
     return rewritten
 
 
@@ -87,5 +88,6 @@ def _copy_ntuples(tree, table: str, having: list[InputInfo], first: InputInfo, r
         )
 
     otherwise = refuse if foreign else rewrite
-    _, rewritten = in_batches(core.copy_ntuples, tree, table, having, first, otherwise, open_options, None, COPIED_AT_ONCE, kind="RNTuple")
+    copy, wide = core.copy_ntuples, COPIED_OPENED_AT_ONCE_REMOTE
+    _, rewritten = in_batches(copy, tree, table, having, first, otherwise, open_options, None, COPIED_AT_ONCE, "RNTuple", wide)
     return rewritten

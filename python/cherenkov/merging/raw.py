@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
 from cherenkov.file import open as open_file
-from cherenkov.merging.schema import InputInfo, TableSchema, check_probed, combine, opened_at_once, tree_schema
+from cherenkov.merging.schema import OPENED_AT_ONCE_REMOTE, InputInfo, TableSchema, check_probed, combine, opened_at_once, tree_schema
 from cherenkov.progress import Progress
 
 # Trees handed to one call: their basket reads follow each other without a pause.
@@ -41,6 +41,7 @@ def in_batches(
     progress=None,
     at_once: int = MOVED_AT_ONCE,
     kind: str = "TTree",
+    opened_remote: int = OPENED_AT_ONCE_REMOTE,
 ) -> tuple[int, dict[str, str]]:
     """Append `table` of the group's inputs to the writer's table `tree` with the core's
     `append(table_id, tables)` (``WritableFile.rewrite_trees``, ``.copy_trees`` or
@@ -50,7 +51,7 @@ def in_batches(
     "TTree" or "RNTuple") is appended with `otherwise([info])` in its place. `progress`:
     `Progress`'s `show` (bars of entries and compressed bytes; inputs not described yet counted
     as `first`'s entries until they are). Returns how many inputs `append` took, and {input: why
-    it was refused}."""
+    it was refused}. `opened_remote`: inputs opened ahead when remote."""
     table_id = tree._table
     refused: dict[str, str] = {}
     having = [i for i in group if table in i.tables]
@@ -101,7 +102,7 @@ def in_batches(
                 bar.advance(table, info.tables[table].entries, info.tables[table].compressed)
 
     # Inputs opened `wide` ahead, their TTree metadata parsed `ahead` ahead.
-    wide, ahead = opened_at_once([i.spec for i in having])
+    wide, ahead = opened_at_once([i.spec for i in having], opened_remote)
     at_once = max(at_once, ahead)  # remote: each call's first read waits a round trip
     with ThreadPoolExecutor(wide) as files, ThreadPoolExecutor(ahead) as pool, closing(bar):
         opens = [files.submit(opening, i) for i in having[:wide]]
