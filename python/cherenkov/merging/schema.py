@@ -57,6 +57,8 @@ class InputInfo:
     version: str | None = None  # as its source saw it (a modification time, an ETag), if known
     # The first input's core TTrees as `describe` parsed them: the others are compared with them.
     parsed: dict = field(default_factory=dict, repr=False)
+    # Its TTrees' columns read with no entries (layouts), for `column_types`: the first input's.
+    empty: dict = field(default_factory=dict, repr=False)
     probed: bool = False  # described by `_probe`: its tables are checked as they are written
 
 
@@ -95,9 +97,10 @@ def opened_at_once(specs: list[FileSpec], remote: int = OPENED_AT_ONCE_REMOTE) -
 
 
 def _describe(spec: FileSpec, open_options: dict, trees: bool, keep: bool) -> InputInfo:
-    """`spec`'s `InputInfo`; `keep`: with its core TTrees."""
+    """`spec`'s `InputInfo`; `keep`: with its core TTrees and their columns read with no entries
+    (what `column_types` reads: a remote input not opened again for it)."""
     with open_file(list(spec.replicas), **open_options) as f:
-        tables, objects, parsed = {}, {}, {}
+        tables, objects, parsed, empty = {}, {}, {}, {}
         for key, cls in f.classnames().items():
             path = key.split(";")[0]
             if cls in TABLE_CLASSES:
@@ -107,9 +110,11 @@ def _describe(spec: FileSpec, open_options: dict, trees: bool, keep: bool) -> In
                         if trees or cls == RNTUPLE_CLASS
                         else TableSchema("TTree", 0, None)
                     )
+                if path in parsed and path not in empty:
+                    empty[path] = f[path].arrays(list(tables[path].columns), entry_start=0, entry_stop=0, library="layouts")
             elif cls not in ("TDirectory", "TDirectoryFile") and path not in objects:
                 objects[path] = cls
-        return InputInfo(spec, f.size, f._core.compression, tables, objects, f._core.version, parsed)
+        return InputInfo(spec, f.size, f._core.compression, tables, objects, f._core.version, parsed, empty)
 
 
 def _probe(spec: FileSpec, first: InputInfo, open_options: dict) -> InputInfo:
@@ -213,13 +218,14 @@ def column_types(table: str, names: list[str], inputs: list[InputInfo], open_opt
         wanted = [n for n in names if n not in types and n in having]
         if not wanted:
             continue
-        with open_file(list(info.spec.replicas), **open_options) as f:
-            t = f[table]
-            empty = t.arrays(wanted, entry_start=0, entry_stop=0, library="layouts")
-            for name in wanted:
-                typename = info.tables[table].columns[name]
-                vector = info.tables[table].kind == "TTree" and _is_vector(typename)
-                types[name] = typename if vector else writer_type(empty[name], name)
+        empty = info.empty.get(table)
+        if empty is None:
+            with open_file(list(info.spec.replicas), **open_options) as f:
+                empty = f[table].arrays(wanted, entry_start=0, entry_stop=0, library="layouts")
+        for name in wanted:
+            typename = info.tables[table].columns[name]
+            vector = info.tables[table].kind == "TTree" and _is_vector(typename)
+            types[name] = typename if vector else writer_type(empty[name], name)
         if len(types) == len(names):
             break
     return {n: types[n] for n in names}
