@@ -64,28 +64,30 @@ class InputInfo:
 
 def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> list[InputInfo]:
     """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap).
-    `trees` False describes the first input only: when its tables are all TTrees, the others'
-    sizes and versions come from opening their byte sources alone (`_probe`: over XRootD one
-    round trip where ROOT's opening takes two, and no bytes), and they are taken to hold the
-    first's TTrees, checked as each is written (see `raw.in_batches`); else their TTrees'
-    columns stay None.
+    `trees` False describes the first input only: the others are probed meanwhile (`_probe`:
+    their byte sources opened for their sizes and versions, over XRootD one round trip where
+    ROOT's opening takes two, and no bytes), and when the first's tables are all TTrees they are
+    taken to hold them, checked as each is written (see `raw.in_batches`); else the probes not
+    started are dropped (one wave of them wasted at most) and the others described, their TTrees'
+    columns left None.
     Inputs with the same columns share one dict of them: memory stays small with 10 000 inputs
     of 947 branches, and `combine` passes over an input whose columns are the first's."""
-    first = _describe(specs[0], open_options, True, True)
-    probe = not trees and all(t.kind == "TTree" for t in first.tables.values())
-
-    def one(spec: FileSpec) -> InputInfo:
-        return _probe(spec, first, open_options) if probe else _describe(spec, open_options, trees, False)
-
-    shared: dict[tuple, dict[str, str]] = {}
-    infos = []
     with ThreadPoolExecutor(opened_at_once(specs, DESCRIBED_AT_ONCE_REMOTE)[0]) as pool:
-        for info in [first, *pool.map(one, specs[1:])]:
-            for t in info.tables.values():
-                if t.columns is not None:
-                    t.columns = shared.setdefault(tuple(t.columns.items()), t.columns)
-            infos.append(info)
-    return infos
+        described = pool.submit(_describe, specs[0], open_options, True, True)
+        probes = [] if trees else [pool.submit(_probe, spec, open_options) for spec in specs[1:]]
+        first = described.result()
+        if probes and all(t.kind == "TTree" for t in first.tables.values()):
+            others = [_probed(spec, first, *p.result()) for spec, p in zip(specs[1:], probes)]
+        else:
+            for p in probes:
+                p.cancel()
+            others = list(pool.map(lambda spec: _describe(spec, open_options, trees, False), specs[1:]))
+    shared: dict[tuple, dict[str, str]] = {}
+    for info in [first, *others]:
+        for t in info.tables.values():
+            if t.columns is not None:
+                t.columns = shared.setdefault(tuple(t.columns.items()), t.columns)
+    return [first, *others]
 
 
 def opened_at_once(specs: list[FileSpec], remote: int = OPENED_AT_ONCE_REMOTE) -> tuple[int, int]:
@@ -117,12 +119,16 @@ def _describe(spec: FileSpec, open_options: dict, trees: bool, keep: bool) -> In
         return InputInfo(spec, f.size, f._core.compression, tables, objects, f._core.version, parsed, empty)
 
 
-def _probe(spec: FileSpec, first: InputInfo, open_options: dict) -> InputInfo:
-    """`spec`'s size and version, from opening its byte source without ROOT's opening; its tables
-    taken as `first`'s TTrees, their columns not read (None)."""
+def _probe(spec: FileSpec, open_options: dict) -> tuple[int, str | None]:
+    """`spec`'s size and version, from opening its byte source without ROOT's opening."""
     source = _core.RawSource.open(list(spec.replicas), **open_options)
+    return source.size, source.version
+
+
+def _probed(spec: FileSpec, first: InputInfo, size: int, version: str | None) -> InputInfo:
+    """A probed input's `InputInfo`: its tables taken as `first`'s TTrees, their columns not read (None)."""
     tables = {name: TableSchema("TTree", 0, None) for name in first.tables}
-    return InputInfo(spec, source.size, first.compression, tables, version=source.version, probed=True)
+    return InputInfo(spec, size, first.compression, tables, version=version, probed=True)
 
 
 def _table_schema(f, path: str, cls: str, parsed: dict) -> TableSchema:
