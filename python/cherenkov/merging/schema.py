@@ -59,7 +59,7 @@ class InputInfo:
     parsed: dict = field(default_factory=dict, repr=False)
     # Its TTrees' columns read with no entries (layouts), for `column_types`: the first input's.
     empty: dict = field(default_factory=dict, repr=False)
-    probed: bool = False  # described by `_probe`: its tables are checked as they are written
+    probed: bool = False  # made by `_probed`: its tables are checked as they are written
 
 
 def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> list[InputInfo]:
@@ -160,7 +160,7 @@ def other_kind(info: InputInfo, table: str, kind: str, first: InputInfo) -> Valu
 
 
 def check_probed(info: InputInfo, f, table: str, first: InputInfo) -> None:
-    """Raise unless `f` (the open file of `info`, a probed input: see `_probe`) holds `table` as a TTree."""
+    """Raise unless `f` (the open file of `info`, a probed input: see `_probed`) holds `table` as a TTree."""
     classes = {key.split(";")[0]: cls for key, cls in f.classnames().items()}
     if table not in classes:
         raise missing_table(info, table)
