@@ -38,27 +38,10 @@ impl RootFile {
     /// The metadata regions joined into the whole file, when they cover it (the opening's head
     /// and tail of a small file).
     pub(super) fn joined_regions(&self) -> Option<Bytes> {
-        let regions = self.metadata.lock().unwrap();
-        let mut pieces: Vec<&(ByteRange, Bytes)> = regions
-            .iter()
-            .filter(|(have, bytes)| bytes.len() as u64 == have.len)
-            .collect();
-        pieces.sort_unstable_by_key(|(have, _)| have.offset);
-        let covered = pieces
-            .iter()
-            .fold(0, |at, (have, _)| match have.offset <= at {
-                true => at.max(have.end()),
-                false => at,
-            });
-        if covered < self.size {
-            return None;
-        }
+        let parts = self.held_parts(&ByteRange::new(0, self.size));
         let mut joined = Vec::with_capacity(self.size as usize);
-        for (have, bytes) in pieces {
-            let at = joined.len() as u64;
-            if have.end() > at {
-                joined.extend_from_slice(&bytes[(at - have.offset) as usize..]);
-            }
+        for (_, bytes) in parts {
+            joined.extend_from_slice(&bytes?);
         }
         Some(Bytes::from(joined))
     }

@@ -13,7 +13,7 @@ use super::connection::Connection;
 use super::protocol::FileHandle;
 use super::session::Session;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{LazyLock, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 /// How long a connection waits for a next file (servers keep idle connections far longer).
@@ -29,9 +29,9 @@ struct Idle {
     since: Instant,
 }
 
-static IDLE: Mutex<Option<HashMap<String, Vec<Idle>>>> = Mutex::new(None);
+static IDLE: LazyLock<Mutex<HashMap<String, Vec<Idle>>>> = LazyLock::new(Mutex::default);
 
-fn idle() -> MutexGuard<'static, Option<HashMap<String, Vec<Idle>>>> {
+fn idle() -> MutexGuard<'static, HashMap<String, Vec<Idle>>> {
     IDLE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -43,10 +43,7 @@ pub(super) fn keep(session: Session) {
         return;
     }
     let mut idle = idle();
-    let waiting = idle
-        .get_or_insert_with(HashMap::new)
-        .entry(address)
-        .or_default();
+    let waiting = idle.entry(address).or_default();
     if waiting.len() < PER_SERVER {
         waiting.push(Idle {
             conn: session.conn,
@@ -60,7 +57,7 @@ pub(super) fn keep(session: Session) {
 /// it; connections waiting too long are dropped (closing them).
 pub(super) fn take(address: &str) -> Option<(Connection, FileHandle)> {
     let mut idle = idle();
-    let waiting = idle.as_mut()?.get_mut(address)?;
+    let waiting = idle.get_mut(address)?;
     waiting.retain(|c| c.since.elapsed() < IDLE_FOR && c.conn.is_alive());
     let newest = waiting.pop()?;
     Some((newest.conn, newest.open))
