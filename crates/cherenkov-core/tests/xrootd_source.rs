@@ -7,7 +7,7 @@
 
 mod support;
 
-use cherenkov_core::source::xrootd::{XrootdOptions, XrootdSource};
+use cherenkov_core::source::xrootd::{list_directory, version_of, XrootdOptions, XrootdSource};
 use cherenkov_core::source::RequestPolicy;
 use cherenkov_core::source::{ByteRange, ByteSource};
 use cherenkov_core::{Error, IoKind};
@@ -574,6 +574,53 @@ async fn next_files_reuse_the_connections_earlier_files_left() {
             &ranges,
             &source.read_ranges(&ranges).await.unwrap(),
         );
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_lists_sizes_and_versions_as_opens_report_them() {
+    // 2 000 entries: the answer comes in many kXR_oksofar parts and is larger than the answers
+    // sent with the login.
+    let (dir, data) = random_file("data/a.bin", 300_000, 31);
+    let names: Vec<String> = (0..2_000)
+        .map(|i| format!("small_file_{i:05}.root"))
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        dir.write(&format!("data/{name}"), &vec![7u8; i % 50]);
+    }
+    dir.write("data/sub/inner.bin", b"x");
+    let Some(server) = XrootdServer::start(dir.path(), "") else {
+        return;
+    };
+    bounded(async {
+        let listed = list_directory(&server.url("data"), &test_options())
+            .await
+            .expect("listing");
+        assert_eq!(listed.len(), names.len() + 2);
+        let by_name: std::collections::HashMap<_, _> =
+            listed.iter().map(|e| (e.name.as_str(), e)).collect();
+        assert!(by_name["sub"].is_dir);
+        for (i, name) in names.iter().enumerate() {
+            let entry = by_name[name.as_str()];
+            assert_eq!(
+                (entry.size, entry.is_dir),
+                ((i % 50) as u64, false),
+                "{name}"
+            );
+        }
+        let opened = XrootdSource::open(&server.url("data/a.bin"), test_options())
+            .await
+            .expect("open")
+            .into_opened();
+        let entry = by_name["a.bin"];
+        assert_eq!(entry.size, data.len() as u64);
+        assert_eq!(Some(version_of(entry.modified)), opened.version);
+
+        let missing = server.url("no/such/dir");
+        let e = list_directory(&missing, &test_options()).await.unwrap_err();
+        assert_eq!(e.io_kind(), IoKind::NotFound, "{e}");
+        assert!(io_message(&e, &missing).contains("kXR_dirlist"), "{e}");
     })
     .await;
 }

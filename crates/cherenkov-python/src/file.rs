@@ -293,6 +293,26 @@ pub fn locate(py: Python<'_>, url: String, timeout: Option<f64>) -> PyResult<Vec
         .map_err(to_py)
 }
 
+/// The entries of the directory a `root://` URL names, from one `kXR_dirlist`, with `open`'s
+/// options: (name, size, version, is_dir), the version as an open of the file reports it
+/// (`RawSource.version`).
+#[pyfunction]
+#[pyo3(signature = (url, **options))]
+pub fn list_directory(
+    py: Python<'_>,
+    url: String,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Vec<(String, u64, String, bool)>> {
+    let options = open_options(options)?;
+    let listing = cherenkov_core::source::list_directory(&url, &options.source);
+    let entries = py.detach(|| runtime().block_on(listing)).map_err(to_py)?;
+    let version = cherenkov_core::source::xrootd::version_of;
+    Ok(entries
+        .into_iter()
+        .map(|e| (e.name, e.size, version(e.modified), e.is_dir))
+        .collect())
+}
+
 /// `text` with the secrets of any URL in it (passwords, tokens, `authz=`) replaced by `***`:
 /// what `File.path`, messages and reports show.
 #[pyfunction]

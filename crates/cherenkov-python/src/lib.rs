@@ -31,6 +31,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     xrdcl::register();
     m.add_function(wrap_pyfunction!(file::locate, m)?)?;
+    m.add_function(wrap_pyfunction!(file::list_directory, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_summary, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_clear, m)?)?;
     m.add_function(wrap_pyfunction!(cache::cache_prune, m)?)?;

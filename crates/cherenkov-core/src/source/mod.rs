@@ -29,7 +29,7 @@ pub use byte_source::{
     ByteRange, ByteSource, Opened, SharedSource, SourceCounters, SourceLimits, SourceReport, Tally,
 };
 pub use file_changed::{file_changed, is_file_changed, FileChanged};
-pub use open::{open, open_replicas};
+pub use open::{list_directory, open, open_replicas};
 pub use options::{OpeningHint, RequestOverrides, RequestPolicy, SourceOptions, DEFAULT_MIN_RATE};
 pub use ranges::{
     coalesce_ranges, describe_ranges, join, join_split_pieces, slice_from_fetched,

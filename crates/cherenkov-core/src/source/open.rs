@@ -116,24 +116,42 @@ async fn open_by_scheme(url: &str, options: &SourceOptions) -> Result<Opened> {
             Ok(http::HttpSource::open(url, http_options).await?.into_opened())
         }
         Some("root" | "xroot" | "roots" | "xroots") => {
-            let defaults = xrootd::XrootdOptions::default();
-            let xrootd_options = xrootd::XrootdOptions {
-                connections: options.connections.unwrap_or(defaults.connections),
-                policy: defaults.policy.overridden_by(&options.request),
-                discover: options.discover.unwrap_or(defaults.discover),
-                opening: options.opening,
-                adaptive: options.adaptive_streams.unwrap_or(defaults.adaptive),
-                verify_checksums: options.verify_checksums,
-                token: options.token.clone(),
-                sss_keytab: options.sss_keytab.clone(),
-                tls: options.tls.clone(),
-                ..defaults
-            };
             // A server asking for gsi or krb5 is read through XrdCl when it is available.
-            xrootd::external::open(url, xrootd_options).await
+            xrootd::external::open(url, xrootd_options(options)).await
         }
         Some(other) => Err(crate::Error::InvalidArgument(format!(
             "{url}: unsupported URL scheme '{other}' (use root://, roots://, http://, https://, davs://, file:// or a path)"
+        ))),
+    }
+}
+
+fn xrootd_options(options: &SourceOptions) -> xrootd::XrootdOptions {
+    let defaults = xrootd::XrootdOptions::default();
+    xrootd::XrootdOptions {
+        connections: options.connections.unwrap_or(defaults.connections),
+        policy: defaults.policy.overridden_by(&options.request),
+        discover: options.discover.unwrap_or(defaults.discover),
+        opening: options.opening,
+        adaptive: options.adaptive_streams.unwrap_or(defaults.adaptive),
+        verify_checksums: options.verify_checksums,
+        token: options.token.clone(),
+        sss_keytab: options.sss_keytab.clone(),
+        tls: options.tls.clone(),
+        ..defaults
+    }
+}
+
+/// The entries of the directory a `root://` URL names (see `xrootd::list_directory`), asked
+/// with the options a file of it would be opened with.
+pub async fn list_directory(url: &str, options: &SourceOptions) -> Result<Vec<xrootd::DirEntry>> {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    match scheme.as_deref() {
+        Some("root" | "xroot" | "roots" | "xroots") => {
+            xrootd::list_directory(url, &xrootd_options(options)).await
+        }
+        _ => Err(crate::Error::InvalidArgument(format!(
+            "{}: only root:// directories are listed (a local directory is globbed)",
+            redact::redact(url)
         ))),
     }
 }

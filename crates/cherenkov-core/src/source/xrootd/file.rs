@@ -118,7 +118,7 @@ impl XrootdSource {
     /// stat answer (seconds: a file replaced by one of the same size within the same second is
     /// not told apart).
     pub fn into_opened(self) -> Opened {
-        let version = self.inner.modified.map(|t| format!("mtime {t}"));
+        let version = self.inner.modified.map(super::list::version_of);
         Opened {
             version,
             ..Opened::plain(Arc::new(self))

@@ -14,9 +14,8 @@
 use super::file::XrootdSource;
 use super::options::XrootdOptions;
 use super::protocol as proto;
-use super::reply::Failure;
-use super::reply::{Reply, SMALL_BODY_MAX};
-use super::session::{connect, follow_redirect, wait_as_asked};
+use super::reply::SMALL_BODY_MAX;
+use super::session::ask_about_path;
 use super::url::{parse_url, split_host_port};
 use crate::error::{Error, Result};
 use crate::source::multi::{MultiOptions, MultiSource, ReplicaFinder};
@@ -40,40 +39,14 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 /// and redirects are followed within `options.policy.timeout` and `options.max_redirects`; the
 /// answer is bounded in size and in entries (see `protocol::parse_locate`).
 pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
-    let mut endpoint = parse_url(url).map_err(|m| Error::InvalidArgument(format!("{url}: {m}")))?;
-    let failed = |f: Failure| Error::io_of(f.kind(), url, format!("kXR_locate failed: {f}"));
-    let mut redirects = 0;
-    let mut waited = Duration::ZERO;
-    'server: loop {
-        let request = proto::locate_request(&endpoint.path);
-        let (conn, early) = connect(&mut endpoint, options, std::slice::from_ref(&request))
-            .await
-            .map_err(|e| failed(e.into()))?;
-        let mut reply = match early.and_then(|mut waiting| waiting.pop()) {
-            Some(waiting) => conn.wait(waiting).await,
-            None => conn.send(&request, SMALL_BODY_MAX).await,
-        };
-        loop {
-            match reply.map_err(|e| failed(e.into()))? {
-                Reply::Ok(body) => return Ok(proto::parse_locate(&body)),
-                Reply::Error { code, message } => {
-                    return Err(failed(Failure::Server { code, message }))
-                }
-                Reply::Wait { seconds, message } => {
-                    wait_as_asked(&mut waited, seconds, &message, options.policy.timeout)
-                        .await
-                        .map_err(failed)?;
-                    reply = conn.send(&request, SMALL_BODY_MAX).await;
-                }
-                Reply::Redirect(r) => {
-                    redirects += 1;
-                    endpoint = follow_redirect(&endpoint, &r, redirects, options.max_redirects)
-                        .map_err(failed)?;
-                    continue 'server;
-                }
-            }
-        }
-    }
+    let body = ask_about_path(
+        url,
+        options,
+        proto::locate_request,
+        SMALL_BODY_MAX,
+        "kXR_locate",
+    );
+    Ok(proto::parse_locate(&body.await?))
 }
 
 /// Open `url` (a redirector's) so that it picks a data server other than `in_use` (`host:port`

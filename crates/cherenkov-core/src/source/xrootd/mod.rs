@@ -25,6 +25,7 @@ mod dispatch;
 pub mod external;
 mod file;
 mod keytab;
+mod list;
 mod locate;
 mod options;
 mod pool;
@@ -37,6 +38,7 @@ mod tls;
 mod url;
 
 pub use self::file::XrootdSource;
+pub use self::list::{list_directory, version_of};
 pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinder};
 pub use self::options::XrootdOptions;
-pub use self::protocol::error_kind;
+pub use self::protocol::{error_kind, DirEntry};

@@ -8,7 +8,7 @@ use super::options::XrootdOptions;
 use super::pool;
 use super::protocol::{self as proto, FileHandle, Redirect};
 use super::reply::{ConnError, Failure, Reply, SMALL_BODY_MAX};
-use super::url::{split_host_port, Endpoint, DEFAULT_PORT};
+use super::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
 use crate::source::retry::Retries;
 use futures_util::future::join_all;
 use std::sync::Arc;
@@ -198,6 +198,60 @@ pub(super) async fn connect(
                 endpoint.tls = true;
             }
             other => return other,
+        }
+    }
+}
+
+/// The answer to a request about a path (not an open file), on a connection of its own:
+/// `request` made for the path at each server (a redirect may name another), sent with the
+/// login when its answer is small (early requests are registered for small answers), its
+/// answer at most `max_len` bytes. `kXR_wait` is honoured and redirects followed as an open's
+/// are; errors name `url` (redacted) and `what` was asked.
+pub(super) async fn ask_about_path(
+    url: &str,
+    options: &XrootdOptions,
+    request: impl Fn(&str) -> proto::Request,
+    max_len: usize,
+    what: &str,
+) -> crate::error::Result<Vec<u8>> {
+    let name = crate::source::redact::redact(url);
+    let mut endpoint =
+        parse_url(url).map_err(|m| crate::error::Error::InvalidArgument(format!("{name}: {m}")))?;
+    let failed = |f: Failure| f.error(&name, format!("{what} failed: {f}"));
+    let mut redirects = 0;
+    let mut waited = Duration::ZERO;
+    'server: loop {
+        let request = request(&endpoint.path);
+        let early = match max_len <= SMALL_BODY_MAX {
+            true => std::slice::from_ref(&request),
+            false => &[],
+        };
+        let (conn, early) = connect(&mut endpoint, options, early)
+            .await
+            .map_err(|e| failed(e.into()))?;
+        let mut reply = match early.and_then(|mut waiting| waiting.pop()) {
+            Some(waiting) => conn.wait(waiting).await,
+            None => conn.send(&request, max_len).await,
+        };
+        loop {
+            match reply.map_err(|e| failed(e.into()))? {
+                Reply::Ok(body) => return Ok(body),
+                Reply::Error { code, message } => {
+                    return Err(failed(Failure::Server { code, message }))
+                }
+                Reply::Wait { seconds, message } => {
+                    wait_as_asked(&mut waited, seconds, &message, options.policy.timeout)
+                        .await
+                        .map_err(failed)?;
+                    reply = conn.send(&request, max_len).await;
+                }
+                Reply::Redirect(r) => {
+                    redirects += 1;
+                    endpoint = follow_redirect(&endpoint, &r, redirects, options.max_redirects)
+                        .map_err(failed)?;
+                    continue 'server;
+                }
+            }
         }
     }
 }
