@@ -177,6 +177,22 @@ def lab(nano_copies):
         yield lab
 
 
+def test_a_root_url_glob_matches_the_file_names_of_one_listing(lab):
+    """``root://.../nano-*.root`` expands from one kXR_dirlist of the directory, sorted, as a
+    local glob does; a pattern in a directory is refused, one that matches nothing is an error."""
+    names = sorted(p.name for p in lab.data_dir.glob("nano-*.root"))
+    assert len(names) > 1
+    pattern = lab.url("root", "nano-[0-9]*.root")
+    specs = file_specs(pattern + ":Events")
+    assert [(s.url, s.tree) for s in specs] == [(lab.url("root", n), "Events") for n in names]
+    got = cherenkov.concatenate(pattern, NANO_BRANCHES, library="ak")
+    assert ak.array_equal(got, uproot.concatenate({str(lab.data_dir / n): "Events" for n in names}, NANO_BRANCHES, library="ak"))
+    with pytest.raises(FileNotFoundError, match="no file matches"):
+        file_specs(lab.url("root", "none-*.root"))
+    with pytest.raises(ValueError, match="not directories"):
+        file_specs(lab.url("root", "d*/nano-0.root"))
+
+
 def read_with_work(urls, files_ahead, work_seconds):
     """Iterate as an analysis does: some work per step (sleep: the test measures overlap, not speed)."""
     it = cherenkov.iterate(urls, NANO_BRANCHES, step_size=500, files_ahead=files_ahead)

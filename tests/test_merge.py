@@ -606,6 +606,40 @@ def test_remote_inputs_over_http(inputs, folder, tmp_path, mode):
     assert np.allclose(uproot.open(tmp_path / "merged.root")["h1"].values(), sum(uproot.open(p)["h1"].values() for p in paths))
 
 
+def test_remote_inputs_in_one_xrootd_directory_are_sized_from_one_listing(inputs, folder, tmp_path, monkeypatch):
+    """The inputs after the first share a root:// directory: their sizes and versions come from
+    one kXR_dirlist, equal to what opening each reports, and none is probed; one the listing
+    lacks is probed, which names it."""
+    import shutil
+
+    from cherenkov.dataset import file_specs
+    from cherenkov.merging import schema
+    from cherenkov_lab import XrootdServer
+
+    if not shutil.which("xrootd"):
+        pytest.skip("xrootd is not installed: run `make setup`")
+    paths, _ = inputs
+    for p in paths:
+        shutil.copy(p, folder / p.name)
+        (folder / p.name).chmod(0o644)
+    probed = []
+    probe = schema._probe
+    monkeypatch.setattr(schema, "_probe", lambda spec, options: probed.append(spec.url) or probe(spec, options))
+    with XrootdServer(folder) as xrootd:
+        urls = [xrootd.url(p.name) for p in paths]
+        listed = schema.describe(file_specs(urls), {}, trees=False)
+        assert probed == []
+        opened = [(s.size, s.version) for s in (cherenkov._core.RawSource.open([u]) for u in urls)]
+        assert [(i.size, i.version) for i in listed] == opened and opened[1][1].startswith("mtime ")
+        report = cherenkov.merge(urls, tmp_path / "merged.root", mode="copy", progress=False)
+        assert report.trees["Events"].entries == 4208
+        missing = xrootd.url("missing.root")
+        with pytest.raises(FileNotFoundError, match="missing.root"):
+            schema.describe(file_specs([*urls, missing]), {}, trees=False)
+        assert probed == [missing]
+    assert_same([tmp_path / "merged.root"], paths, list(TYPES))
+
+
 ROOT_WRITE = """
 import array, sys
 import ROOT

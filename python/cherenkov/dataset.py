@@ -3,13 +3,15 @@ users write them. While one file is read, the next ones (see `iterate`'s `files_
 in a thread pool and their first steps fetched, so a dataset pays its files' opening round trips
 once, not once per file.
 
-Files are given as uproot takes them: a path or URL, a local glob (``"data/*.root"``), ``"file.root:
-Events"`` (a TTree or RNTuple path after the last colon), a ``{file: tree}`` dict, or a list of
-these; a list inside the list is one file with replicas (see `cherenkov.open`).
+Files are given as uproot takes them: a path or URL, a glob (``"data/*.root"``; over ``root://``
+in the file name only, from one listing of its directory), ``"file.root:Events"`` (a TTree or
+RNTuple path after the last colon), a ``{file: tree}`` dict, or a list of these; a list inside
+the list is one file with replicas (see `cherenkov.open`).
 """
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import logging
 import os
@@ -59,12 +61,34 @@ def file_specs(files, tree: str | None = None) -> list[FileSpec]:
 
 def _expand(path, tree: str | None) -> list[FileSpec]:
     path, tree = split_tree(os.fspath(path), tree)
-    if "://" in path or not glob.has_magic(path):
+    if path.lower().startswith(XROOTD_SCHEMES):
+        matched = _xrootd_glob(path)
+    elif "://" in path or not glob.has_magic(path):
         return [_spec([path], tree)]
-    matched = sorted(glob.glob(path))
+    else:
+        matched = sorted(glob.glob(path))
     if not matched:
-        raise FileNotFoundError(f"{path}: no file matches this pattern")
+        raise FileNotFoundError(f"{_core.redact(path)}: no file matches this pattern")
     return [_spec([m], tree) for m in matched]
+
+
+XROOTD_SCHEMES = ("root://", "xroot://", "roots://", "xroots://")
+
+
+def _xrootd_glob(url: str) -> list[str]:
+    """The files a `root://` URL's file name matches when it holds ``*`` or ``[...]``, sorted,
+    from one listing of its directory (`_core.list_directory`); else the URL itself (its
+    directories may hold no pattern). ``?`` starts
+    XRootD's opaque part (``?authz=...``), which every URL made keeps."""
+    path, query, opaque = url.partition("?")
+    directory, pattern = path[: path.rfind("/") + 1], path[path.rfind("/") + 1 :]
+    if any(c in directory.partition("://")[2] for c in "*["):
+        raise ValueError(f"{_core.redact(url)}: a root:// pattern matches file names in one directory, not directories")
+    if not any(c in pattern for c in "*["):
+        return [url]
+    listed = _core.list_directory(directory + query + opaque)
+    names = sorted(name for name, _, _, is_dir in listed if not is_dir and fnmatch.fnmatchcase(name, pattern))
+    return [f"{directory}{name}{query}{opaque}" for name in names]
 
 
 def split_tree(path: str, tree: str | None) -> tuple[str, str | None]:

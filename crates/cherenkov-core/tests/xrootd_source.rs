@@ -617,6 +617,11 @@ async fn a_directory_lists_sizes_and_versions_as_opens_report_them() {
         assert_eq!(entry.size, data.len() as u64);
         assert_eq!(Some(version_of(entry.modified)), opened.version);
 
+        let top = list_directory(&server.url(""), &test_options())
+            .await
+            .expect("listing the server's top");
+        assert!(top.iter().any(|e| e.name == "data" && e.is_dir), "{top:?}");
+
         let missing = server.url("no/such/dir");
         let e = list_directory(&missing, &test_options()).await.unwrap_err();
         assert_eq!(e.io_kind(), IoKind::NotFound, "{e}");

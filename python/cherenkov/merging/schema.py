@@ -12,7 +12,7 @@ import numpy as np
 
 from cherenkov import _core
 from cherenkov.arrays import to_layout
-from cherenkov.dataset import TABLE_CLASSES
+from cherenkov.dataset import TABLE_CLASSES, XROOTD_SCHEMES
 from cherenkov.file import RNTUPLE_CLASS
 from cherenkov.file import open as open_file
 from cherenkov.processing.dataset import FileSpec
@@ -74,13 +74,13 @@ def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> l
     of 947 branches, and `combine` passes over an input whose columns are the first's."""
     with ThreadPoolExecutor(opened_at_once(specs, DESCRIBED_AT_ONCE_REMOTE)[0]) as pool:
         described = pool.submit(_describe, specs[0], open_options, True, True)
-        probes = [] if trees else [pool.submit(_probe, spec, open_options) for spec in specs[1:]]
+        probes = None if trees else _Probes(pool, specs[1:], open_options)
         first = described.result()
         if probes and all(t.kind == "TTree" for t in first.tables.values()):
-            others = [_probed(spec, first, *p.result()) for spec, p in zip(specs[1:], probes)]
+            others = [_probed(spec, first, *probes.result(spec)) for spec in specs[1:]]
         else:
-            for p in probes:
-                p.cancel()
+            if probes:
+                probes.cancel()
             others = list(pool.map(lambda spec: _describe(spec, open_options, trees, False), specs[1:]))
     shared: dict[tuple, dict[str, str]] = {}
     for info in [first, *others]:
@@ -125,6 +125,55 @@ def _probe(spec: FileSpec, open_options: dict) -> tuple[int, str | None]:
     return source.size, source.version
 
 
+class _Probes:
+    """The sizes and versions of inputs, asked for all at once: where two or more share a
+    `root://` directory, from one listing of it (`_core.list_directory`: one request, where
+    probing each costs the server an open and a close), else by `_probe`. An input the listing
+    lacks (or a listing refused) is probed, which names what is wrong with it."""
+
+    def __init__(self, pool: ThreadPoolExecutor, specs: list[FileSpec], open_options: dict):
+        self.pool, self.open_options = pool, open_options
+        places = [_listed_place(spec) for spec in specs]
+        shared = Counter(place[0] for place in places if place)
+        self.listings = {d: pool.submit(_listing, d, open_options) for d, n in shared.items() if n > 1}
+        self.probes = {
+            spec: pool.submit(_probe, spec, open_options)
+            for spec, place in zip(specs, places)
+            if not place or place[0] not in self.listings
+        }
+
+    def result(self, spec: FileSpec) -> tuple[int, str | None]:
+        if spec not in self.probes:
+            directory, name = _listed_place(spec)
+            try:
+                found = self.listings[directory].result().get(name)
+            except OSError:
+                found = None
+            if found is not None:
+                return found
+            self.probes[spec] = self.pool.submit(_probe, spec, self.open_options)
+        return self.probes[spec].result()
+
+    def cancel(self) -> None:
+        for future in [*self.listings.values(), *self.probes.values()]:
+            future.cancel()
+
+
+def _listed_place(spec: FileSpec) -> tuple[str, str] | None:
+    """(directory URL, file name) of an input read from one `root://` URL, else None. An
+    opaque part (``?authz=...``) goes with the directory, whose listing needs it too."""
+    if len(spec.replicas) != 1 or not spec.replicas[0].lower().startswith(XROOTD_SCHEMES):
+        return None
+    path, query, opaque = spec.replicas[0].partition("?")
+    directory, name = path[: path.rfind("/") + 1], path[path.rfind("/") + 1 :]
+    return (directory + query + opaque, name) if name else None
+
+
+def _listing(directory: str, open_options: dict) -> dict[str, tuple[int, str]]:
+    """{file name: (size, version)} of a `root://` directory's files."""
+    return {name: (size, version) for name, size, version, is_dir in _core.list_directory(directory, **open_options) if not is_dir}
+
+
 def _probed(spec: FileSpec, first: InputInfo, size: int, version: str | None) -> InputInfo:
     """A probed input's `InputInfo`: its tables taken as `first`'s TTrees, their columns not read (None)."""
     tables = {name: TableSchema("TTree", 0, None) for name in first.tables}
@@ -160,7 +209,10 @@ def other_kind(info: InputInfo, table: str, kind: str, first: InputInfo) -> Valu
 
 
 def check_probed(info: InputInfo, f, table: str, first: InputInfo) -> None:
-    """Raise unless `f` (the open file of `info`, a probed input: see `_probed`) holds `table` as a TTree."""
+    """Raise unless `f` (the open file of `info`, a probed input: see `_probed`) holds `table` as a
+    TTree, and has the size it was probed with."""
+    if f.size != info.size:
+        raise ValueError(f"{info.spec.replicas[0]} changed while it was merged: {info.size} bytes when the merge began, {f.size} now")
     classes = {key.split(";")[0]: cls for key, cls in f.classnames().items()}
     if table not in classes:
         raise missing_table(info, table)

@@ -6,16 +6,18 @@
 use super::options::XrootdOptions;
 use super::protocol::{self as proto, DirEntry};
 use super::session::ask_about_path;
+use super::url::parse_directory_url;
 use crate::error::{Error, Result};
 
 /// Largest listing accepted: about 500 000 entries.
 const LISTING_MAX: usize = 64 << 20;
 
-/// The entries of the directory `url` names (`root://host//dir`), `.` and `..` left out, in
-/// the server's order.
+/// The entries of the directory `url` names (`root://host//dir`, or the server's top
+/// `root://host//`), `.` and `..` left out, in the server's order.
 pub async fn list_directory(url: &str, options: &XrootdOptions) -> Result<Vec<DirEntry>> {
     let body = ask_about_path(
         url,
+        parse_directory_url,
         options,
         proto::dirlist_request,
         LISTING_MAX,

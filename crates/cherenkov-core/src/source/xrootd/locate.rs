@@ -41,6 +41,7 @@ const RESOLVE_TIMEOUT: Duration = Duration::from_secs(5);
 pub async fn locate(url: &str, options: &XrootdOptions) -> Result<Vec<String>> {
     let body = ask_about_path(
         url,
+        parse_url,
         options,
         proto::locate_request,
         SMALL_BODY_MAX,

@@ -8,7 +8,7 @@ use super::options::XrootdOptions;
 use super::pool;
 use super::protocol::{self as proto, FileHandle, Redirect};
 use super::reply::{ConnError, Failure, Reply, SMALL_BODY_MAX};
-use super::url::{parse_url, split_host_port, Endpoint, DEFAULT_PORT};
+use super::url::{split_host_port, Endpoint, DEFAULT_PORT};
 use crate::source::retry::Retries;
 use futures_util::future::join_all;
 use std::sync::Arc;
@@ -202,13 +202,14 @@ pub(super) async fn connect(
     }
 }
 
-/// The answer to a request about a path (not an open file), on a connection of its own:
-/// `request` made for the path at each server (a redirect may name another), sent with the
+/// The answer to a request about a path (not an open file) in `url` (read by `parse`: a file's
+/// or a directory's), on a connection of its own: `request` made for the path at each server (a redirect may name another), sent with the
 /// login when its answer is small (early requests are registered for small answers), its
 /// answer at most `max_len` bytes. `kXR_wait` is honoured and redirects followed as an open's
 /// are; errors name `url` (redacted) and `what` was asked.
 pub(super) async fn ask_about_path(
     url: &str,
+    parse: fn(&str) -> Result<Endpoint, String>,
     options: &XrootdOptions,
     request: impl Fn(&str) -> proto::Request,
     max_len: usize,
@@ -216,7 +217,7 @@ pub(super) async fn ask_about_path(
 ) -> crate::error::Result<Vec<u8>> {
     let name = crate::source::redact::redact(url);
     let mut endpoint =
-        parse_url(url).map_err(|m| crate::error::Error::InvalidArgument(format!("{name}: {m}")))?;
+        parse(url).map_err(|m| crate::error::Error::InvalidArgument(format!("{name}: {m}")))?;
     let failed = |f: Failure| f.error(&name, format!("{what} failed: {f}"));
     let mut redirects = 0;
     let mut waited = Duration::ZERO;

@@ -54,8 +54,17 @@ impl Endpoint {
     }
 }
 
-/// Parse a `root://`, `xroot://`, `roots://` or `xroots://` URL.
+/// Parse a `root://`, `xroot://`, `roots://` or `xroots://` URL of a file.
 pub fn parse_url(url: &str) -> Result<Endpoint, String> {
+    let endpoint = parse_directory_url(url)?;
+    if endpoint.path.len() < 2 || endpoint.path.starts_with("/?") {
+        return Err("the URL has no file path".to_string());
+    }
+    Ok(endpoint)
+}
+
+/// Parse an XRootD URL of a directory: the server's top (`root://host//`) is one too.
+pub fn parse_directory_url(url: &str) -> Result<Endpoint, String> {
     let (scheme, rest) = url
         .split_once("://")
         .filter(|(s, _)| {
@@ -66,7 +75,7 @@ pub fn parse_url(url: &str) -> Result<Endpoint, String> {
         })
         .ok_or("not an XRootD URL: expected root://host[:port]//path (roots:// over TLS)")?;
     let tls = scheme.ends_with(['s', 'S']);
-    let slash = rest.find('/').ok_or("the URL has no file path")?;
+    let slash = rest.find('/').ok_or("the URL has no path")?;
     let (authority, path) = rest.split_at(slash);
     let authority = authority
         .rsplit_once('@')
@@ -78,8 +87,8 @@ pub fn parse_url(url: &str) -> Result<Endpoint, String> {
     } else {
         path
     };
-    if path.len() < 2 || path.starts_with("/?") {
-        return Err("the URL has no file path".to_string());
+    if path.is_empty() {
+        return Err("the URL has no path".to_string());
     }
     Ok(Endpoint {
         host,
@@ -150,7 +159,12 @@ mod tests {
         assert!(parse_url("ftp://h//a")
             .unwrap_err()
             .contains("not an XRootD URL"));
-        assert!(parse_url("root://h").unwrap_err().contains("no file path"));
+        assert!(parse_url("root://h").unwrap_err().contains("no path"));
+        assert_eq!(parse_directory_url("root://h//").unwrap().path, "/");
+        assert_eq!(
+            parse_directory_url("root://h//d/?a=1").unwrap().path,
+            "/d/?a=1"
+        );
         assert!(parse_url("root://h//")
             .unwrap_err()
             .contains("no file path"));
