@@ -357,6 +357,24 @@ def test_ttrees_merged_into_an_rntuple(inputs, tmp_path):
         assert ak.array_equal(got[n], want[n]), n
 
 
+def test_copy_mode_over_more_inputs_than_one_call_takes(tmp_path):
+    """More inputs than one copy call appends (`raw.MOVED_AT_ONCE`): the later calls' baskets
+    follow the earlier ones' in entry order (each call orders only the baskets it added)."""
+    from cherenkov.merging.raw import MOVED_AT_ONCE
+
+    paths = []
+    for seed in range(2 * MOVED_AT_ONCE + 3):
+        paths.append(tmp_path / f"in{seed}.root")
+        write_input(paths[-1], 40 + seed, seed, hists=False)
+    out = tmp_path / "copied.root"
+    report = cherenkov.merge(paths, out, mode="copy", progress=False)
+    assert report.trees["Events"].mode == "copy" and report.trees["Events"].entries == sum(40 + k for k in range(len(paths)))
+    assert_same([out], paths, list(TYPES))
+    branch = uproot.open(out)["Events"]["x"]
+    starts = list(branch.member("fBasketEntry")[: branch.num_baskets + 1])
+    assert branch.num_baskets > 2 * MOVED_AT_ONCE and starts == sorted(starts) and starts[-1] == report.trees["Events"].entries
+
+
 def test_copy_mode_copies_compressed_baskets(inputs, tmp_path):
     """Baskets copied as they are (same count, same compressed bytes), re-keyed into the output;
     the inputs' many clusters kept, shifted by the entries before them."""

@@ -275,6 +275,7 @@ pub fn copy_trees(
     );
     let mut first_entry = writer.entries;
     let mut done = 0;
+    let before: Vec<usize> = writer.written.iter().map(|w| w.baskets.len()).collect();
     for &(k, b) in &steps {
         // Inputs with no baskets (no entries) are passed over by the steps.
         finish_inputs(writer, &inputs[done..k], &mut first_entry);
@@ -283,8 +284,10 @@ pub fn copy_trees(
         writer.write_copied(file, &inputs[k].1.batches[b], raw, first_entry)?;
     }
     finish_inputs(writer, &inputs[done..], &mut first_entry);
-    for w in &mut writer.written {
-        w.baskets.sort_by_key(|b| b.entry_start);
+    // Batches are written in file order, not entry order; the baskets before these inputs'
+    // (whose entries come first) are in order already.
+    for (w, &from) in writer.written.iter_mut().zip(&before) {
+        w.baskets[from..].sort_by_key(|b| b.entry_start);
     }
     Ok(())
 }
