@@ -627,7 +627,7 @@ def test_remote_inputs_over_http(inputs, folder, tmp_path, mode):
 def test_remote_inputs_in_one_xrootd_directory_are_sized_from_one_listing(inputs, folder, tmp_path, monkeypatch):
     """The inputs after the first share a root:// directory: their sizes and versions come from
     one kXR_dirlist, equal to what opening each reports, and none is probed; one the listing
-    lacks is probed, which names it."""
+    lacks is probed, which names it; a listing refused has its inputs probed."""
     import shutil
 
     from cherenkov.dataset import file_specs
@@ -655,6 +655,14 @@ def test_remote_inputs_in_one_xrootd_directory_are_sized_from_one_listing(inputs
         with pytest.raises(FileNotFoundError, match="missing.root"):
             schema.describe(file_specs([*urls, missing]), {}, trees=False)
         assert probed == [missing]
+        probed.clear()
+
+        def refused(directory, options):
+            raise PermissionError(f"{directory}: listing refused")
+
+        monkeypatch.setattr(schema, "_listing", refused)  # its inputs are then probed
+        assert [(i.size, i.version) for i in schema.describe(file_specs(urls), {}, trees=False)] == opened
+        assert sorted(probed) == sorted(urls[1:])
     assert_same([tmp_path / "merged.root"], paths, list(TYPES))
 
 

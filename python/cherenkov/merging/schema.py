@@ -129,29 +129,33 @@ class _Probes:
     """The sizes and versions of inputs, asked for all at once: where two or more share a
     `root://` directory, from one listing of it (`_core.list_directory`: one request, where
     probing each costs the server an open and a close), else by `_probe`. An input the listing
-    lacks (or a listing refused) is probed, which names what is wrong with it."""
+    lacks is probed, which names what is wrong with it; a listing refused has its directory's
+    inputs probed, all at once."""
 
     def __init__(self, pool: ThreadPoolExecutor, specs: list[FileSpec], open_options: dict):
         self.pool, self.open_options = pool, open_options
-        places = [_listed_place(spec) for spec in specs]
-        shared = Counter(place[0] for place in places if place)
+        self.places = {spec: _listed_place(spec) for spec in specs}
+        shared = Counter(place[0] for place in self.places.values() if place)
         self.listings = {d: pool.submit(_listing, d, open_options) for d, n in shared.items() if n > 1}
-        self.probes = {
-            spec: pool.submit(_probe, spec, open_options)
-            for spec, place in zip(specs, places)
-            if not place or place[0] not in self.listings
-        }
+        self.probes = {}
+        self._probe_all(spec for spec, place in self.places.items() if not place or place[0] not in self.listings)
+
+    def _probe_all(self, specs) -> None:
+        for spec in specs:
+            if spec not in self.probes:
+                self.probes[spec] = self.pool.submit(_probe, spec, self.open_options)
 
     def result(self, spec: FileSpec) -> tuple[int, str | None]:
         if spec not in self.probes:
-            directory, name = _listed_place(spec)
+            directory, name = self.places[spec]
             try:
                 found = self.listings[directory].result().get(name)
             except OSError:
-                found = None
-            if found is not None:
-                return found
-            self.probes[spec] = self.pool.submit(_probe, spec, self.open_options)
+                self._probe_all(s for s, place in self.places.items() if place and place[0] == directory)
+            else:
+                if found is not None:
+                    return found
+                self._probe_all([spec])
         return self.probes[spec].result()
 
     def cancel(self) -> None:
