@@ -601,20 +601,27 @@ def test_root_reads_the_merged_file_without_a_warning(inputs, tmp_path, mode):
     assert got["note"] == "written by seed 0"
 
 
-@pytest.mark.parametrize("mode", ["rewrite", "copy"])
-def test_remote_inputs_over_http(inputs, folder, tmp_path, mode):
-    """Inputs read from nginx: trees through the engine (copy mode: their baskets through the
-    file's source), histograms and objects through uproot on cherenkov's source."""
+def served_copies(inputs, folder, server: str) -> list[Path]:
+    """The `inputs` fixture's files copied into `folder`, for `server` (a program) to serve:
+    skips when it is not installed."""
     import shutil
 
-    from cherenkov_lab import NginxServer
-
-    if not shutil.which("nginx"):
-        pytest.skip("nginx is not installed: run `make setup`")
+    if not shutil.which(server):
+        pytest.skip(f"{server} is not installed: run `make setup`")
     paths, _ = inputs
     for p in paths:
         shutil.copy(p, folder / p.name)
         (folder / p.name).chmod(0o644)
+    return paths
+
+
+@pytest.mark.parametrize("mode", ["rewrite", "copy"])
+def test_remote_inputs_over_http(inputs, folder, tmp_path, mode):
+    """Inputs read from nginx: trees through the engine (copy mode: their baskets through the
+    file's source), histograms and objects through uproot on cherenkov's source."""
+    from cherenkov_lab import NginxServer
+
+    paths = served_copies(inputs, folder, "nginx")
     with NginxServer(folder) as nginx:
         urls = [nginx.url(p.name) for p in paths]
         report = cherenkov.merge(urls, tmp_path / "merged.root", max_size=10**9, mode=mode, progress=False)
@@ -628,18 +635,11 @@ def test_remote_inputs_in_one_xrootd_directory_are_sized_from_one_listing(inputs
     """The inputs after the first share a root:// directory: their sizes and versions come from
     one kXR_dirlist, equal to what opening each reports, and none is probed; one the listing
     lacks is probed, which names it; a listing refused has its inputs probed."""
-    import shutil
-
     from cherenkov.dataset import file_specs
     from cherenkov.merging import schema
     from cherenkov_lab import XrootdServer
 
-    if not shutil.which("xrootd"):
-        pytest.skip("xrootd is not installed: run `make setup`")
-    paths, _ = inputs
-    for p in paths:
-        shutil.copy(p, folder / p.name)
-        (folder / p.name).chmod(0o644)
+    paths = served_copies(inputs, folder, "xrootd")
     probed = []
     probe = schema._probe
     monkeypatch.setattr(schema, "_probe", lambda spec, options: probed.append(spec.url) or probe(spec, options))
