@@ -75,20 +75,28 @@ def _expand(path, tree: str | None) -> list[FileSpec]:
 XROOTD_SCHEMES = ("root://", "xroot://", "roots://", "xroots://")
 
 
+def split_xrootd_url(url: str) -> tuple[str, str, str] | None:
+    """(directory, file name, opaque part) of a `root://` URL, else None: ``?`` starts XRootD's
+    opaque part (``?authz=...``), which a listing of the directory needs too."""
+    if not url.lower().startswith(XROOTD_SCHEMES):
+        return None
+    path, query, opaque = url.partition("?")
+    cut = path.rfind("/") + 1
+    return path[:cut], path[cut:], query + opaque
+
+
 def _xrootd_glob(url: str) -> list[str]:
     """The files a `root://` URL's file name matches when it holds ``*`` or ``[...]``, sorted,
-    from one listing of its directory (`_core.list_directory`); else the URL itself (its
-    directories may hold no pattern). ``?`` starts
-    XRootD's opaque part (``?authz=...``), which every URL made keeps."""
-    path, query, opaque = url.partition("?")
-    directory, pattern = path[: path.rfind("/") + 1], path[path.rfind("/") + 1 :]
+    from one listing of its directory (`_core.list_directory`), each with the URL's opaque
+    part; else the URL itself. Its directories may hold no pattern."""
+    directory, pattern, opaque = split_xrootd_url(url)
     if any(c in directory.partition("://")[2] for c in "*["):
         raise ValueError(f"{_core.redact(url)}: a root:// pattern matches file names in one directory, not directories")
     if not any(c in pattern for c in "*["):
         return [url]
-    listed = _core.list_directory(directory + query + opaque)
+    listed = _core.list_directory(directory + opaque)
     names = sorted(name for name, _, _, is_dir in listed if not is_dir and fnmatch.fnmatchcase(name, pattern))
-    return [f"{directory}{name}{query}{opaque}" for name in names]
+    return [f"{directory}{name}{opaque}" for name in names]
 
 
 def split_tree(path: str, tree: str | None) -> tuple[str, str | None]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from cherenkov import _core
 from cherenkov.arrays import to_layout
-from cherenkov.dataset import TABLE_CLASSES, XROOTD_SCHEMES
+from cherenkov.dataset import TABLE_CLASSES, split_xrootd_url
 from cherenkov.file import RNTUPLE_CLASS
 from cherenkov.file import open as open_file
 from cherenkov.processing.dataset import FileSpec
@@ -164,13 +164,13 @@ class _Probes:
 
 
 def _listed_place(spec: FileSpec) -> tuple[str, str] | None:
-    """(directory URL, file name) of an input read from one `root://` URL, else None. An
-    opaque part (``?authz=...``) goes with the directory, whose listing needs it too."""
-    if len(spec.replicas) != 1 or not spec.replicas[0].lower().startswith(XROOTD_SCHEMES):
+    """(directory URL with the opaque part, file name) of an input read from one `root://` URL,
+    else None."""
+    parts = split_xrootd_url(spec.replicas[0]) if len(spec.replicas) == 1 else None
+    if not parts or not parts[1]:
         return None
-    path, query, opaque = spec.replicas[0].partition("?")
-    directory, name = path[: path.rfind("/") + 1], path[path.rfind("/") + 1 :]
-    return (directory + query + opaque, name) if name else None
+    directory, name, opaque = parts
+    return directory + opaque, name
 
 
 def _listing(directory: str, open_options: dict) -> dict[str, tuple[int, str]]:

@@ -1,6 +1,8 @@
 //! Logging in and opening the file on one connection: the session a slot reads through. The
 //! open travels with the login (and the query of the server's readv limits, and `kXR_locate`),
-//! `kXR_wait` is honoured and `kXR_redirect` followed, within the options' bounds.
+//! `kXR_wait` is honoured and `kXR_redirect` followed, within the options' bounds. Requests about
+//! a path rather than an open file (`kXR_locate`, `kXR_dirlist`) go the same way
+//! (`ask_about_path`).
 
 use super::auth::{self, Security};
 use super::connection::{Connection, Waiting};
@@ -202,11 +204,12 @@ pub(super) async fn connect(
     }
 }
 
-/// The answer to a request about a path (not an open file) in `url` (read by `parse`: a file's
-/// or a directory's), on a connection of its own: `request` made for the path at each server (a redirect may name another), sent with the
-/// login when its answer is small (early requests are registered for small answers), its
-/// answer at most `max_len` bytes. `kXR_wait` is honoured and redirects followed as an open's
-/// are; errors name `url` (redacted) and `what` was asked.
+/// The answer to a request about a path in `url` (not an open file; `parse` reads the URL as a
+/// file's or a directory's), on a connection of its own: `request` is made for the path at each
+/// server (a redirect may name another) and sent with the login when its answer is small (early
+/// requests are registered for small answers only); the answer may be `max_len` bytes at most.
+/// `kXR_wait` is honoured and redirects followed as an open's are; errors name `url` (redacted)
+/// and `what` was asked.
 pub(super) async fn ask_about_path(
     url: &str,
     parse: fn(&str) -> Result<Endpoint, String>,
@@ -223,9 +226,10 @@ pub(super) async fn ask_about_path(
     let mut waited = Duration::ZERO;
     'server: loop {
         let request = request(&endpoint.path);
-        let early = match max_len <= SMALL_BODY_MAX {
-            true => std::slice::from_ref(&request),
-            false => &[],
+        let early = if max_len <= SMALL_BODY_MAX {
+            std::slice::from_ref(&request)
+        } else {
+            &[]
         };
         let (conn, early) = connect(&mut endpoint, options, early)
             .await
