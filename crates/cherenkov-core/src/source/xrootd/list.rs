@@ -9,8 +9,9 @@ use super::session::ask_about_path;
 use super::url::parse_directory_url;
 use crate::error::{Error, Result};
 
-/// Largest listing accepted: about 500 000 entries.
-const LISTING_MAX: usize = 64 << 20;
+/// Largest listing accepted: about 200 000 entries of a dataset's file names. (The connection
+/// reserves this much address space for the answer; pages are touched only as it arrives.)
+const LISTING_MAX: usize = 16 << 20;
 
 /// The entries of the directory `url` names (`root://host//dir`, or the server's top
 /// `root://host//`), `.` and `..` left out, in the server's order.
