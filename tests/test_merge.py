@@ -358,12 +358,12 @@ def test_ttrees_merged_into_an_rntuple(inputs, tmp_path):
 
 
 def test_copy_mode_over_more_inputs_than_one_call_takes(tmp_path):
-    """More inputs than one copy call appends (`raw.MOVED_AT_ONCE`): the later calls' baskets
+    """More inputs than one copy call appends (`copy.COPIED_AT_ONCE`): the later calls' baskets
     follow the earlier ones' in entry order (each call orders only the baskets it added)."""
-    from cherenkov.merging.raw import MOVED_AT_ONCE
+    from cherenkov.merging.copy import COPIED_AT_ONCE
 
     paths = []
-    for seed in range(2 * MOVED_AT_ONCE + 3):
+    for seed in range(2 * COPIED_AT_ONCE + 3):
         paths.append(tmp_path / f"in{seed}.root")
         write_input(paths[-1], 40 + seed, seed, hists=False)
     out = tmp_path / "copied.root"
@@ -372,7 +372,7 @@ def test_copy_mode_over_more_inputs_than_one_call_takes(tmp_path):
     assert_same([out], paths, list(TYPES))
     branch = uproot.open(out)["Events"]["x"]
     starts = list(branch.member("fBasketEntry")[: branch.num_baskets + 1])
-    assert branch.num_baskets > 2 * MOVED_AT_ONCE and starts == sorted(starts) and starts[-1] == report.trees["Events"].entries
+    assert branch.num_baskets > 2 * COPIED_AT_ONCE and starts == sorted(starts) and starts[-1] == report.trees["Events"].entries
 
 
 def test_copy_mode_copies_compressed_baskets(inputs, tmp_path):
