@@ -88,9 +88,9 @@ def split_xrootd_url(url: str) -> tuple[str, str, str] | None:
 def _xrootd_glob(url: str) -> list[str]:
     """The files a `root://` URL's file name matches when it holds ``*`` or ``[...]``, sorted,
     from one listing of its directory (`_core.list_directory`), each with the URL's opaque
-    part; else the URL itself. Its directories may hold no pattern."""
+    part; else the URL itself. Its directories may hold no ``*`` (a ``[`` there is taken as it is)."""
     directory, pattern, opaque = split_xrootd_url(url)
-    if any(c in directory.partition("://")[2] for c in "*["):
+    if "*" in directory.partition("://")[2]:
         raise ValueError(f"{_core.redact(url)}: a root:// pattern matches file names in one directory, not directories")
     if not any(c in pattern for c in "*["):
         return [url]
