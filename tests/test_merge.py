@@ -633,8 +633,9 @@ def test_remote_inputs_over_http(inputs, folder, tmp_path, mode):
 
 def test_remote_inputs_in_one_xrootd_directory_are_sized_from_one_listing(inputs, folder, tmp_path, monkeypatch):
     """The inputs after the first share a root:// directory: their sizes and versions come from
-    one kXR_dirlist, equal to what opening each reports, and none is probed; one the listing
-    lacks is probed, which names it; a listing refused has its inputs probed."""
+    one kXR_dirlist, equal to what opening each reports, and none is probed (the first inputs
+    are opened for writing meanwhile); one the listing lacks is probed, which names it; a
+    listing refused has its inputs probed."""
     from cherenkov.dataset import file_specs
     from cherenkov.merging import schema
     from cherenkov_lab import XrootdServer
@@ -647,6 +648,8 @@ def test_remote_inputs_in_one_xrootd_directory_are_sized_from_one_listing(inputs
         urls = [xrootd.url(p.name) for p in paths]
         listed = schema.describe(file_specs(urls), {}, trees=False)
         assert probed == []
+        # Opened for writing meanwhile (a remote merge's first inputs), each once.
+        assert [i.opening.result().size for i in listed] == [p.stat().st_size for p in paths]
         opened = [(s.size, s.version) for s in (cherenkov._core.RawSource.open([u]) for u in urls)]
         assert [(i.size, i.version) for i in listed] == opened and opened[1][1].startswith("mtime ")
         report = cherenkov.merge(urls, tmp_path / "merged.root", mode="copy", progress=False)

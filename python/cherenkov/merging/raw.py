@@ -61,7 +61,10 @@ def in_batches(
     reference: list = [first.parsed[table]] if table in first.parsed else []  # `first`'s core tree
 
     def opening(info: InputInfo):
-        return open_file(list(info.spec.replicas), **open_options) if info.tables[table].kind == kind else None
+        if info.tables[table].kind != kind:
+            return None
+        early, info.opening = info.opening, None
+        return early.result() if early is not None else open_file(list(info.spec.replicas), **open_options)
 
     def opened(info: InputInfo, file):
         f = file.result()

@@ -5,7 +5,7 @@ columns and types, its other objects, its size; and how the inputs' column sets 
 from __future__ import annotations
 
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +32,7 @@ OPENED_AT_ONCE_REMOTE = 96
 COPIED_OPENED_AT_ONCE_REMOTE = 192
 PARSED_AT_ONCE_REMOTE = 32
 DESCRIBED_AT_ONCE_REMOTE = 256
+OPENED_EARLY = OPENED_AT_ONCE_REMOTE  # remote inputs opened for writing while the first is described
 
 
 @dataclass
@@ -60,20 +61,28 @@ class InputInfo:
     # Its TTrees' columns read with no entries (layouts), for `column_types`: the first input's.
     empty: dict = field(default_factory=dict, repr=False)
     probed: bool = False  # made by `_probed`: its tables are checked as they are written
+    # Its file opened while `describe` ran, for writing (a remote merge's first inputs): taken
+    # once by `raw.in_batches`.
+    opening: Future | None = field(default=None, repr=False, compare=False)
 
 
 def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> list[InputInfo]:
     """Every input's `InputInfo`, opened a few at a time (the opening round trips overlap).
-    `trees` False describes the first input only: the others are probed meanwhile (`_probe`:
-    their byte sources opened for their sizes and versions, over XRootD one round trip where
-    ROOT's opening takes two, and no bytes), and when the first's tables are all TTrees they are
-    taken to hold them, checked as each is written (see `raw.in_batches`); else the probes not
-    started are dropped (one wave of them wasted at most) and the others described, their TTrees'
-    columns left None.
+    `trees` False describes the first input only: the others are sized meanwhile (`_Probes`:
+    from listings of their `root://` directories, else by opening their byte sources, over
+    XRootD one round trip where ROOT's opening takes two, and no bytes), a remote merge's first
+    `OPENED_EARLY` inputs are opened for writing (`InputInfo.opening`), and when the first's
+    tables are all TTrees the others are taken to hold them, checked as each is written (see
+    `raw.in_batches`); else the probes not started are dropped (one wave of them wasted at most)
+    and the others described, their TTrees' columns left None.
     Inputs with the same columns share one dict of them: memory stays small with 10 000 inputs
     of 947 branches, and `combine` passes over an input whose columns are the first's."""
     with ThreadPoolExecutor(opened_at_once(specs, DESCRIBED_AT_ONCE_REMOTE)[0]) as pool:
         described = pool.submit(_describe, specs[0], open_options, True, True)
+        # A remote merge's first inputs are opened meanwhile for writing: their opening round
+        # trips overlap describing's instead of following them.
+        early = list(dict.fromkeys(specs[:OPENED_EARLY])) if not trees and is_remote(specs) else []
+        opening = {spec: pool.submit(open_file, list(spec.replicas), **open_options) for spec in early}
         probes = None if trees else _Probes(pool, specs[1:], open_options)
         first = described.result()
         if probes and all(t.kind == "TTree" for t in first.tables.values()):
@@ -84,6 +93,7 @@ def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> l
             others = list(pool.map(lambda spec: _describe(spec, open_options, trees, False), specs[1:]))
     shared: dict[tuple, dict[str, str]] = {}
     for info in [first, *others]:
+        info.opening = opening.pop(info.spec, None)
         for t in info.tables.values():
             if t.columns is not None:
                 t.columns = shared.setdefault(tuple(t.columns.items()), t.columns)
@@ -93,9 +103,13 @@ def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> l
 def opened_at_once(specs: list[FileSpec], remote: int = OPENED_AT_ONCE_REMOTE) -> tuple[int, int]:
     """How many of these inputs to have opened at once, and of those how many with their TTree
     metadata parsed: `remote` and more parsed when one is remote."""
-    if any("://" in r and not r.startswith("file:") for s in specs for r in s.replicas):
+    if is_remote(specs):
         return remote, PARSED_AT_ONCE_REMOTE
     return OPENED_AT_ONCE, OPENED_AT_ONCE
+
+
+def is_remote(specs: list[FileSpec]) -> bool:
+    return any("://" in r and not r.startswith("file:") for s in specs for r in s.replicas)
 
 
 def _describe(spec: FileSpec, open_options: dict, trees: bool, keep: bool) -> InputInfo:
