@@ -81,8 +81,8 @@ def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> l
         described = pool.submit(_describe, specs[0], open_options, True, True)
         # A remote merge's first inputs are opened meanwhile for writing: their opening round
         # trips overlap describing's instead of following them.
-        early = list(dict.fromkeys(specs[:OPENED_EARLY])) if not trees and is_remote(specs) else []
-        opening = {spec: pool.submit(open_file, list(spec.replicas), **open_options) for spec in early}
+        early = specs[:OPENED_EARLY] if not trees and is_remote(specs) else []
+        opening = {spec: pool.submit(open_file, list(spec.replicas), **open_options) for spec in dict.fromkeys(early)}
         probes = None if trees else _Probes(pool, specs[1:], open_options)
         first = described.result()
         if probes and all(t.kind == "TTree" for t in first.tables.values()):
