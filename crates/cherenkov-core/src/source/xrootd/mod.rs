@@ -38,7 +38,7 @@ mod tls;
 mod url;
 
 pub use self::file::XrootdSource;
-pub use self::list::{list_directory, version_of};
+pub use self::list::{list_directory, version_of, DirEntry};
 pub use self::locate::{locate, open_discovering, open_excluding, RedirectorFinder};
 pub use self::options::XrootdOptions;
-pub use self::protocol::{error_kind, DirEntry};
+pub use self::protocol::error_kind;

@@ -51,9 +51,7 @@ pub const KXR_ASYNRESP: u32 = 5008;
 const KXR_OPEN_READ: u16 = 0x0010;
 const KXR_RETSTAT: u16 = 0x0400;
 /// `kXR_dirlist` option: each entry's stat information follows its name.
-const KXR_DSTAT: u8 = 0x02;
-/// A stat answer's flag for a directory.
-const KXR_ISDIR: u64 = 0x02;
+pub const KXR_DSTAT: u8 = 0x02;
 // kXR_protocol: "the next request is a login".
 const KXR_EXP_LOGIN: u8 = 0x03;
 // kXR_protocol request flags: the client can do TLS, and wants it now.
@@ -211,42 +209,6 @@ pub fn locate_request(path: &str) -> Request {
 pub fn dirlist_request(path: &str) -> Request {
     let params = Params::new().skip(15).put(&[KXR_DSTAT]).done();
     Request::new(KXR_DIRLIST, params, path.as_bytes().to_vec())
-}
-
-/// One entry of a directory listing.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DirEntry {
-    pub name: String,
-    pub size: u64,
-    /// Modification time, seconds since the epoch (as the `kXR_open` answer's).
-    pub modified: u64,
-    pub is_dir: bool,
-}
-
-/// A `kXR_dirlist` answer with stat information: `".\n0 0 0 0\n"` (the server's sign that it
-/// honoured `kXR_dstat`), then per entry its name and `"<id> <size> <flags> <mtime>"` on two
-/// lines, the last ended by a null byte. None when the sign is missing (a server too old to send
-/// stat information) or an entry is malformed.
-pub fn parse_dirlist(body: &[u8]) -> Option<Vec<DirEntry>> {
-    let text = std::str::from_utf8(body).ok()?.trim_end_matches('\0');
-    let rest = match text.strip_prefix(".\n0 0 0 0") {
-        Some(rest) if rest.is_empty() || rest.starts_with('\n') => rest,
-        _ => return None,
-    };
-    let mut lines = rest.split('\n').filter(|line| !line.is_empty());
-    let mut entries = Vec::new();
-    while let Some(name) = lines.next() {
-        let mut stat = lines.next()?.split_ascii_whitespace().skip(1);
-        let mut number = || stat.next()?.parse::<u64>().ok();
-        let (size, flags, modified) = (number()?, number()?, number()?);
-        entries.push(DirEntry {
-            name: name.to_string(),
-            size,
-            modified,
-            is_dir: flags & KXR_ISDIR != 0,
-        });
-    }
-    Some(entries)
 }
 
 /// Most locations taken from one `kXR_locate` answer.
@@ -598,30 +560,6 @@ pub fn parse_readv(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dirlist_answers_give_names_sizes_and_times() {
-        let body = b".\n0 0 0 0\na.root\n4611 5000 16 1700000000\nsub\n4612 4096 18 1700000001\0";
-        let entries = parse_dirlist(body).unwrap();
-        assert_eq!(entries.len(), 2);
-        assert_eq!(
-            entries[0],
-            DirEntry {
-                name: "a.root".into(),
-                size: 5000,
-                modified: 1_700_000_000,
-                is_dir: false
-            }
-        );
-        assert!(entries[1].is_dir);
-        assert_eq!(parse_dirlist(b".\n0 0 0 0\0"), Some(vec![]));
-        // No stat information (an old server), a name without its stat line, a bad number.
-        assert_eq!(parse_dirlist(b"a.root\nb.root\0"), None);
-        assert_eq!(parse_dirlist(b".\n0 0 0 0\na.root\0"), None);
-        assert_eq!(parse_dirlist(b".\n0 0 0 0\na.root\n1 x 16 3\0"), None);
-        let request = dirlist_request("/data");
-        assert_eq!((request.code, request.params[15]), (KXR_DIRLIST, KXR_DSTAT));
-    }
 
     #[test]
     fn locate_answers_give_data_servers_only() {
