@@ -61,7 +61,7 @@ def file_specs(files, tree: str | None = None) -> list[FileSpec]:
 
 def _expand(path, tree: str | None) -> list[FileSpec]:
     path, tree = split_tree(os.fspath(path), tree)
-    if path.lower().startswith(XROOTD_SCHEMES):
+    if path.lower().startswith(_XROOTD_SCHEMES):
         matched = _xrootd_glob(path)
     elif "://" in path or not glob.has_magic(path):
         return [_spec([path], tree)]
@@ -72,13 +72,13 @@ def _expand(path, tree: str | None) -> list[FileSpec]:
     return [_spec([m], tree) for m in matched]
 
 
-XROOTD_SCHEMES = ("root://", "xroot://", "roots://", "xroots://")
+_XROOTD_SCHEMES = ("root://", "xroot://", "roots://", "xroots://")
 
 
 def split_xrootd_url(url: str) -> tuple[str, str, str] | None:
     """(directory, file name, opaque part) of a `root://` URL, else None: ``?`` starts XRootD's
     opaque part (``?authz=...``), which a listing of the directory needs too."""
-    if not url.lower().startswith(XROOTD_SCHEMES):
+    if not url.lower().startswith(_XROOTD_SCHEMES):
         return None
     path, query, opaque = url.partition("?")
     cut = path.rfind("/") + 1

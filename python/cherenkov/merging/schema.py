@@ -83,7 +83,7 @@ def describe(specs: list[FileSpec], open_options: dict, trees: bool = True) -> l
         # trips overlap describing's instead of following them.
         early = specs[:OPENED_EARLY] if not trees and is_remote(specs) else []
         opening = {spec: pool.submit(open_file, list(spec.replicas), **open_options) for spec in dict.fromkeys(early)}
-        probes = None if trees else _Probes(pool, specs[1:], open_options)
+        probes = None if trees else _Probes(pool, specs[1:], open_options, opening)
         first = described.result()
         if probes and all(t.kind == "TTree" for t in first.tables.values()):
             others = [_probed(spec, first, *probes.result(spec)) for spec in specs[1:]]
@@ -144,15 +144,18 @@ class _Probes:
     `root://` directory, from one listing of it (`_core.list_directory`: one request, where
     probing each costs the server an open and a close), else by `_probe`. An input the listing
     lacks is probed, which names what is wrong with it; a listing refused has its directory's
-    inputs probed, all at once."""
+    inputs probed, all at once. An input no listing covers whose file is being opened already
+    (`opening`: spec -> future of its `File`) is sized from that open instead of a probe."""
 
-    def __init__(self, pool: ThreadPoolExecutor, specs: list[FileSpec], open_options: dict):
+    def __init__(self, pool: ThreadPoolExecutor, specs: list[FileSpec], open_options: dict, opening: dict):
         self.pool, self.open_options = pool, open_options
         self.places = {spec: _listed_place(spec) for spec in specs}
         shared = Counter(place[0] for place in self.places.values() if place)
         self.listings = {d: pool.submit(_listing, d, open_options) for d, n in shared.items() if n > 1}
+        unlisted = [spec for spec, place in self.places.items() if not place or place[0] not in self.listings]
+        self.opened = {spec: opening[spec] for spec in unlisted if spec in opening}
         self.probes = {}
-        self._probe_all(spec for spec, place in self.places.items() if not place or place[0] not in self.listings)
+        self._probe_all(spec for spec in unlisted if spec not in self.opened)
 
     def _probe_all(self, specs) -> None:
         for spec in specs:
@@ -160,6 +163,9 @@ class _Probes:
                 self.probes[spec] = self.pool.submit(_probe, spec, self.open_options)
 
     def result(self, spec: FileSpec) -> tuple[int, str | None]:
+        if spec in self.opened:
+            f = self.opened[spec].result()
+            return f.size, f._core.version
         if spec not in self.probes:
             directory, name = self.places[spec]
             try:
