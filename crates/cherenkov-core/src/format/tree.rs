@@ -81,6 +81,24 @@ impl BranchMeta {
     pub fn num_baskets(&self) -> usize {
         self.baskets.len() + self.embedded.len()
     }
+    /// Whether `entry` is one of `basket_boundaries`, found without making them (a merge asks
+    /// it of every branch of every input).
+    pub fn has_boundary(&self, entry: u64) -> bool {
+        match self.baskets.last() {
+            _ if !self.embedded.is_empty() => {
+                self.basket_boundaries().binary_search(&entry).is_ok()
+            }
+            None => entry == 0,
+            Some(last) => {
+                entry == last.entry_stop
+                    || self
+                        .baskets
+                        .binary_search_by_key(&entry, |b| b.entry_start)
+                        .is_ok()
+            }
+        }
+    }
+
     /// Entry boundaries of all baskets, normal then embedded.
     pub fn basket_boundaries(&self) -> Vec<u64> {
         let mut out = vec![0];
@@ -175,10 +193,9 @@ impl TreeMeta {
 
     fn shares_boundaries(&self, bounds: &[u64]) -> bool {
         self.data_branches().all(|b| {
-            let bb = b.basket_boundaries();
             bounds
                 .iter()
-                .all(|x| bb.binary_search(x).is_ok() || *x == self.entries)
+                .all(|&x| x == self.entries || b.has_boundary(x))
         })
     }
 

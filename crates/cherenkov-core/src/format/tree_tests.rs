@@ -444,3 +444,44 @@ fn absurd_entry_counts_give_few_cluster_boundaries() {
         assert_eq!((bounds[0], *bounds.last().unwrap()), (0, tree.entries));
     }
 }
+
+#[test]
+fn a_branch_has_the_boundaries_its_baskets_list() {
+    let basket = |start, stop| BasketLocation {
+        seek: 100 + start,
+        bytes: 10,
+        entry_start: start,
+        entry_stop: stop,
+    };
+    let embedded = |entries| EmbeddedBasket {
+        entries,
+        content: vec![],
+        offsets: None,
+    };
+    let branches = [
+        BranchMeta::default(),
+        BranchMeta {
+            baskets: vec![basket(0, 5), basket(5, 12), basket(12, 30)],
+            ..Default::default()
+        },
+        BranchMeta {
+            baskets: vec![basket(0, 5), basket(5, 12)],
+            embedded: vec![embedded(4), embedded(3)],
+            ..Default::default()
+        },
+        BranchMeta {
+            embedded: vec![embedded(6)],
+            ..Default::default()
+        },
+    ];
+    for b in &branches {
+        let listed = b.basket_boundaries();
+        for entry in 0..=31 {
+            assert_eq!(
+                b.has_boundary(entry),
+                listed.contains(&entry),
+                "entry {entry} of {listed:?}"
+            );
+        }
+    }
+}

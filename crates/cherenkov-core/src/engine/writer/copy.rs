@@ -193,7 +193,8 @@ impl TreeWriter {
             )
         };
         let mut cur = Cursor::new(raw, "a basket to copy", piece.range.offset);
-        let key = Key::parse(&mut cur).map_err(|e| e.in_file(&origin()))?;
+        // Its strings are skipped, not read: the new key names the output's branch and tree.
+        let key = Key::parse_sizes(&mut cur).map_err(|e| e.in_file(&origin()))?;
         let header_end = cur.pos();
         BasketHeader::parse(&mut cur).map_err(|e| e.in_file(&origin()))?;
         let keylen = key.keylen as usize;
@@ -216,13 +217,10 @@ impl TreeWriter {
             seek_key: seek,
             seek_pdir,
             cycle: w.baskets.len() as i16,
-            class_name: "TBasket".into(),
-            name: self.branches[i].name.clone(),
-            title: self.name.clone(),
             ..key.clone()
         };
         let before = out.len();
-        new.write(out);
+        new.write_as(out, "TBasket", &self.branches[i].name, &self.name);
         let header_len = out.len() - before;
         if header_len != header_end {
             return Err(bad(format!(

@@ -53,6 +53,12 @@ impl Uuid {
 impl Key {
     /// The key header (`keylen` bytes unless a caller appends its own header, as TBasket does).
     pub fn write(&self, out: &mut Vec<u8>) {
+        self.write_as(out, &self.class_name, &self.name, &self.title);
+    }
+
+    /// The key header with these strings in place of its own: a copied basket is re-keyed
+    /// under its output branch without copying strings for it (see `engine::writer::copy`).
+    pub fn write_as(&self, out: &mut Vec<u8>, class_name: &str, name: &str, title: &str) {
         out.extend_from_slice(&(self.nbytes as i32).to_be_bytes());
         out.extend_from_slice(&self.version.to_be_bytes());
         out.extend_from_slice(&(self.objlen as i32).to_be_bytes());
@@ -66,9 +72,9 @@ impl Key {
             out.extend_from_slice(&(self.seek_key as i32).to_be_bytes());
             out.extend_from_slice(&(self.seek_pdir as i32).to_be_bytes());
         }
-        write_string(out, self.class_name.as_bytes());
-        write_string(out, self.name.as_bytes());
-        write_string(out, self.title.as_bytes());
+        write_string(out, class_name.as_bytes());
+        write_string(out, name.as_bytes());
+        write_string(out, title.as_bytes());
     }
 
     /// Bytes of a key header for these strings, with 64-bit seeks when `big`.
