@@ -37,7 +37,7 @@ from cherenkov.dataset import Report, chunks, concatenate, iterate
 from cherenkov.file import Directory, File, open
 from cherenkov.merging import MergeReport, merge
 from cherenkov.ntuple import RNTuple
-from cherenkov.processing import Dataset, Events, process
+from cherenkov.processing import Dataset, Events
 from cherenkov.stage import stage
 from cherenkov.tree import LazyChunk, Tree
 from cherenkov.writing import (
@@ -108,7 +108,12 @@ __all__ = [
 
 def __getattr__(name):
     # The plug-ins import uproot, dask-awkward and fsspec only when first used; `Stats` (rich,
-    # for its tables) too: `cherenkov merge` and other short commands start without them.
+    # for its tables) and `process` (asyncio, process pools) too: `cherenkov merge` and other
+    # short commands start without them.
+    if name == "process":
+        from cherenkov.processing import process
+
+        return process
     if name == "Stats":
         from cherenkov.stats import Stats
 
