@@ -55,15 +55,22 @@ impl<'a> Cursor<'a> {
         )
     }
 
+    #[inline]
     pub fn seek(&mut self, pos: usize) -> Result<()> {
         if pos > self.data.len() {
-            return Err(self.error(format!(
-                "a position {pos} inside the {} bytes available",
-                self.data.len()
-            )));
+            return Err(self.outside(pos));
         }
         self.pos = pos;
         Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn outside(&self, pos: usize) -> Error {
+        self.error(format!(
+            "a position {pos} inside the {} bytes available",
+            self.data.len()
+        ))
     }
 
     pub fn skip(&mut self, n: usize) -> Result<()> {
