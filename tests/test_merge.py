@@ -131,6 +131,21 @@ def test_each_input_tree_metadata_parsed_once(inputs, tmp_path, monkeypatch):
         assert_same([tmp_path / f"{mode}.root"], paths, list(TYPES))
 
 
+def test_inputs_opened_on_one_connection_unless_asked(inputs, tmp_path, monkeypatch):
+    """Many inputs are read at once, each a little: they are opened on one connection each (not
+    XRootD's two), unless the merge is given `connections`."""
+    import cherenkov.merging.raw as raw
+
+    paths, _ = inputs
+    asked = []
+    real = raw.open_file
+    monkeypatch.setattr(raw, "open_file", lambda urls, **options: asked.append(options.get("connections")) or real(urls, **options))
+    cherenkov.merge(paths, tmp_path / "one.root", mode="copy", progress=False)
+    cherenkov.merge(paths, tmp_path / "three.root", mode="copy", progress=False, connections=3)
+    assert asked == [1] * len(paths) + [3] * len(paths)
+    assert_same([tmp_path / "one.root"], paths, list(TYPES))
+
+
 def test_inputs_described_from_the_core_summary(inputs):
     """The summary computed in Rust names the columns and types the tree's branches list, and
     inputs with the same columns share one dict of them (what `combine` passes over)."""

@@ -128,12 +128,17 @@ def merge(
     (default: the first input's); `progress` True shows bars when stderr is a terminal, False
     none, a callable gets `cherenkov.progress.ProgressUpdate`s; `resume` keeps the outputs an
     interrupted run of the same merge completed (False: write them all again). Other keywords go
-    to `cherenkov.open`."""
+    to `cherenkov.open`; remote inputs are opened on one connection each unless ``connections``
+    says otherwise."""
     if mode not in MODES:
         raise ValueError(f"mode={mode!r}: one of {', '.join(MODES)}")
     if format not in FORMATS:
         raise ValueError(f"format={format!r}: 'ttree' or 'rntuple'")
     started = time.perf_counter()
+    # Many inputs are read at once, each a little: a second connection per input (XRootD's
+    # default, for bandwidth) only doubled the logins and opens (1000 inputs at 137 ms over
+    # root://: copy 3.93 s instead of 4.73 s, rewrite 12.2 s instead of 13.5 s).
+    open_options = {"connections": 1, **open_options}
     specs = file_specs(inputs)
     named_trees = [s.tree for s in specs if s.tree]
     # With the strict schema each TTree's metadata is read once, when the tree is copied or
