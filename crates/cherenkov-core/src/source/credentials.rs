@@ -225,8 +225,72 @@ fn read_pems(path: &Path) -> Result<Vec<Vec<u8>>> {
     }
 }
 
+/// What is made from a `TlsOptions` and the CA variables (`$X509_CERT_DIR`, `$SSL_CERT_FILE`,
+/// read by `TlsOptions::extra_roots`), made once per distinct set of them: making it reads and
+/// parses the system's CA certificates, milliseconds that every connection or file would pay.
+/// A few are kept (settings seldom vary), the oldest dropped past 16.
+pub struct MadeForTls<K, V> {
+    made: Mutex<Vec<(WithCaVariables<K>, V)>>,
+}
+
+/// Settings, and the values of `$X509_CERT_DIR` and `$SSL_CERT_FILE`.
+type WithCaVariables<K> = (K, [Option<std::ffi::OsString>; 2]);
+
+impl<K: PartialEq, V: Clone> Default for MadeForTls<K, V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K: PartialEq, V: Clone> MadeForTls<K, V> {
+    pub const fn new() -> Self {
+        Self {
+            made: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The value made for `settings` (which hold the `TlsOptions`) and the CA variables now,
+    /// made by `make` if there is none yet.
+    pub fn get<E>(
+        &self,
+        settings: K,
+        make: impl FnOnce(&K) -> std::result::Result<V, E>,
+    ) -> std::result::Result<V, E> {
+        let key = (
+            settings,
+            ["X509_CERT_DIR", "SSL_CERT_FILE"].map(std::env::var_os),
+        );
+        let made = || self.made.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, value)) = made().iter().find(|(k, _)| *k == key) {
+            return Ok(value.clone());
+        }
+        let value = make(&key.0)?;
+        let mut made = made();
+        if made.len() >= 16 {
+            made.remove(0);
+        }
+        made.push((key, value.clone()));
+        Ok(value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn what_is_made_for_tls_options_is_made_once_per_options() {
+        static MADE: MadeForTls<(TlsOptions, u32), u32> = MadeForTls::new();
+        let mut calls = 0;
+        let mut get = |n: u32| {
+            MADE.get((TlsOptions::default(), n), |(_, n)| {
+                calls += 1;
+                Ok::<_, ()>(n * 10)
+            })
+            .unwrap()
+        };
+        assert_eq!([get(1), get(1), get(2), get(1)], [10, 10, 20, 10]);
+        assert_eq!(calls, 2);
+    }
+
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 

@@ -31,7 +31,7 @@ use super::{
     Tally,
 };
 use crate::error::{Error, Result};
-use crate::source::credentials::TlsOptions;
+use crate::source::credentials::{MadeForTls, TlsOptions};
 use crate::source::redact::redact;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -705,49 +705,29 @@ fn serve_from_parts(asked: &[ByteRange], mut parts: Vec<Part>) -> (Vec<Option<By
     (served, missing)
 }
 
-/// What an HTTP client is made with: redirects, connect timeout, idle connections kept per
-/// server, TLS options, and `$X509_CERT_DIR` and `$SSL_CERT_FILE` when it was made.
-type ClientSettings = (
-    usize,
-    std::time::Duration,
-    usize,
-    TlsOptions,
-    [Option<std::ffi::OsString>; 2],
-);
-
-static CLIENTS: std::sync::LazyLock<std::sync::Mutex<Vec<(ClientSettings, reqwest::Client)>>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// The HTTP client of the files opened with these settings, made once: making one read and
-/// parsed every CA certificate of the system (5 ms of CPU a file, a third of a 1000-file merge's
-/// CPU), and a shared one keeps its connections for the next file from the same server. The
-/// settings include the CA variables read when it is made (`TlsOptions::extra_roots`).
+/// The HTTP client of the files opened with these settings (redirects, connect timeout, idle
+/// connections kept per server, TLS), made once: making one read and parsed every CA certificate
+/// of the system (5 ms of CPU a file, a third of a 1000-file merge's CPU), and a shared one keeps
+/// its connections for the next file from the same server.
 fn shared_client(options: &HttpOptions) -> Result<reqwest::Client> {
-    let settings: ClientSettings = (
+    type Settings = (usize, std::time::Duration, usize, TlsOptions);
+    static CLIENTS: MadeForTls<Settings, reqwest::Client> = MadeForTls::new();
+    let settings = (
         options.max_redirects,
         options.policy.timeout,
         options.connections.max(options.max_connections),
         options.tls.clone(),
-        ["X509_CERT_DIR", "SSL_CERT_FILE"].map(std::env::var_os),
     );
-    let clients = || CLIENTS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, client)) = clients().iter().find(|(s, _)| *s == settings) {
-        return Ok(client.clone());
-    }
-    let builder = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::limited(settings.0))
-        .connect_timeout(settings.1)
-        .pool_max_idle_per_host(settings.2)
-        .tcp_nodelay(true);
-    let client = trusting(builder, &settings.3)?.build().map_err(|e| {
-        Error::InvalidArgument(format!("cannot set up an HTTP client: {}", error_chain(&e)))
-    })?;
-    let mut clients = clients();
-    if clients.len() >= 16 {
-        clients.remove(0); // settings seldom vary: a few clients, the oldest dropped
-    }
-    clients.push((settings, client.clone()));
-    Ok(client)
+    CLIENTS.get(settings, |(redirects, timeout, idle, tls)| {
+        let builder = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::limited(*redirects))
+            .connect_timeout(*timeout)
+            .pool_max_idle_per_host(*idle)
+            .tcp_nodelay(true);
+        trusting(builder, tls)?.build().map_err(|e| {
+            Error::InvalidArgument(format!("cannot set up an HTTP client: {}", error_chain(&e)))
+        })
+    })
 }
 
 #[cfg(test)]
@@ -797,27 +777,5 @@ mod tests {
         assert_eq!(merge_for_single_requests(&far).len(), 2);
         let huge = [ByteRange::new(0, 3 * SINGLE_RANGE_MERGE_MAX)];
         assert_eq!(merge_for_single_requests(&huge), huge.to_vec());
-    }
-
-    #[test]
-    fn files_opened_alike_share_one_client() {
-        // Settings no other test uses: the clients made for them are this test's.
-        let options = |redirects| HttpOptions {
-            max_redirects: redirects,
-            ..HttpOptions::default()
-        };
-        let made = |redirects| {
-            CLIENTS
-                .lock()
-                .unwrap()
-                .iter()
-                .filter(|(s, _)| s.0 == redirects)
-                .count()
-        };
-        for _ in 0..3 {
-            shared_client(&options(4101)).unwrap();
-        }
-        shared_client(&options(4102)).unwrap();
-        assert_eq!((made(4101), made(4102)), (1, 1));
     }
 }

@@ -9,12 +9,11 @@
 
 use super::protocol::{self as proto, ResponseHeader, RESPONSE_HEADER_LEN};
 use super::reply::{ConnError, SMALL_BODY_MAX};
-use crate::source::credentials::TlsOptions;
+use crate::source::credentials::{MadeForTls, TlsOptions};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
-use std::ffi::OsString;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
@@ -24,23 +23,10 @@ use tokio::net::TcpStream;
 /// The rustls configuration for `options`, built once per set of options and CA variables
 /// (reading the system's CA store takes milliseconds; every connection would pay it).
 pub fn client_config(options: &TlsOptions) -> Result<Arc<ClientConfig>, String> {
-    type Key = (TlsOptions, Option<OsString>, Option<OsString>);
-    static BUILT: Mutex<Vec<(Key, Arc<ClientConfig>)>> = Mutex::new(Vec::new());
-    let key = (
-        options.clone(),
-        std::env::var_os("X509_CERT_DIR"),
-        std::env::var_os("SSL_CERT_FILE"),
-    );
-    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, config)) = built.iter().find(|(k, _)| *k == key) {
-        return Ok(config.clone());
-    }
-    let config = Arc::new(build_config(options)?);
-    if built.len() >= 16 {
-        built.remove(0);
-    }
-    built.push((key, config.clone()));
-    Ok(config)
+    static BUILT: MadeForTls<TlsOptions, Arc<ClientConfig>> = MadeForTls::new();
+    BUILT.get(options.clone(), |options| {
+        build_config(options).map(Arc::new)
+    })
 }
 
 fn build_config(options: &TlsOptions) -> Result<ClientConfig, String> {
