@@ -81,6 +81,7 @@ impl BranchMeta {
     pub fn num_baskets(&self) -> usize {
         self.baskets.len() + self.embedded.len()
     }
+
     /// Whether `entry` is one of `basket_boundaries`, found without making them (a merge asks
     /// it of every branch of every input).
     pub fn has_boundary(&self, entry: u64) -> bool {
