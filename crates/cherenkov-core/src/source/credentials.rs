@@ -276,21 +276,6 @@ impl<K: PartialEq, V: Clone> MadeForTls<K, V> {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn what_is_made_for_tls_options_is_made_once_per_options() {
-        static MADE: MadeForTls<(TlsOptions, u32), u32> = MadeForTls::new();
-        let mut calls = 0;
-        let mut get = |n: u32| {
-            MADE.get((TlsOptions::default(), n), |(_, n)| {
-                calls += 1;
-                Ok::<_, ()>(n * 10)
-            })
-            .unwrap()
-        };
-        assert_eq!([get(1), get(1), get(2), get(1)], [10, 10, 20, 10]);
-        assert_eq!(calls, 2);
-    }
-
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
@@ -340,5 +325,20 @@ mod tests {
         assert_eq!(token.current().unwrap().expose(), "abc");
         assert!(!format!("{token:?}").contains("abc"));
         assert_eq!(token.origin().to_string(), "the token given with token=");
+    }
+
+    #[test]
+    fn what_is_made_for_tls_options_is_made_once_per_options() {
+        static MADE: MadeForTls<(TlsOptions, u32), u32> = MadeForTls::new();
+        let mut calls = 0;
+        let mut get = |n: u32| {
+            MADE.get((TlsOptions::default(), n), |(_, n)| {
+                calls += 1;
+                Ok::<_, ()>(n * 10)
+            })
+            .unwrap()
+        };
+        assert_eq!([get(1), get(1), get(2), get(1)], [10, 10, 20, 10]);
+        assert_eq!(calls, 2);
     }
 }
