@@ -261,11 +261,18 @@ impl<K: PartialEq, V: Clone> MadeForTls<K, V> {
             ["X509_CERT_DIR", "SSL_CERT_FILE"].map(std::env::var_os),
         );
         let made = || self.made.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, value)) = made().iter().find(|(k, _)| *k == key) {
-            return Ok(value.clone());
+        let found = |made: &[(WithCaVariables<K>, V)]| {
+            made.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone())
+        };
+        if let Some(value) = found(&made()) {
+            return Ok(value);
         }
+        // Made without the lock held (it reads files); a thread that made it meanwhile wins.
         let value = make(&key.0)?;
         let mut made = made();
+        if let Some(value) = found(&made) {
+            return Ok(value);
+        }
         if made.len() >= 16 {
             made.remove(0);
         }
